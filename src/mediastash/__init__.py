@@ -1,0 +1,59 @@
+"""mediastash: keep large payloads out of persisted AI-agent message histories.
+
+Large binary and text parts of a JSON message history move to a
+content-addressed store (``media+sha256://<hex>``) and are replaced by small
+versioned markers; ``restore_media`` puts the exact bytes back.
+"""
+
+from mediastash.context import EMPTY_CONTEXT, MediaContext, MediaContextLike
+from mediastash.errors import (
+    IntegrityError,
+    InvalidMediaURI,
+    MalformedMarker,
+    MediaNotFoundError,
+    MediaStashError,
+    UnsafeKeyError,
+    UnsupportedMarkerFormat,
+)
+from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
+from mediastash.stores import (
+    BaseMediaStore,
+    DeletableMediaStore,
+    ListableMediaStore,
+    MediaStore,
+    MemoryMediaStore,
+    StreamingMediaStore,
+)
+from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_media_uri
+from mediastash.urls import PublicUrlResolver, make_static_public_url
+
+__version__ = '0.1.0'
+
+__all__ = [
+    'EMPTY_CONTEXT',
+    'MEDIA_URI_SCHEME',
+    'BaseMediaStore',
+    'DeletableMediaStore',
+    'IntegrityError',
+    'InvalidMediaURI',
+    'KeyStrategy',
+    'ListableMediaStore',
+    'MalformedMarker',
+    'MediaContext',
+    'MediaContextLike',
+    'MediaNotFoundError',
+    'MediaStashError',
+    'MediaStore',
+    'MemoryMediaStore',
+    'PublicUrlResolver',
+    'StreamingMediaStore',
+    'UnsafeKeyError',
+    'UnsupportedMarkerFormat',
+    '__version__',
+    'default_key_strategy',
+    'is_media_uri',
+    'make_static_public_url',
+    'media_uri_for',
+    'parse_media_uri',
+    'sharded_key_strategy',
+]

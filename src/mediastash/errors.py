@@ -1,0 +1,99 @@
+"""Typed errors raised by mediastash.
+
+Every error names the offending URI, key or value, and never carries
+credentials. Several also subclass a built-in so code written against the
+pydantic-ai-harness contract (``FileNotFoundError`` / ``ValueError``) keeps
+working unchanged.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    'IntegrityError',
+    'InvalidMediaURI',
+    'InvalidStoreConfiguration',
+    'MalformedMarker',
+    'MediaNotFoundError',
+    'MediaStashError',
+    'StoreClosedError',
+    'UnsafeKeyError',
+    'UnsupportedMarkerFormat',
+]
+
+
+class MediaStashError(Exception):
+    """Base class of every error mediastash raises on purpose."""
+
+
+class MediaNotFoundError(MediaStashError, FileNotFoundError):
+    """No blob is stored under the requested URI."""
+
+    def __init__(self, uri: str, *, where: str | None = None) -> None:
+        self.uri = uri
+        self.where = where
+        suffix = f' in {where}' if where else ''
+        super().__init__(f'no media stored for {uri}{suffix}')
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class IntegrityError(MediaStashError):
+    """Stored bytes do not hash to the URI they were read under."""
+
+    def __init__(self, uri: str, *, actual_digest: str, where: str | None = None) -> None:
+        self.uri = uri
+        self.actual_digest = actual_digest
+        self.where = where
+        suffix = f' in {where}' if where else ''
+        super().__init__(
+            f'stored bytes for {uri}{suffix} hash to sha256 {actual_digest}; '
+            'the blob is corrupt or truncated and was not returned'
+        )
+
+
+class InvalidMediaURI(MediaStashError, ValueError):
+    """A string is not a ``media+sha256://<64 lowercase hex>`` URI."""
+
+    def __init__(self, value: object, reason: str) -> None:
+        self.value = value
+        super().__init__(f'invalid media URI {value!r}: {reason}')
+
+
+class UnsupportedMarkerFormat(MediaStashError, ValueError):
+    """A marker or literal wrapper carries a format version this reader does not know."""
+
+    def __init__(self, what: str, version: object, *, path: str = '') -> None:
+        self.what = what
+        self.version = version
+        self.path = path
+        where = f' at {path}' if path else ''
+        super().__init__(
+            f'{what}{where} is stamped with unsupported format version {version!r}; '
+            'upgrade mediastash to read it (nothing was restored)'
+        )
+
+
+class MalformedMarker(MediaStashError, ValueError):
+    """A dict flagged as a media marker cannot be restored (for example it has no string URI)."""
+
+    def __init__(self, reason: str, *, path: str = '') -> None:
+        self.path = path
+        where = f' at {path}' if path else ''
+        super().__init__(f'malformed media marker{where}: {reason}')
+
+
+class UnsafeKeyError(MediaStashError, ValueError):
+    """A key strategy produced a storage key that would escape the store's root."""
+
+    def __init__(self, key: object, reason: str) -> None:
+        self.key = key
+        super().__init__(f'refusing storage key {key!r}: {reason}')
+
+
+class InvalidStoreConfiguration(MediaStashError, ValueError):
+    """A store was constructed with an invalid option (table name, size, ...)."""
+
+
+class StoreClosedError(MediaStashError, RuntimeError):
+    """The store was closed and cannot serve further calls."""
