@@ -8,7 +8,7 @@ can forget to verify what it returns.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from types import TracebackType
 from typing import ClassVar, Self
 
@@ -34,6 +34,12 @@ class BaseMediaStore(ABC):
 
     def __init__(self, *, public_url: PublicUrlResolver | None = None) -> None:
         self._public_url = public_url
+        self.deletion_generation = 0
+        """Bumped on every deletion so caches of "already stored" payloads know to forget."""
+
+    def _note_deleted(self) -> None:
+        """Call after removing a blob: invalidates known-blob caches bound to this store."""
+        self.deletion_generation += 1
 
     # -- primitives a backend provides -------------------------------------------------
 
@@ -107,7 +113,8 @@ class BaseMediaStore(ABC):
         data = b''.join(parts)
         return await sha256_hex(data), data
 
-    def _verified(self, digest: str, chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    def _verified(self, digest: str, chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
+        """Wrap a raw chunk stream so it is checked against ``digest`` (last chunk withheld until it matches)."""
         return verified_stream(digest, chunks, where=self._describe())
 
     # -- lifecycle ---------------------------------------------------------------------

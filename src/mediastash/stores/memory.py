@@ -59,6 +59,7 @@ class MemoryMediaStore(BaseMediaStore):
     async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         """Remove the blob; ``False`` when it was not stored."""
         digest = parse_media_uri(uri)
+        self._note_deleted()
         self._metadata.pop(digest, None)
         self._media_types.pop(digest, None)
         return self._blobs.pop(digest, None) is not None

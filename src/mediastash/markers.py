@@ -1,0 +1,122 @@
+"""The marker format: every reserved key, version stamp and marker shape in one place.
+
+The format is shared with pydantic-ai-harness (snapshots written by either
+library restore with the other); ``docs/marker-format.md`` describes it in
+prose. This module only names things and answers small questions about a
+single dict; the walks live in ``mediastash.walker``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mediastash.errors import UnsupportedMarkerFormat
+
+__all__ = [
+    'ESCAPED_KEYS',
+    'ESCAPE_FORMAT',
+    'ESCAPE_FORMAT_PREFIX',
+    'FORMAT_KEY',
+    'LITERAL_FORMAT',
+    'LITERAL_FORMAT_PREFIX',
+    'LITERAL_KEY',
+    'MARKER_KEY',
+    'MARKER_OWNED_KEYS',
+    'TEXT_CONTENT_KINDS',
+    'TEXT_KEY',
+    'TEXT_MEDIA_TYPE',
+    'URI_KEY',
+    'URLSAFE_KEY',
+    'URLSAFE_STAMP',
+    'escape_stash_of',
+    'literal_payload',
+    'needs_literal_wrap',
+    'wrap_literal',
+]
+
+MARKER_KEY: Final = '__harness_external_media__'
+"""``True`` on every marker: this dict stands for a payload held in a media store."""
+
+TEXT_KEY: Final = '__harness_external_text__'
+"""``True`` on a text marker (``content`` moved out); absent on a binary marker (``data`` moved out)."""
+
+URI_KEY: Final = '__harness_external_uri__'
+"""Authoritative blob reference. A plain ``uri`` mirror is added when the original dict had no ``uri``."""
+
+URLSAFE_KEY: Final = '__harness_external_urlsafe__'
+URLSAFE_STAMP: Final = 'base64-urlsafe-v1'
+"""A binary marker whose ``data`` used the URL-safe alphabet carries ``URLSAFE_KEY: URLSAFE_STAMP``."""
+
+FORMAT_KEY: Final = '__harness_external_marker_format__'
+ESCAPED_KEYS: Final = '__harness_external_escaped_keys__'
+ESCAPE_FORMAT_PREFIX: Final = 'escaped-keys-v'
+ESCAPE_FORMAT: Final = 'escaped-keys-v1'
+"""A caller's own values for the keys in ``MARKER_OWNED_KEYS`` are kept in ``ESCAPED_KEYS``,
+with ``FORMAT_KEY: ESCAPE_FORMAT`` stamped beside them."""
+
+LITERAL_KEY: Final = '__harness_external_literal__'
+LITERAL_FORMAT_PREFIX: Final = 'literal-v'
+LITERAL_FORMAT: Final = 'literal-v1'
+"""A caller dict carrying ``MARKER_KEY`` or ``LITERAL_KEY`` is written as
+``{LITERAL_KEY: <dict>, FORMAT_KEY: LITERAL_FORMAT}`` so it is never read as a marker."""
+
+MARKER_OWNED_KEYS: Final = frozenset({MARKER_KEY, TEXT_KEY, URI_KEY, ESCAPED_KEYS, FORMAT_KEY, URLSAFE_KEY})
+"""Keys a marker writes itself; a caller's values for them must be escaped first."""
+
+ESCAPE_ORDER: Final = (MARKER_KEY, TEXT_KEY, URI_KEY, ESCAPED_KEYS, FORMAT_KEY, URLSAFE_KEY)
+"""Order in which escaped keys are stashed (kept stable so output is deterministic)."""
+
+TEXT_CONTENT_KINDS: Final = ('text-content', 'structured-content')
+"""``kind`` values of ``TextContent`` / ``StructuredContent``, which carry ``content`` but no ``part_kind``."""
+
+TEXT_MEDIA_TYPE: Final = 'text/plain'
+"""Media type recorded for externalized text."""
+
+_LITERAL_SHAPE: Final = frozenset({LITERAL_KEY, FORMAT_KEY})
+
+
+def needs_literal_wrap(node: dict[str, object]) -> bool:
+    """A caller dict that is left inline must be wrapped when it carries a trigger key."""
+    return MARKER_KEY in node or LITERAL_KEY in node
+
+
+def wrap_literal(node: dict[str, object]) -> dict[str, object]:
+    """The literal wrapper around an (already walked) caller dict."""
+    return {LITERAL_KEY: node, FORMAT_KEY: LITERAL_FORMAT}
+
+
+def literal_payload(node: dict[str, object]) -> dict[str, object] | None:
+    """The caller dict inside a literal wrapper, or ``None`` when ``node`` is not one.
+
+    A wrapper is exactly the two keys with a stamp from the literal namespace
+    and a dict payload; a stamp in that namespace we do not know raises
+    ``UnsupportedMarkerFormat`` instead of handing the wrapper back as data.
+    """
+    if len(node) != 2 or node.keys() != _LITERAL_SHAPE:
+        return None
+    stamp = node[FORMAT_KEY]
+    payload = node[LITERAL_KEY]
+    if not isinstance(stamp, str) or not stamp.startswith(LITERAL_FORMAT_PREFIX) or not isinstance(payload, dict):
+        return None
+    if stamp != LITERAL_FORMAT:
+        raise UnsupportedMarkerFormat('literal wrapper', stamp)
+    return payload
+
+
+def escape_stash_of(marker: dict[str, object]) -> dict[str, object] | None:
+    """The escaped caller values of a marker, or ``None`` when the marker carries none.
+
+    Both halves must look like ours: a non-empty stash holding only
+    marker-owned key names, and a stamp from the escape namespace. Otherwise
+    the two keys are the caller's own data (as in markers written before
+    escaping existed). A well-formed stash with an unknown version raises.
+    """
+    stash = marker.get(ESCAPED_KEYS)
+    stamp = marker.get(FORMAT_KEY)
+    if not isinstance(stash, dict) or not stash or not isinstance(stamp, str):
+        return None
+    if not stamp.startswith(ESCAPE_FORMAT_PREFIX) or not stash.keys() <= MARKER_OWNED_KEYS:
+        return None
+    if stamp != ESCAPE_FORMAT:
+        raise UnsupportedMarkerFormat('media marker escaped-keys stash', stamp)
+    return stash

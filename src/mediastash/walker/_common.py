@@ -1,0 +1,112 @@
+"""Pieces both walks share: option checks, cache selection, JSON-type errors with a path."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
+from mediastash.known_blobs import KnownBlobCache, cache_for_store
+
+__all__ = [
+    'DEFAULT_MAX_CONCURRENCY',
+    'DEFAULT_THRESHOLD_BYTES',
+    'OFFLOAD_BYTES',
+    'NotJSON',
+    'check_concurrency',
+    'find_path',
+    'in_thread_if_large',
+    'not_json_error',
+    'select_cache',
+    'with_path',
+]
+
+DEFAULT_THRESHOLD_BYTES: Final = 64 * 1024
+"""Payloads at least this many bytes are externalized (the pydantic-ai-harness default too)."""
+
+DEFAULT_MAX_CONCURRENCY: Final = 8
+"""How many store calls one walk keeps in flight."""
+
+OFFLOAD_BYTES: Final = 1 << 20
+"""Payloads this large are decoded / encoded in a worker thread (pybase64 and hashlib release the GIL)."""
+
+_SCALARS: Final = (str, int, float, bool)
+
+T = TypeVar('T')
+
+
+class NotJSON(Exception):
+    """Internal: a value in the tree is not JSON-shaped. Turned into ``TypeError`` with a path."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def is_scalar(value: object) -> bool:
+    return value is None or isinstance(value, _SCALARS)
+
+
+def find_path(tree: object, target: object) -> str:
+    """JSONPath-like location of ``target`` (by identity) inside ``tree``; ``'$'`` when not found."""
+    stack: list[tuple[object, str]] = [(tree, '$')]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, dict):
+            stack.extend((value, f'{path}[{key!r}]') for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((value, f'{path}[{index}]') for index, value in enumerate(node))
+    return '$'
+
+
+def not_json_error(func: str, tree: object, error: NotJSON) -> TypeError:
+    path = find_path(tree, error.value)
+    return TypeError(
+        f'{func} takes a JSON-shaped tree (dict, list, str, int, float, bool, None); '
+        f'found {type(error.value).__name__} at {path}. Serialize pydantic-ai messages with '
+        "ModelMessagesTypeAdapter.dump_python(messages, mode='json') first"
+    )
+
+
+def with_path(error: UnsupportedMarkerFormat | MalformedMarker, tree: object, node: object) -> Exception:
+    """Re-create ``error`` with the location of the offending marker in the message."""
+    path = find_path(tree, node)
+    if isinstance(error, UnsupportedMarkerFormat):
+        return UnsupportedMarkerFormat(error.what, error.version, path=path)
+    return MalformedMarker(str(error.args[0]).split(': ', 1)[-1], path=path)
+
+
+def check_threshold(threshold_bytes: object) -> int:
+    if isinstance(threshold_bytes, bool) or not isinstance(threshold_bytes, int) or threshold_bytes < 0:
+        raise ValueError(f'threshold_bytes must be a non-negative int, got {threshold_bytes!r}')
+    return threshold_bytes
+
+
+def check_concurrency(max_concurrency: object) -> int:
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        raise ValueError(f'max_concurrency must be a positive int, got {max_concurrency!r}')
+    return max_concurrency
+
+
+def select_cache(known_blobs: KnownBlobCache | bool | None, store: object) -> KnownBlobCache | None:
+    """``True``: the store's process-wide cache; ``False``/``None``: none; an instance: that one."""
+    if known_blobs is True:
+        cache = cache_for_store(store)
+    elif known_blobs is False or known_blobs is None:
+        return None
+    elif isinstance(known_blobs, KnownBlobCache):
+        cache = known_blobs
+    else:
+        raise TypeError(f'known_blobs must be a KnownBlobCache, True or False, got {type(known_blobs).__name__}')
+    if cache is not None:
+        cache.bind(store)
+    return cache
+
+
+async def in_thread_if_large(size: int, func: Callable[..., T], *args: object) -> T:
+    """Run ``func(*args)`` in a worker thread when the payload is large, inline otherwise."""
+    if size >= OFFLOAD_BYTES:
+        return await asyncio.to_thread(func, *args)
+    return func(*args)

@@ -1,0 +1,247 @@
+"""``restore_media``: put every externalized payload of a lean tree back, byte for byte.
+
+One synchronous pass copies the tree, unwraps literal wrappers, parses the
+markers and groups them by URI. Each distinct URI is then fetched once,
+concurrently under a bound, checked against its sha256 (unless the store
+already does that), converted once per form (text, standard or URL-safe
+base64), and written into every dict that waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from mediastash.codec import bytes_to_text, encode_base64
+from mediastash.context import MediaContext
+from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
+from mediastash.known_blobs import KnownBlobCache, PayloadKind, fingerprint
+from mediastash.markers import (
+    ESCAPED_KEYS,
+    FORMAT_KEY,
+    MARKER_KEY,
+    TEXT_KEY,
+    TEXT_MEDIA_TYPE,
+    URI_KEY,
+    URLSAFE_KEY,
+    URLSAFE_STAMP,
+    escape_stash_of,
+    literal_payload,
+)
+from mediastash.stores._blob import check_digest
+from mediastash.stores.protocols import MediaStore
+from mediastash.uri import is_media_uri
+from mediastash.walker._common import (
+    DEFAULT_MAX_CONCURRENCY,
+    NotJSON,
+    check_concurrency,
+    in_thread_if_large,
+    is_scalar,
+    not_json_error,
+    select_cache,
+    with_path,
+)
+
+__all__ = ['restore_media']
+
+
+@dataclass(slots=True)
+class _Wanted:
+    """Every dict waiting for one URI, by the form it needs the payload in."""
+
+    uri: str
+    media_type: str | None
+    text: list[dict[str, Any]] = field(default_factory=list)
+    standard: list[dict[str, Any]] = field(default_factory=list)
+    urlsafe: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _MarkerError(Exception):
+    def __init__(self, error: UnsupportedMarkerFormat | MalformedMarker, node: object) -> None:
+        self.error = error
+        self.node = node
+
+
+class _Restorer:
+    def __init__(self) -> None:
+        self.wanted: dict[str, _Wanted] = {}
+
+    def walk_list(self, items: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        append = out.append
+        for value in items:
+            kind = type(value)
+            if kind is str or kind is int or kind is float or kind is bool or value is None:
+                append(value)
+            elif kind is dict:
+                append(self.walk_dict(value))
+            elif kind is list:
+                append(self.walk_list(value))
+            else:
+                append(self.walk_other(value))
+        return out
+
+    def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
+        if len(node) == 2:
+            try:
+                payload = literal_payload(node)
+            except UnsupportedMarkerFormat as error:
+                raise _MarkerError(error, node) from None
+            if payload is not None:
+                return self.copy_fields(payload)
+        if node.get(MARKER_KEY) is True:
+            try:
+                return self.marker(node)
+            except (UnsupportedMarkerFormat, MalformedMarker) as error:
+                raise _MarkerError(error, node) from None
+        return self.copy_fields(node)
+
+    def copy_fields(self, node: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            kind = type(value)
+            if kind is str or kind is int or kind is float or kind is bool or value is None:
+                out[key] = value
+            elif kind is dict:
+                out[key] = self.walk_dict(value)
+            elif kind is list:
+                out[key] = self.walk_list(value)
+            else:
+                out[key] = self.walk_other(value)
+        return out
+
+    def walk_other(self, value: object) -> object:
+        if isinstance(value, dict):
+            return self.walk_dict(value)
+        if isinstance(value, list):
+            return self.walk_list(value)
+        if is_scalar(value):
+            return value
+        raise NotJSON(value)
+
+    def marker(self, node: dict[str, Any]) -> dict[str, Any]:
+        dropped = {MARKER_KEY, TEXT_KEY}
+        urlsafe = node.get(URLSAFE_KEY) == URLSAFE_STAMP
+        if urlsafe:
+            dropped.add(URLSAFE_KEY)
+        stash = escape_stash_of(node)
+        if stash is not None:
+            dropped.update((FORMAT_KEY, ESCAPED_KEYS))
+        if URI_KEY in node:
+            uri = node[URI_KEY]
+            dropped.add(URI_KEY)
+            if node.get('uri') == uri:
+                dropped.add('uri')
+        else:
+            uri = node.get('uri')
+            dropped.add('uri')
+        if not isinstance(uri, str):
+            raise MalformedMarker(f'the blob reference must be a string, got {type(uri).__name__}')
+        is_text = node.get(TEXT_KEY) is True
+        restored = self.copy_fields({key: value for key, value in node.items() if key not in dropped})
+        if stash is not None:
+            restored.update(self.copy_fields(stash))
+        wanted = self.wanted.get(uri)
+        if wanted is None:
+            if is_text:
+                media_type: str | None = TEXT_MEDIA_TYPE
+            else:
+                value = node.get('media_type')
+                media_type = value if isinstance(value, str) else None
+            wanted = self.wanted[uri] = _Wanted(uri, media_type)
+        if is_text:
+            wanted.text.append(restored)
+        elif urlsafe:
+            wanted.urlsafe.append(restored)
+        else:
+            wanted.standard.append(restored)
+        return restored
+
+
+def _from_cache(wanted: _Wanted, cache: KnownBlobCache) -> bool:
+    """Fill ``wanted`` from cached source strings when every form it needs is cached."""
+    forms: list[tuple[list[dict[str, Any]], str, str]] = []
+    for waiting, kind, urlsafe in ((wanted.text, 'text', False), (wanted.standard, 'base64', False)):
+        if waiting:
+            entry = cache.by_uri(wanted.uri, 'text' if kind == 'text' else 'base64', urlsafe)
+            if entry is None:
+                return False
+            forms.append((waiting, 'content' if kind == 'text' else 'data', entry.source))
+    if wanted.urlsafe:
+        entry = cache.by_uri(wanted.uri, 'base64', True)
+        if entry is None:
+            return False
+        forms.append((wanted.urlsafe, 'data', entry.source))
+    for waiting, key, source in forms:
+        for restored in waiting:
+            restored[key] = source
+    return True
+
+
+async def _fetch(
+    wanted: _Wanted, store: MediaStore, verify: bool, cache: KnownBlobCache | None, gate: asyncio.Semaphore
+) -> None:
+    if cache is not None and _from_cache(wanted, cache):
+        return
+    async with gate:
+        raw = await store.get(wanted.uri, context=MediaContext(media_type=wanted.media_type))
+        if not isinstance(raw, bytes | bytearray | memoryview):
+            raise TypeError(f'{type(store).__name__}.get returned {type(raw).__name__}, expected bytes')
+        raw = bytes(raw)
+        size = len(raw)
+        if verify and is_media_uri(wanted.uri):
+            await in_thread_if_large(size, check_digest, wanted.uri[-64:], raw, f'{type(store).__name__}')
+        forms: list[tuple[list[dict[str, Any]], str, str, PayloadKind, bool]] = []
+        if wanted.text:
+            forms.append((wanted.text, 'content', bytes_to_text(raw), 'text', False))
+        if wanted.standard:
+            encoded = await in_thread_if_large(size, _encode, raw, False)
+            forms.append((wanted.standard, 'data', encoded, 'base64', False))
+        if wanted.urlsafe:
+            encoded = await in_thread_if_large(size, _encode, raw, True)
+            forms.append((wanted.urlsafe, 'data', encoded, 'base64', True))
+    for waiting, key, source, kind, urlsafe in forms:
+        for restored in waiting:
+            restored[key] = source
+        if cache is not None:
+            cache.remember(kind, source, fingerprint(source), wanted.uri, size, urlsafe)
+
+
+def _encode(raw: bytes, urlsafe: bool) -> str:
+    return encode_base64(raw, urlsafe=urlsafe)
+
+
+async def restore_media(
+    tree: object,
+    *,
+    media_store: MediaStore,
+    known_blobs: KnownBlobCache | bool = True,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+) -> Any:
+    """Return a copy of ``tree`` with every marker replaced by the payload it stands for.
+
+    Reads markers written by mediastash and by pydantic-ai-harness. Each
+    distinct URI is fetched once; bytes are checked against the URI's sha256
+    (stores with ``verifies_reads`` already do it). ``known_blobs=True`` serves
+    payloads this process stored or restored recently from memory. Raises
+    ``UnsupportedMarkerFormat`` for a marker from a newer format,
+    ``MalformedMarker`` for a marker without a usable reference,
+    ``MediaNotFoundError`` for a missing blob, and ``TypeError`` for values
+    that are not JSON.
+    """
+    gate = asyncio.Semaphore(check_concurrency(max_concurrency))
+    cache = select_cache(known_blobs, media_store)
+    walker = _Restorer()
+    try:
+        restored = walker.walk_other(tree)
+    except NotJSON as error:
+        raise not_json_error('restore_media', tree, error) from None
+    except _MarkerError as error:
+        raise with_path(error.error, tree, error.node) from None
+    if walker.wanted:
+        verify = not getattr(media_store, 'verifies_reads', False)
+        async with asyncio.TaskGroup() as group:
+            for wanted in walker.wanted.values():
+                group.create_task(_fetch(wanted, media_store, verify, cache, gate))
+    return restored
