@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 from typing import Final, TypeVar
 
 from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
@@ -13,6 +14,7 @@ __all__ = [
     'DEFAULT_MAX_CONCURRENCY',
     'DEFAULT_THRESHOLD_BYTES',
     'OFFLOAD_BYTES',
+    'run_all',
     'NotJSON',
     'check_concurrency',
     'find_path',
@@ -110,3 +112,31 @@ async def in_thread_if_large(size: int, func: Callable[..., T], *args: object) -
     if size >= OFFLOAD_BYTES:
         return await asyncio.to_thread(func, *args)
     return func(*args)
+
+
+async def run_all(calls: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run ``calls`` concurrently; on failure cancel the rest and raise the first error itself.
+
+    Callers see a plain ``MediaNotFoundError`` or ``OSError`` rather than an
+    ``ExceptionGroup``; further errors, if any, are mentioned in a note.
+    """
+    try:
+        async with asyncio.TaskGroup() as group:
+            for call in calls:
+                group.create_task(call)
+    except BaseExceptionGroup as group_error:
+        leaves = _leaves(group_error)
+        first = leaves[0]
+        if len(leaves) > 1:
+            first.add_note(f'{len(leaves) - 1} more concurrent store call(s) failed as well')
+        raise first from None
+
+
+def _leaves(error: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for inner in error.exceptions:
+        if isinstance(inner, BaseExceptionGroup):
+            out.extend(_leaves(inner))
+        else:
+            out.append(inner)
+    return out

@@ -43,6 +43,7 @@ from mediastash.walker._common import (
     in_thread_if_large,
     is_scalar,
     not_json_error,
+    run_all,
     select_cache,
 )
 
@@ -280,8 +281,5 @@ async def externalize_media(
     except NotJSON as error:
         raise not_json_error('externalize_media', tree, error) from None
     if walker.job_count:
-        async with asyncio.TaskGroup() as group:
-            for bucket in walker.jobs.values():
-                for job in bucket:
-                    group.create_task(_store_job(job, media_store, cache, gate))
+        await run_all(_store_job(job, media_store, cache, gate) for bucket in walker.jobs.values() for job in bucket)
     return lean

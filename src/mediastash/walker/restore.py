@@ -39,6 +39,7 @@ from mediastash.walker._common import (
     in_thread_if_large,
     is_scalar,
     not_json_error,
+    run_all,
     select_cache,
     with_path,
 )
@@ -191,7 +192,7 @@ async def _fetch(
         raw = bytes(raw)
         size = len(raw)
         if verify and is_media_uri(wanted.uri):
-            await in_thread_if_large(size, check_digest, wanted.uri[-64:], raw, f'{type(store).__name__}')
+            await in_thread_if_large(size, _check, wanted.uri[-64:], raw, type(store).__name__)
         forms: list[tuple[list[dict[str, Any]], str, str, PayloadKind, bool]] = []
         if wanted.text:
             forms.append((wanted.text, 'content', bytes_to_text(raw), 'text', False))
@@ -206,6 +207,10 @@ async def _fetch(
             restored[key] = source
         if cache is not None:
             cache.remember(kind, source, fingerprint(source), wanted.uri, size, urlsafe)
+
+
+def _check(digest: str, raw: bytes, where: str) -> None:
+    check_digest(digest, raw, where=where)
 
 
 def _encode(raw: bytes, urlsafe: bool) -> str:
@@ -241,7 +246,5 @@ async def restore_media(
         raise with_path(error.error, tree, error.node) from None
     if walker.wanted:
         verify = not getattr(media_store, 'verifies_reads', False)
-        async with asyncio.TaskGroup() as group:
-            for wanted in walker.wanted.values():
-                group.create_task(_fetch(wanted, media_store, verify, cache, gate))
+        await run_all(_fetch(wanted, media_store, verify, cache, gate) for wanted in walker.wanted.values())
     return restored
