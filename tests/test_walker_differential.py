@@ -1,0 +1,130 @@
+"""Differential tests on real pydantic-ai histories: ours and pydantic-ai-harness read each other's output."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import (
+    BinaryContent,
+    FilePart,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    StructuredContent,
+    TextContent,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai_harness.media import externalize_media as harness_externalize
+from pydantic_ai_harness.media import restore_media as harness_restore
+
+from mediastash import MemoryMediaStore
+from mediastash.markers import MARKER_KEY
+from mediastash.walker import externalize_media, restore_media
+
+THRESHOLD = 4096
+
+
+def real_history() -> list[ModelMessage]:
+    photo = BinaryContent(data=b'\x89PNG\r\n\x1a\n' + os.urandom(50_000), media_type='image/png', identifier='photo')
+    tiny = BinaryContent(data=b'GIF89a' + os.urandom(100), media_type='image/gif')
+    pdf = BinaryContent(
+        data=b'%PDF-1.7' + os.urandom(20_000), media_type='application/pdf', vendor_metadata={'detail': 'high'}
+    )
+    return [
+        ModelRequest(parts=[UserPromptPart(['What is in this picture?', photo, tiny, TextContent('t' * 9000)])]),
+        ModelResponse(
+            parts=[
+                ThinkingPart('thinking ' * 1000, signature='sig'),
+                TextPart('Let me look at the PDF.'),
+                ToolCallPart('read_pdf', {'name': 'report.pdf'}, tool_call_id='call-1'),
+            ]
+        ),
+        ModelRequest(
+            parts=[
+                ToolReturnPart('read_pdf', 'page text ' * 2000, tool_call_id='call-1'),
+                UserPromptPart(['and this one', pdf, photo]),
+            ]
+        ),
+        ModelResponse(parts=[FilePart(BinaryContent(data=os.urandom(30_000), media_type='image/webp'))]),
+        ModelRequest(
+            parts=[
+                ToolReturnPart(
+                    'lookup',
+                    [StructuredContent({'rows': list(range(50))}, content='rendered ' * 800), photo],
+                    tool_call_id='call-2',
+                ),
+                UserPromptPart('short question'),
+            ]
+        ),
+        ModelResponse(parts=[TextPart('answer ' * 2000)]),
+    ]
+
+
+def dump(messages: list[ModelMessage]) -> list[Any]:
+    tree = ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+    assert isinstance(tree, list)
+    return tree
+
+
+def count_markers(tree: Any) -> int:
+    return json.dumps(tree).count(f'"{MARKER_KEY}": true')
+
+
+@pytest.fixture
+def messages() -> list[ModelMessage]:
+    return real_history()
+
+
+async def test_ours_writes_what_harness_restores(messages: list[ModelMessage]) -> None:
+    tree = dump(messages)
+    store = MemoryMediaStore()
+    lean = await externalize_media(tree, media_store=store, threshold_bytes=THRESHOLD, known_blobs=False)
+    assert count_markers(lean) >= 9
+    assert len(json.dumps(lean)) < len(json.dumps(tree)) // 10
+    restored = await harness_restore(lean, media_store=store)
+    assert restored == tree
+    assert ModelMessagesTypeAdapter.validate_python(restored) == ModelMessagesTypeAdapter.validate_python(tree)
+
+
+async def test_harness_writes_what_we_restore(messages: list[ModelMessage]) -> None:
+    tree = dump(messages)
+    store = MemoryMediaStore()
+    lean = await harness_externalize(tree, media_store=store, threshold_bytes=THRESHOLD)
+    restored = await restore_media(lean, media_store=store, known_blobs=False)
+    assert restored == tree
+    assert ModelMessagesTypeAdapter.validate_python(restored) == ModelMessagesTypeAdapter.validate_python(tree)
+
+
+async def test_lean_trees_are_identical_json(messages: list[ModelMessage]) -> None:
+    tree = dump(messages)
+    store = MemoryMediaStore()
+    ours = await externalize_media(tree, media_store=store, threshold_bytes=THRESHOLD, known_blobs=False)
+    theirs = await harness_externalize(tree, media_store=store, threshold_bytes=THRESHOLD)
+    assert json.dumps(ours) == json.dumps(theirs)
+
+
+async def test_lean_tree_still_validates_after_restore_through_json_text(messages: list[ModelMessage]) -> None:
+    """The lean tree survives a trip through JSON text (as a step store writes it) and restores."""
+    store = MemoryMediaStore()
+    tree = dump(messages)
+    lean = await externalize_media(tree, media_store=store, threshold_bytes=THRESHOLD)
+    reread = json.loads(json.dumps(lean))
+    restored = await restore_media(reread, media_store=store, known_blobs=False)
+    assert ModelMessagesTypeAdapter.validate_python(restored) == ModelMessagesTypeAdapter.validate_python(tree)
+
+
+async def test_every_step_snapshot_round_trips_with_both_readers(messages: list[ModelMessage]) -> None:
+    store = MemoryMediaStore()
+    for end in range(1, len(messages) + 1):
+        prefix = dump(messages[:end])
+        lean = await externalize_media(prefix, media_store=store, threshold_bytes=THRESHOLD)
+        assert await restore_media(lean, media_store=store) == prefix
+        assert await harness_restore(lean, media_store=store) == prefix
