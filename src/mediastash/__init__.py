@@ -19,9 +19,11 @@ from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strat
 from mediastash.stores import (
     BaseMediaStore,
     DeletableMediaStore,
+    DiskMediaStore,
     ListableMediaStore,
     MediaStore,
     MemoryMediaStore,
+    SqliteMediaStore,
     StreamingMediaStore,
 )
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_media_uri
@@ -34,6 +36,7 @@ __all__ = [
     'MEDIA_URI_SCHEME',
     'BaseMediaStore',
     'DeletableMediaStore',
+    'DiskMediaStore',
     'IntegrityError',
     'InvalidMediaURI',
     'KeyStrategy',
@@ -46,6 +49,7 @@ __all__ = [
     'MediaStore',
     'MemoryMediaStore',
     'PublicUrlResolver',
+    'SqliteMediaStore',
     'StreamingMediaStore',
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',

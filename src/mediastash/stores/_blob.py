@@ -4,15 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable
 
-from mediastash.errors import IntegrityError
+from mediastash.errors import IntegrityError, MediaStashError
 from mediastash.uri import MEDIA_URI_SCHEME
 
-__all__ = ['OFFLOAD_BYTES', 'as_bytes', 'check_digest', 'sha256_hex', 'verified_stream', 'verify_digest']
+__all__ = [
+    'OFFLOAD_BYTES',
+    'CorruptMetadataError',
+    'as_bytes',
+    'check_digest',
+    'sha256_hex',
+    'verified_stream',
+    'verify_digest',
+]
 
 OFFLOAD_BYTES = 1 << 20
 """Blobs at least this large are hashed in a worker thread so the event loop stays responsive."""
+
+
+class CorruptMetadataError(MediaStashError, ValueError):
+    """The metadata stored with a blob cannot be read back as a ``str -> str`` mapping."""
+
+    def __init__(self, uri: str, reason: str, *, where: str | None = None) -> None:
+        self.uri = uri
+        self.where = where
+        suffix = f' in {where}' if where else ''
+        super().__init__(f'stored metadata for {uri}{suffix} is unreadable: {reason}')
 
 
 def as_bytes(data: object) -> bytes:
@@ -51,7 +69,7 @@ async def verify_digest(digest: str, data: bytes, *, where: str) -> bytes:
     return data
 
 
-async def verified_stream(digest: str, chunks: AsyncIterable[bytes], *, where: str) -> AsyncIterator[bytes]:
+async def verified_stream(digest: str, chunks: AsyncIterable[bytes], *, where: str) -> AsyncGenerator[bytes, None]:
     """Re-yield ``chunks`` while hashing them, holding back the last one until the digest matches.
 
     A consumer that iterates to the end without an error has received exactly

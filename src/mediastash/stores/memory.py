@@ -42,10 +42,10 @@ class MemoryMediaStore(BaseMediaStore):
         return digest in self._blobs
 
     async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
-        try:
-            return dict(self._metadata[digest])
-        except KeyError:
-            raise self._not_found(digest) from None
+        metadata = self._metadata.get(digest)
+        if metadata is None or digest not in self._blobs:
+            raise self._not_found(digest)
+        return dict(metadata)
 
     def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at ``put`` (``None`` when unknown)."""
@@ -95,3 +95,7 @@ class MemoryMediaStore(BaseMediaStore):
     def raw_for_tests(self, uri: str) -> bytes | None:
         """The stored bytes without verification, or ``None`` (used by the conformance suite)."""
         return self._blobs.get(parse_media_uri(uri))
+
+    def drop_for_tests(self, uri: str) -> None:
+        """Lose the stored bytes behind the store's back, as a vanished file would (conformance suite)."""
+        self._blobs.pop(parse_media_uri(uri), None)
