@@ -128,3 +128,20 @@ async def test_every_step_snapshot_round_trips_with_both_readers(messages: list[
         lean = await externalize_media(prefix, media_store=store, threshold_bytes=THRESHOLD)
         assert await restore_media(lean, media_store=store) == prefix
         assert await harness_restore(lean, media_store=store) == prefix
+
+
+async def test_own_uri_equal_to_the_reference_survives_only_with_us() -> None:
+    """The reference writer loses such a `uri` on restore; mediastash keeps the payload inline instead."""
+    import base64
+
+    from mediastash import media_uri_for
+
+    raw = os.urandom(5000)
+    node = {'kind': 'binary', 'data': base64.b64encode(raw).decode(), 'media_type': 'x/y', 'uri': media_uri_for(raw)}
+    store = MemoryMediaStore()
+    theirs = await harness_restore(
+        await harness_externalize([node], media_store=store, threshold_bytes=1), media_store=store
+    )
+    assert theirs != [node]
+    ours = await restore_media(await externalize_media([node], media_store=store, threshold_bytes=1), media_store=store)
+    assert ours == [node]

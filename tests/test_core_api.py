@@ -1,0 +1,120 @@
+"""URIs, errors, MediaContext, key strategies and URL resolvers."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pytest
+
+import mediastash
+from mediastash import (
+    IntegrityError,
+    InvalidMediaURI,
+    MediaContext,
+    MediaNotFoundError,
+    MediaStashError,
+    UnsupportedMarkerFormat,
+    default_key_strategy,
+    make_static_public_url,
+    media_uri_for,
+    parse_media_uri,
+    sharded_key_strategy,
+)
+from mediastash.context import context_metadata
+from mediastash.urls import resolve_public_url
+
+DIGEST = hashlib.sha256(b'hello').hexdigest()
+URI = f'media+sha256://{DIGEST}'
+
+
+def test_media_uri_for_is_the_sha256_of_the_bytes() -> None:
+    assert media_uri_for(b'hello') == URI
+    assert media_uri_for(bytearray(b'hello')) == URI
+    assert media_uri_for(b'') == 'media+sha256://' + hashlib.sha256(b'').hexdigest()
+
+
+def test_parse_media_uri_returns_the_digest() -> None:
+    assert parse_media_uri(URI) == DIGEST
+
+
+@pytest.mark.parametrize(
+    'bad',
+    [
+        '',
+        DIGEST,
+        'media+sha256://' + DIGEST.upper(),
+        'media+sha256://' + DIGEST[:-1],
+        'media+sha256://' + DIGEST + '0',
+        'media+sha256://' + DIGEST + '\n',
+        'media+sha1://' + DIGEST,
+        'MEDIA+SHA256://' + DIGEST,
+        'media+sha256://' + 'g' * 64,
+        None,
+        42,
+        b'media+sha256://' + DIGEST.encode(),
+    ],
+)
+def test_parse_media_uri_refuses_anything_else(bad: object) -> None:
+    with pytest.raises(InvalidMediaURI) as info:
+        parse_media_uri(bad)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, MediaStashError)
+    assert repr(bad)[:20] in str(info.value)
+    assert mediastash.is_media_uri(bad) is False
+
+
+def test_error_hierarchy_matches_the_harness_contract() -> None:
+    missing = MediaNotFoundError(URI, where='DiskMediaStore')
+    assert isinstance(missing, FileNotFoundError)
+    assert URI in str(missing)
+    assert 'DiskMediaStore' in str(missing)
+    corrupt = IntegrityError(URI, actual_digest='0' * 64)
+    assert URI in str(corrupt)
+    assert not isinstance(corrupt, ValueError)
+    assert isinstance(UnsupportedMarkerFormat('literal wrapper', 'literal-v9'), ValueError)
+
+
+def test_media_context_is_frozen_with_defaults() -> None:
+    context = MediaContext(media_type='image/png')
+    assert context.filename is None
+    assert dict(context.metadata) == {}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        context.media_type = 'x'  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        MediaContext('image/png')  # type: ignore[misc]
+
+
+def test_context_metadata_must_be_str_to_str() -> None:
+    assert context_metadata(MediaContext(metadata={'a': 'b'})) == {'a': 'b'}
+    with pytest.raises(TypeError, match="'n'"):
+        context_metadata(MediaContext(metadata={'n': 1}))  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match='mapping'):
+        context_metadata(MediaContext(metadata=['a']))  # type: ignore[arg-type]
+
+
+def test_key_strategies() -> None:
+    assert default_key_strategy(URI, MediaContext()) == f'{DIGEST}.bin'
+    assert sharded_key_strategy(URI) == f'{DIGEST[:2]}/{DIGEST[2:4]}/{DIGEST}.bin'
+    with pytest.raises(InvalidMediaURI):
+        default_key_strategy('nope', MediaContext())
+
+
+async def test_static_public_url() -> None:
+    resolver = make_static_public_url('https://cdn.test/media/', key_prefix='p/', extension='.png')
+    assert resolver(URI, MediaContext()) == f'https://cdn.test/media/p/{DIGEST}.png'
+    assert await resolve_public_url(resolver, URI, MediaContext()) == f'https://cdn.test/media/p/{DIGEST}.png'
+    assert await resolve_public_url(None, URI, MediaContext()) is None
+    with pytest.raises(InvalidMediaURI):
+        await resolve_public_url(resolver, 'media+sha256://x', MediaContext())
+    with pytest.raises(ValueError, match='base URL'):
+        make_static_public_url('  ')
+
+
+async def test_async_resolver_and_bad_return_type() -> None:
+    async def signer(uri: str, context: object) -> str:
+        return 'signed:' + uri
+
+    assert await resolve_public_url(signer, URI, MediaContext()) == 'signed:' + URI
+    with pytest.raises(TypeError, match='int'):
+        await resolve_public_url(lambda uri, context: 5, URI, MediaContext())  # type: ignore[arg-type,return-value]
