@@ -13,6 +13,7 @@ entries go first) and the cache can be switched off.
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ class KnownBlob:
 
 
 class KnownBlobCache:
-    """Bounded LRU of payloads already stored in one particular store.
+    """Bounded LRU of payloads already stored in one particular store (thread-safe).
 
     The cache is bound to the first store it is used with (a cache that said
     "already stored" about a different store would silently lose media), and it
@@ -77,6 +78,7 @@ class KnownBlobCache:
         self._generation: object = None
         self.hits = 0
         self.misses = 0
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._by_uri)
@@ -103,21 +105,23 @@ class KnownBlobCache:
 
     def clear(self) -> None:
         """Forget every payload."""
-        self._entries.clear()
-        self._by_uri.clear()
-        self._bytes = 0
+        with self._lock:
+            self._entries.clear()
+            self._by_uri.clear()
+            self._bytes = 0
 
     def lookup(self, kind: PayloadKind, payload: str, fp: int) -> KnownBlob | None:
         """The entry whose source equals ``payload`` exactly, or ``None``."""
-        bucket = self._entries.get((kind, fp))
-        if bucket is not None:
-            for entry in bucket:
-                if entry.source == payload:
-                    self._entries.move_to_end((kind, fp))
-                    self.hits += 1
-                    return entry
-        self.misses += 1
-        return None
+        with self._lock:
+            bucket = self._entries.get((kind, fp))
+            if bucket is not None:
+                for entry in bucket:
+                    if entry.source == payload:
+                        self._entries.move_to_end((kind, fp))
+                        self.hits += 1
+                        return entry
+            self.misses += 1
+            return None
 
     def by_uri(self, uri: str, kind: PayloadKind, urlsafe: bool = False) -> KnownBlob | None:
         """A cached source string for ``uri`` in the wanted form (used by restore)."""
@@ -132,22 +136,23 @@ class KnownBlobCache:
         if cost > self.max_bytes:
             return
         key = (kind, fp)
-        bucket = self._entries.get(key)
-        if bucket is None:
-            bucket = self._entries[key] = []
-        elif any(entry.source == payload for entry in bucket):
-            return
-        entry = KnownBlob(kind, payload, uri, size, urlsafe)
-        bucket.append(entry)
-        self._entries.move_to_end(key)
-        self._by_uri[uri] = entry
-        self._bytes += cost
-        while self._bytes > self.max_bytes and self._entries:
-            _, evicted = self._entries.popitem(last=False)
-            for old in evicted:
-                self._bytes -= sys.getsizeof(old.source)
-                if self._by_uri.get(old.uri) is old:
-                    del self._by_uri[old.uri]
+        with self._lock:
+            bucket = self._entries.get(key)
+            if bucket is None:
+                bucket = self._entries[key] = []
+            elif any(entry.source == payload for entry in bucket):
+                return
+            entry = KnownBlob(kind, payload, uri, size, urlsafe)
+            bucket.append(entry)
+            self._entries.move_to_end(key)
+            self._by_uri[uri] = entry
+            self._bytes += cost
+            while self._bytes > self.max_bytes and self._entries:
+                _, evicted = self._entries.popitem(last=False)
+                for old in evicted:
+                    self._bytes -= sys.getsizeof(old.source)
+                    if self._by_uri.get(old.uri) is old:
+                        del self._by_uri[old.uri]
 
 
 _DEFAULT_CACHES: weakref.WeakKeyDictionary[object, KnownBlobCache] = weakref.WeakKeyDictionary()
