@@ -1,0 +1,416 @@
+"""``DiskMediaStore``: one file per blob in a local directory.
+
+The default layout is ``<directory>/<hex>.bin``, the one pydantic-ai-harness
+uses, so an existing harness media folder is readable as is. Every file is
+written to a unique temporary name in the same directory and renamed into place
+(``os.replace``), so a reader never sees a partial blob under its final name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Generator, Iterator, Mapping
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+import aiofiles
+
+from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
+from mediastash.errors import UnsafeKeyError
+from mediastash.keys import KeyStrategy, default_key_strategy
+from mediastash.stores._blob import OFFLOAD_BYTES, CorruptMetadataError, as_bytes
+from mediastash.stores.base import BaseMediaStore
+from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.urls import PublicUrlResolver
+
+__all__ = ['SIDECAR_SUFFIX', 'DiskMediaStore']
+
+SIDECAR_SUFFIX = '.meta.json'
+"""Appended to a blob's file name to name its metadata sidecar (``<key>.meta.json``)."""
+
+_SIDECAR_FORMAT_KEY = 'mediastash_sidecar'
+_SIDECAR_FORMAT = 1
+_TMP_PREFIX = '.mediastash-tmp-'
+_DEFAULT_FILE = re.compile(r'[0-9a-f]{64}\.bin')
+_EMBEDDED_DIGEST = re.compile(r'(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])')
+_LIST_BATCH = 1024
+
+
+class DiskMediaStore(BaseMediaStore):
+    """Content-addressed blobs as files under ``directory``.
+
+    ``key_strategy`` maps a URI to a relative path; the result is refused with
+    ``UnsafeKeyError`` when it could escape the directory. User metadata lives
+    in a ``<key>.meta.json`` sidecar; as in pydantic-ai-harness, a later ``put``
+    that carries metadata replaces it. ``fsync=True`` flushes each file and its
+    directory before a write returns, for durability across power loss.
+
+    Capabilities: listing, deleting, streaming. Listing finds files named
+    ``<hex>.bin`` (default strategy) or, for a custom strategy, any file whose
+    name contains a 64-hex digest; a strategy that keeps the digest out of the
+    file name cannot be listed.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        key_strategy: KeyStrategy = default_key_strategy,
+        public_url: PublicUrlResolver | None = None,
+        fsync: bool = False,
+    ) -> None:
+        super().__init__(public_url=public_url)
+        self._root = Path(directory)
+        self._root.mkdir(parents=True, exist_ok=True)
+        self._real_root = self._root.resolve()
+        self._key_strategy = key_strategy
+        self._fsync = fsync
+
+    @property
+    def directory(self) -> Path:
+        """The folder the store writes to, as given."""
+        return self._root
+
+    def _describe(self) -> str:
+        return f'DiskMediaStore({str(self._root)!r})'
+
+    def __repr__(self) -> str:
+        return self._describe()
+
+    # -- keys and paths ----------------------------------------------------------------
+
+    def _key_for(self, digest: str, context: MediaContextLike) -> str:
+        """Run the key strategy and refuse results that are not a plain relative path."""
+        key: object = self._key_strategy(MEDIA_URI_SCHEME + digest, context)
+        if not isinstance(key, str):
+            raise UnsafeKeyError(key, f'a key strategy must return str, got {type(key).__name__}')
+        if not key:
+            raise UnsafeKeyError(key, 'the key is empty')
+        if '\x00' in key:
+            raise UnsafeKeyError(key, 'the key contains a NUL character')
+        if '\\' in key:
+            raise UnsafeKeyError(key, 'the key contains a backslash')
+        if PurePosixPath(key).is_absolute() or PureWindowsPath(key).anchor:
+            raise UnsafeKeyError(key, 'the key is an absolute path')
+        parts = key.split('/')
+        if '..' in parts:
+            raise UnsafeKeyError(key, "the key contains a '..' segment")
+        if any(part in ('', '.') for part in parts):
+            raise UnsafeKeyError(key, "the key has an empty or '.' segment")
+        name = parts[-1]
+        if name.startswith(_TMP_PREFIX) or name.endswith(SIDECAR_SUFFIX):
+            raise UnsafeKeyError(key, 'the file name collides with temporary or sidecar files')
+        return key
+
+    def _path_for_key(self, key: str) -> Path:
+        """``directory/key``, after checking that symlinks do not lead it outside the directory."""
+        path = self._root / key
+        real = path.resolve()
+        if real == self._real_root or not real.is_relative_to(self._real_root):
+            raise UnsafeKeyError(key, f'the path resolves to {str(real)!r}, outside {str(self._real_root)!r}')
+        return path
+
+    def path_for(self, uri: str, context: MediaContextLike = EMPTY_CONTEXT) -> Path:
+        """The file that holds (or would hold) ``uri``; raises ``UnsafeKeyError`` for an unsafe key."""
+        return self._path_for_key(self._key_for(parse_media_uri(uri), context))
+
+    # -- primitives --------------------------------------------------------------------
+
+    async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        key = self._key_for(digest, context)
+        await asyncio.to_thread(self._write_sync, key, data, context)
+
+    def _write_sync(self, key: str, data: bytes, context: MediaContextLike) -> None:
+        path = self._path_for_key(key)
+        self._ensure_parent(path)
+        created = False
+        if not self._has_blob_of_size(path, len(data)):
+            self._atomic_write(path, data)
+            created = True
+        self._update_sidecar(path, context, created=created)
+
+    async def _read(self, digest: str, context: MediaContextLike) -> bytes:
+        key = self._key_for(digest, context)
+        data = await asyncio.to_thread(self._read_sync, key)
+        if data is None:
+            raise self._not_found(digest)
+        return data
+
+    def _read_sync(self, key: str) -> bytes | None:
+        try:
+            return self._path_for_key(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    async def _contains(self, digest: str, context: MediaContextLike) -> bool:
+        key = self._key_for(digest, context)
+        return await asyncio.to_thread(self._contains_sync, key)
+
+    def _contains_sync(self, key: str) -> bool:
+        return self._path_for_key(key).is_file()
+
+    async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
+        key = self._key_for(digest, context)
+        metadata = await asyncio.to_thread(self._read_metadata_sync, key, MEDIA_URI_SCHEME + digest)
+        if metadata is None:
+            raise self._not_found(digest)
+        return metadata
+
+    def _read_metadata_sync(self, key: str, uri: str) -> dict[str, str] | None:
+        path = self._path_for_key(key)
+        sidecar = _sidecar_path(path)
+        try:
+            raw = sidecar.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return {} if path.is_file() else None
+        if not path.is_file():
+            return None
+        return _parse_sidecar(raw, uri=uri, where=f'{self._describe()} sidecar {str(sidecar)!r}')
+
+    # -- file helpers (run in worker threads) ------------------------------------------
+
+    def _ensure_parent(self, path: Path) -> None:
+        if path.parent != self._root:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def _has_blob_of_size(path: Path, size: int) -> bool:
+        try:
+            info = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return stat.S_ISREG(info.st_mode) and info.st_size == size
+
+    def _temp_path(self, directory: Path) -> Path:
+        return directory / f'{_TMP_PREFIX}{uuid.uuid4().hex}'
+
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        """Write ``data`` to a unique temp file next to ``path``, then rename it over ``path``."""
+        temp = self._temp_path(path.parent)
+        try:
+            with open(temp, 'xb') as file:
+                file.write(data)
+                if self._fsync:
+                    file.flush()
+                    os.fsync(file.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            _unlink_quietly(temp)
+            raise
+        if self._fsync:
+            _fsync_directory(path.parent)
+
+    def _update_sidecar(self, path: Path, context: MediaContextLike, *, created: bool) -> None:
+        """Write the sidecar when the put carries metadata, or records facts about a new blob."""
+        metadata = context_metadata(context)
+        media_type = context_media_type(context)
+        filename = getattr(context, 'filename', None)
+        filename = filename if isinstance(filename, str) else None
+        if not metadata and not (created and (media_type or filename)):
+            return
+        document = {
+            _SIDECAR_FORMAT_KEY: _SIDECAR_FORMAT,
+            'metadata': dict(metadata),
+            'media_type': media_type,
+            'filename': filename,
+        }
+        self._atomic_write(_sidecar_path(path), json.dumps(document, ensure_ascii=False).encode())
+
+    # -- optional capabilities ---------------------------------------------------------
+
+    async def iter_uris(self) -> AsyncIterator[str]:
+        """Every stored URI (see the class docstring for what custom strategies can list)."""
+        digests = self._scan_digests()
+        try:
+            while batch := await asyncio.to_thread(_take, digests, _LIST_BATCH):
+                for digest in batch:
+                    yield MEDIA_URI_SCHEME + digest
+        finally:
+            # A cancelled batch may still run in its thread; the generator is then closed by GC.
+            with contextlib.suppress(ValueError):
+                digests.close()
+
+    def _scan_digests(self) -> Generator[str, None, None]:
+        if self._key_strategy is default_key_strategy:
+            with os.scandir(self._root) as entries:
+                for entry in entries:
+                    if _DEFAULT_FILE.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                        yield entry.name[:64]
+            return
+        seen: set[str] = set()
+        for _dirpath, _dirnames, filenames in os.walk(self._root):
+            for name in filenames:
+                if name.startswith(_TMP_PREFIX) or name.endswith(SIDECAR_SUFFIX):
+                    continue
+                match = _EMBEDDED_DIGEST.search(name)
+                if match is not None and match.group() not in seen:
+                    seen.add(match.group())
+                    yield match.group()
+
+    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        """Remove the blob and its sidecar; ``False`` when it was not stored."""
+        key = self._key_for(parse_media_uri(uri), context)
+        self._note_deleted()
+        return await asyncio.to_thread(self._delete_sync, key)
+
+    def _delete_sync(self, key: str) -> bool:
+        path = self._path_for_key(key)
+        _unlink_quietly(_sidecar_path(path))
+        try:
+            path.unlink()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if self._fsync:
+            _fsync_directory(path.parent)
+        return True
+
+    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        """Store a blob given as byte chunks without holding it in memory.
+
+        Chunks go to a temporary file in the store's folder while being hashed
+        (the key is only known once the digest is); only then is the file renamed
+        to that key. The temporary file is removed on any failure or cancellation.
+        """
+        context_metadata(context)
+        temp = self._temp_path(self._root)
+        hasher = hashlib.sha256()
+        size = 0
+        try:
+            async with aiofiles.open(temp, 'xb') as file:
+                async for chunk in chunks:
+                    piece = as_bytes(chunk)
+                    if len(piece) >= OFFLOAD_BYTES:
+                        await asyncio.to_thread(hasher.update, piece)
+                    else:
+                        hasher.update(piece)
+                    size += len(piece)
+                    await file.write(piece)
+                if self._fsync:
+                    await file.flush()
+                    await asyncio.to_thread(os.fsync, file.fileno())
+            digest = hasher.hexdigest()
+            key = self._key_for(digest, context)
+            await asyncio.to_thread(self._commit_temp, temp, key, size, context)
+        except BaseException:
+            _unlink_quietly(temp)
+            raise
+        return MEDIA_URI_SCHEME + digest
+
+    def _commit_temp(self, temp: Path, key: str, size: int, context: MediaContextLike) -> None:
+        """Move a fully written temp file to ``key`` (or drop it when the blob is already there)."""
+        path = self._path_for_key(key)
+        self._ensure_parent(path)
+        created = False
+        if self._has_blob_of_size(path, size):
+            _unlink_quietly(temp)
+        else:
+            try:
+                os.replace(temp, path)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                # The key's folder is on another file system: copy next to it, then rename.
+                near = self._temp_path(path.parent)
+                try:
+                    shutil.copyfile(temp, near)
+                    os.replace(near, path)
+                except BaseException:
+                    _unlink_quietly(near)
+                    raise
+                _unlink_quietly(temp)
+            created = True
+            if self._fsync:
+                _fsync_directory(path.parent)
+        self._update_sidecar(path, context, created=created)
+
+    async def get_stream(
+        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        """Yield the blob in ``chunk_size`` pieces, verified (see ``StreamingMediaStore``)."""
+        digest = parse_media_uri(uri)
+        if chunk_size < 1:
+            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
+        key = self._key_for(digest, context)
+        path = await asyncio.to_thread(self._path_for_key, key)
+        raw = self._file_chunks(digest, path, chunk_size)
+        verified = self._verified(digest, raw)
+        try:
+            async for chunk in verified:
+                yield chunk
+        finally:
+            await verified.aclose()
+            await raw.aclose()
+
+    async def _file_chunks(self, digest: str, path: Path, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        try:
+            file = await aiofiles.open(path, 'rb')
+        except (FileNotFoundError, NotADirectoryError):
+            raise self._not_found(digest) from None
+        try:
+            while chunk := await file.read(chunk_size):
+                yield chunk
+        finally:
+            await file.close()
+
+
+def _sidecar_path(path: Path) -> Path:
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def _parse_sidecar(raw: bytes, *, uri: str, where: str) -> dict[str, str]:
+    """User metadata from a sidecar: ours (versioned) or pydantic-ai-harness's flat ``{str: str}``."""
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptMetadataError(uri, f'not JSON ({exc})', where=where) from None
+    if not isinstance(document, dict):
+        raise CorruptMetadataError(uri, f'expected a JSON object, got {type(document).__name__}', where=where)
+    version = document.get(_SIDECAR_FORMAT_KEY)
+    if isinstance(version, int) and not isinstance(version, bool):
+        if version != _SIDECAR_FORMAT:
+            raise CorruptMetadataError(uri, f'unsupported sidecar format version {version!r}', where=where)
+        metadata = document.get('metadata')
+        if not isinstance(metadata, dict):
+            raise CorruptMetadataError(uri, "the sidecar's 'metadata' is not a JSON object", where=where)
+    else:
+        metadata = document
+    for key, value in metadata.items():
+        if not isinstance(value, str):
+            raise CorruptMetadataError(uri, f'metadata[{key!r}] is {type(value).__name__}, expected str', where=where)
+    return dict(metadata)
+
+
+def _take(iterator: Iterator[str], count: int) -> list[str]:
+    batch: list[str] = []
+    for item in iterator:
+        batch.append(item)
+        if len(batch) >= count:
+            break
+    return batch
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        os.unlink(path)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Persist a rename; a no-op where directories cannot be opened (Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,420 @@
+"""``SqliteMediaStore``: one row per blob in a SQLite table.
+
+The store keeps one connection for its whole life and runs every statement on
+its own single worker thread, which both keeps the event loop free and
+serialises access to the connection (``sqlite3`` connections are not safe for
+concurrent use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import tempfile
+import time
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any, TypeVar
+
+from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
+from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
+from mediastash.stores._blob import OFFLOAD_BYTES, CorruptMetadataError, as_bytes
+from mediastash.stores.base import BaseMediaStore
+from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.urls import PublicUrlResolver
+
+__all__ = ['SqliteMediaStore']
+
+_T = TypeVar('_T')
+_TABLE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,62}')
+_DIGEST = re.compile(r'[0-9a-f]{64}')
+_COLUMNS = frozenset({'sha256', 'data', 'size', 'media_type', 'metadata', 'created_at'})
+_BUSY_TIMEOUT_SECONDS = 30.0
+_SPOOL_IN_MEMORY_BYTES = 8 << 20
+_COPY_CHUNK = 1 << 20
+_STREAM_WINDOW = 8 << 20
+_LIST_PAGE = 1000
+_SAVEPOINT = 'mediastash_write'
+
+
+class SqliteMediaStore(BaseMediaStore):
+    """Content-addressed blobs in the table ``table`` of a SQLite database.
+
+    Pass exactly one of ``database`` (a path; the store opens, configures with
+    WAL and a 30 s busy timeout, and closes the connection) or ``connection``
+    (yours; it must be opened with ``check_same_thread=False`` and is never
+    closed by the store). Writes are ``INSERT OR IGNORE``: the first ``put`` of
+    a blob fixes its metadata.
+
+    Transactions: each write runs inside a savepoint. When no transaction was
+    open before it, releasing the savepoint commits; inside a transaction you
+    opened on your own ``connection``, the write lands when you commit (and a
+    Python 3.12 ``autocommit=False`` connection always has one open).
+
+    Capabilities: listing, deleting, streaming. Streams use SQLite incremental
+    blob I/O; ``put_stream`` spools to a temporary file first because the row
+    size must be known before the blob is written. SQLite limits a blob to
+    about 1 GB by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        database: str | os.PathLike[str] | None = None,
+        connection: sqlite3.Connection | None = None,
+        table: str = 'media',
+        public_url: PublicUrlResolver | None = None,
+    ) -> None:
+        super().__init__(public_url=public_url)
+        if (database is None) == (connection is None):
+            raise InvalidStoreConfiguration(
+                f'SqliteMediaStore needs exactly one of database= or connection=, '
+                f'got database={database!r} and connection={connection!r}'
+            )
+        if not isinstance(table, str) or _TABLE_NAME.fullmatch(table) is None:
+            raise InvalidStoreConfiguration(
+                f'invalid SQLite table name {table!r}: '
+                'use 1-63 letters, digits or underscores, not starting with a digit'
+            )
+        self._database = None if database is None else os.fspath(database)
+        self._connection = connection
+        self._owns_connection = connection is None
+        self._table = table
+        self._quoted = f'"{table}"'
+        self._schema_ready = False
+        self._closed = False
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix='mediastash-sqlite')
+
+    @property
+    def database(self) -> str | None:
+        """The database path given at construction (``None`` with ``connection=``)."""
+        return self._database
+
+    @property
+    def table(self) -> str:
+        """The table holding the blobs."""
+        return self._table
+
+    def _describe(self) -> str:
+        source = repr(self._database) if self._database is not None else 'connection'
+        return f'SqliteMediaStore({source}, table={self._table!r})'
+
+    def __repr__(self) -> str:
+        return self._describe()
+
+    # -- running on the store's thread -------------------------------------------------
+
+    async def _run(self, function: Callable[..., _T], /, *args: Any) -> _T:
+        """Run ``function(connection, *args)`` on the store's worker thread."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        try:
+            future = loop.run_in_executor(self._executor, functools.partial(self._call, function, *args))
+        except RuntimeError as exc:  # the executor was shut down by a concurrent aclose()
+            raise StoreClosedError(f'{self._describe()} is closed') from exc
+        return await future
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f'{self._describe()} is closed')
+
+    def _call(self, function: Callable[..., _T], *args: Any) -> _T:
+        self._check_open()
+        connection = self._ready()
+        try:
+            return function(connection, *args)
+        except sqlite3.OperationalError as exc:
+            # A caller's rolled-back transaction can take our freshly created table with it.
+            if self._schema_ready and 'no such table' in str(exc):
+                self._schema_ready = False
+                return function(self._ready(), *args)
+            raise
+
+    def _ready(self) -> sqlite3.Connection:
+        """The connection, opened and with the table created on first use (worker thread only)."""
+        if self._connection is None:
+            assert self._database is not None
+            connection = sqlite3.connect(
+                self._database, timeout=_BUSY_TIMEOUT_SECONDS, check_same_thread=False, isolation_level=None
+            )
+            try:
+                connection.execute('PRAGMA journal_mode=WAL')
+            except BaseException:
+                connection.close()
+                raise
+            self._connection = connection
+        connection = self._connection
+        if not self._schema_ready:
+            try:
+                self._create_schema(connection)
+            except sqlite3.ProgrammingError as exc:
+                if 'thread' in str(exc):
+                    raise InvalidStoreConfiguration(
+                        'SqliteMediaStore(connection=...) needs a connection opened with check_same_thread=False, '
+                        'because the store uses it from its own worker thread'
+                    ) from exc
+                raise
+            self._schema_ready = True
+        return connection
+
+    def _create_schema(self, connection: sqlite3.Connection) -> None:
+        with _write_transaction(connection):
+            connection.execute(
+                f'CREATE TABLE IF NOT EXISTS {self._quoted} ('
+                'sha256 TEXT PRIMARY KEY, data BLOB NOT NULL, size INTEGER NOT NULL, '
+                'media_type TEXT, metadata TEXT NOT NULL, created_at REAL NOT NULL)'
+            )
+        columns = {row[1] for row in connection.execute(f'PRAGMA table_info({self._quoted})')}
+        if _COLUMNS - columns:
+            raise InvalidStoreConfiguration(
+                f'SQLite table {self._table!r} already exists with columns {sorted(columns)}, '
+                f'not the mediastash layout {sorted(_COLUMNS)}; pass another table= name'
+            )
+
+    # -- primitives --------------------------------------------------------------------
+
+    async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        row = _row_facts(context)
+        await self._run(self._insert, digest, data, *row)
+
+    def _insert(
+        self, connection: sqlite3.Connection, digest: str, data: bytes, media_type: str | None, metadata: str
+    ) -> None:
+        with _write_transaction(connection):
+            connection.execute(
+                f'INSERT OR IGNORE INTO {self._quoted} (sha256, data, size, media_type, metadata, created_at) '
+                'VALUES (?, ?, ?, ?, ?, ?)',
+                (digest, data, len(data), media_type, metadata, time.time()),
+            )
+
+    async def _read(self, digest: str, context: MediaContextLike) -> bytes:
+        data = await self._run(self._select_data, digest)
+        if data is None:
+            raise self._not_found(digest)
+        return data
+
+    def _select_data(self, connection: sqlite3.Connection, digest: str) -> bytes | None:
+        row = connection.execute(f'SELECT data FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
+        if row is None:
+            return None
+        value = row[0]
+        # Anything but a BLOB was written behind our back; hand its bytes to verification.
+        if isinstance(value, bytes):
+            return value
+        return str(value).encode() if value is not None else b''
+
+    async def _contains(self, digest: str, context: MediaContextLike) -> bool:
+        return await self._run(self._select_exists, digest)
+
+    def _select_exists(self, connection: sqlite3.Connection, digest: str) -> bool:
+        return connection.execute(f'SELECT 1 FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone() is not None
+
+    async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
+        raw = await self._run(self._select_metadata, digest)
+        if raw is None:
+            raise self._not_found(digest)
+        return _parse_metadata(MEDIA_URI_SCHEME + digest, raw, self._describe())
+
+    def _select_metadata(self, connection: sqlite3.Connection, digest: str) -> str | None:
+        row = connection.execute(f'SELECT metadata FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
+        return None if row is None else str(row[0])
+
+    async def media_type_of(self, uri: str) -> str | None:
+        """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
+        digest = parse_media_uri(uri)
+        return await self._run(self._select_media_type, digest)
+
+    def _select_media_type(self, connection: sqlite3.Connection, digest: str) -> str | None:
+        row = connection.execute(f'SELECT media_type FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    # -- optional capabilities ---------------------------------------------------------
+
+    async def iter_uris(self) -> AsyncIterator[str]:
+        """Every stored URI in digest order, fetched a page at a time (no long-lived cursor)."""
+        after = ''
+        while page := await self._run(self._select_page, after):
+            for digest in page:
+                if _DIGEST.fullmatch(digest):
+                    yield MEDIA_URI_SCHEME + digest
+            after = page[-1]
+
+    def _select_page(self, connection: sqlite3.Connection, after: str) -> list[str]:
+        rows = connection.execute(
+            f'SELECT sha256 FROM {self._quoted} WHERE sha256 > ? ORDER BY sha256 LIMIT ?', (after, _LIST_PAGE)
+        )
+        return [str(row[0]) for row in rows]
+
+    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        """Remove the blob; ``False`` when it was not stored."""
+        digest = parse_media_uri(uri)
+        self._note_deleted()
+        return await self._run(self._delete_rows, [digest]) > 0
+
+    async def delete_many(self, uris: Iterable[str]) -> int:
+        """Delete several blobs in one transaction; every URI is validated before anything is removed."""
+        digests = [parse_media_uri(uri) for uri in uris]
+        if not digests:
+            return 0
+        self._note_deleted()
+        return await self._run(self._delete_rows, digests)
+
+    def _delete_rows(self, connection: sqlite3.Connection, digests: list[str]) -> int:
+        removed = 0
+        with _write_transaction(connection):
+            for digest in digests:
+                removed += connection.execute(f'DELETE FROM {self._quoted} WHERE sha256 = ?', (digest,)).rowcount
+        return removed
+
+    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        """Store a blob given as byte chunks, spooled to a temporary file (memory up to 8 MiB) meanwhile."""
+        self._check_open()
+        media_type, metadata = _row_facts(context)
+        hasher = hashlib.sha256()
+        size = 0
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY_BYTES) as spool:
+            async for chunk in chunks:
+                piece = as_bytes(chunk)
+                if len(piece) >= OFFLOAD_BYTES:
+                    await asyncio.to_thread(_hash_and_spool, hasher, spool, piece)
+                else:
+                    _hash_and_spool(hasher, spool, piece)
+                size += len(piece)
+            digest = hasher.hexdigest()
+            await self._run(self._insert_from_spool, digest, spool, size, media_type, metadata)
+        return MEDIA_URI_SCHEME + digest
+
+    def _insert_from_spool(
+        self,
+        connection: sqlite3.Connection,
+        digest: str,
+        spool: IO[bytes],
+        size: int,
+        media_type: str | None,
+        metadata: str,
+    ) -> None:
+        with _write_transaction(connection):
+            cursor = connection.execute(
+                f'INSERT OR IGNORE INTO {self._quoted} (sha256, data, size, media_type, metadata, created_at) '
+                'VALUES (?, zeroblob(?), ?, ?, ?, ?)',
+                (digest, size, size, media_type, metadata, time.time()),
+            )
+            if cursor.rowcount != 1 or size == 0:
+                return
+            assert cursor.lastrowid is not None
+            spool.seek(0)
+            with connection.blobopen(self._table, 'data', cursor.lastrowid) as blob:
+                while piece := spool.read(_COPY_CHUNK):
+                    blob.write(piece)
+
+    async def get_stream(
+        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        """Yield the blob in ``chunk_size`` pieces, verified (see ``StreamingMediaStore``).
+
+        Up to 8 MiB are read per trip to the worker thread; no read transaction
+        stays open while the consumer is busy.
+        """
+        digest = parse_media_uri(uri)
+        if chunk_size < 1:
+            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
+        raw = self._blob_chunks(digest, chunk_size)
+        verified = self._verified(digest, raw)
+        try:
+            async for chunk in verified:
+                yield chunk
+        finally:
+            await verified.aclose()
+            await raw.aclose()
+
+    async def _blob_chunks(self, digest: str, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        # Reopening a blob at an offset walks its overflow pages from the start, so read
+        # a window of several chunks per call to keep that cost small for big blobs.
+        window = max(chunk_size, _STREAM_WINDOW // chunk_size * chunk_size)
+        offset = 0
+        while True:
+            piece = await self._run(self._read_piece, digest, offset, window)
+            if piece is None:
+                raise self._not_found(digest)
+            total, data = piece
+            view = memoryview(data)
+            for start in range(0, len(data), chunk_size):
+                yield bytes(view[start : start + chunk_size])
+            offset += len(data)
+            if not data or offset >= total:
+                return
+
+    def _read_piece(
+        self, connection: sqlite3.Connection, digest: str, offset: int, size: int
+    ) -> tuple[int, bytes] | None:
+        row = connection.execute(f'SELECT rowid FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
+        if row is None:
+            return None
+        with connection.blobopen(self._table, 'data', row[0], readonly=True) as blob:
+            total = len(blob)
+            if offset >= total:
+                return total, b''
+            blob.seek(offset)
+            return total, blob.read(size)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the connection if the store opened it and stop the worker thread. Safe to call twice."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._close_connection)
+        finally:
+            self._closed = True
+            self._executor.shutdown(wait=False)
+
+    def _close_connection(self) -> None:
+        self._closed = True
+        if self._owns_connection and self._connection is not None:
+            self._connection.close()
+        self._connection = None
+
+
+@contextlib.contextmanager
+def _write_transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """Run writes in a savepoint: commits on release unless the caller already had a transaction open."""
+    connection.execute(f'SAVEPOINT {_SAVEPOINT}')
+    try:
+        yield
+    except BaseException:
+        connection.execute(f'ROLLBACK TO {_SAVEPOINT}')
+        connection.execute(f'RELEASE {_SAVEPOINT}')
+        raise
+    connection.execute(f'RELEASE {_SAVEPOINT}')
+
+
+def _row_facts(context: MediaContextLike) -> tuple[str | None, str]:
+    """The ``media_type`` and JSON ``metadata`` column values for a put."""
+    metadata = context_metadata(context)
+    return context_media_type(context), json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
+
+
+def _parse_metadata(uri: str, raw: str, where: str) -> dict[str, str]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptMetadataError(uri, f'not JSON ({exc})', where=where) from None
+    if not isinstance(value, dict):
+        raise CorruptMetadataError(uri, f'expected a JSON object, got {type(value).__name__}', where=where)
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise CorruptMetadataError(uri, f'metadata[{key!r}] is {type(item).__name__}, expected str', where=where)
+    return value
+
+
+def _hash_and_spool(hasher: Any, spool: IO[bytes], piece: bytes) -> None:
+    hasher.update(piece)
+    spool.write(piece)

@@ -1,0 +1,334 @@
+"""``DiskMediaStore``: the conformance suite plus file-layout and key-safety tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediastash import (
+    DiskMediaStore,
+    MediaContext,
+    MediaStore,
+    UnsafeKeyError,
+    media_uri_for,
+    sharded_key_strategy,
+)
+from mediastash.stores._blob import CorruptMetadataError
+from mediastash.urls import PublicUrlResolver
+from tests.store_conformance import StoreConformance, blob, chunked, collect
+
+TMP_PREFIX = '.mediastash-tmp-'
+
+
+def blob_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob('*') if p.is_file() and p.name.endswith('.bin'))
+
+
+def temp_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob('*') if p.name.startswith(TMP_PREFIX)]
+
+
+def names(root: Path) -> list[str]:
+    """Every name under ``root``, recursively, sorted."""
+    return sorted(p.name for p in root.rglob('*'))
+
+
+class TestDiskStore(StoreConformance):
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> DiskMediaStore:
+        return DiskMediaStore(folder / 'media', public_url=public_url)
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        path = store.path_for(uri)
+        return path.read_bytes() if path.exists() else None
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        store.path_for(uri).write_bytes(data)
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        store.path_for(uri).unlink()
+
+    async def raw_count(self, store: Any) -> int | None:
+        return len(blob_files(store.directory))
+
+
+class TestShardedDiskStore(TestDiskStore):
+    """The same suite with a key strategy that nests blobs two folders deep."""
+
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> DiskMediaStore:
+        return DiskMediaStore(folder / 'media', key_strategy=sharded_key_strategy, public_url=public_url)
+
+
+class TestFsyncDiskStore(TestDiskStore):
+    """The suite with ``fsync=True`` (durable writes take the same code paths plus flushes)."""
+
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> DiskMediaStore:
+        return DiskMediaStore(folder / 'media', public_url=public_url, fsync=True)
+
+    async def test_large_blob(self, store: Any) -> None:
+        pytest.skip('covered by TestDiskStore; fsync of 20 MiB only slows the suite')
+
+
+# -- layout -----------------------------------------------------------------------------
+
+
+async def test_default_layout_matches_pydantic_ai_harness(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'a' / 'b')
+    uri = await store.put(b'layout')
+    digest = uri.removeprefix('media+sha256://')
+    assert store.path_for(uri) == tmp_path / 'a' / 'b' / f'{digest}.bin'
+    assert (tmp_path / 'a' / 'b' / f'{digest}.bin').read_bytes() == b'layout'
+    assert repr(store) == f'DiskMediaStore({str(tmp_path / "a" / "b")!r})'
+    assert isinstance(store, MediaStore)
+
+
+async def test_sharded_layout(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path, key_strategy=sharded_key_strategy)
+    uri = await store.put(b'sharded')
+    digest = uri.removeprefix('media+sha256://')
+    assert (tmp_path / digest[:2] / digest[2:4] / f'{digest}.bin').read_bytes() == b'sharded'
+
+
+async def test_unusual_characters_in_key(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path, key_strategy=lambda uri, context: 'a b/c@d(e)=f+g.bin')
+    uri = await store.put(b'odd key', context=MediaContext(metadata={'x': 'y'}))
+    assert (tmp_path / 'a b' / 'c@d(e)=f+g.bin').read_bytes() == b'odd key'
+    assert await store.get(uri) == b'odd key'
+    assert dict(await store.get_metadata(uri)) == {'x': 'y'}
+    assert await store.delete(uri)
+    assert not await store.exists(uri)
+
+
+async def test_unusual_characters_with_digest_are_listable(tmp_path: Path) -> None:
+    def strategy(uri: str, context: Any) -> str:
+        return f'a b/c@d(e)=f+g {uri.removeprefix("media+sha256://")}.dat'
+
+    store = DiskMediaStore(tmp_path, key_strategy=strategy)
+    uris = {await store.put(b'one'), await store.put(b'two', context=MediaContext(metadata={'k': 'v'}))}
+    (tmp_path / 'a b' / 'notes.txt').write_text('not a blob')
+    assert {uri async for uri in store.iter_uris()} == uris
+
+
+async def test_listing_ignores_foreign_files(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'listed', context=MediaContext(metadata={'k': 'v'}))
+    (tmp_path / 'README.txt').write_text('hello')
+    (tmp_path / ('0' * 64 + '.txt')).write_text('wrong suffix')
+    (tmp_path / f'{TMP_PREFIX}abc').write_bytes(b'half written')
+    (tmp_path / 'sub').mkdir()
+    (tmp_path / 'sub' / ('1' * 64 + '.bin')).write_bytes(b'nested')
+    assert [u async for u in store.iter_uris()] == [uri]
+
+
+async def test_listing_stops_early_cleanly(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    for i in range(5):
+        await store.put(f'{i}'.encode())
+    stream = store.iter_uris()
+    assert (await anext(stream)).startswith('media+sha256://')
+    await stream.aclose()
+
+
+# -- key safety -------------------------------------------------------------------------
+
+UNSAFE_KEYS: list[object] = [
+    '/abs/file.bin',
+    'a/../../x',
+    '..',
+    '../escape.bin',
+    '',
+    'a\\b.bin',
+    'a\x00b.bin',
+    'C:/windows.bin',
+    'dir/',
+    'a//b.bin',
+    './x.bin',
+    b'bytes.bin',
+    None,
+    42,
+    f'{TMP_PREFIX}x',
+    'x.bin.meta.json',
+]
+
+
+@pytest.mark.parametrize('key', UNSAFE_KEYS, ids=repr)
+async def test_unsafe_keys_are_refused(tmp_path: Path, key: object) -> None:
+    root = tmp_path / 'root'
+    store = DiskMediaStore(root, key_strategy=lambda uri, context: key)  # type: ignore[arg-type,return-value]
+    uri = media_uri_for(b'payload')
+    with pytest.raises(UnsafeKeyError) as caught:
+        await store.put(b'payload')
+    assert isinstance(caught.value, ValueError)
+    assert repr(key) in str(caught.value)
+    for call in (store.get(uri), store.exists(uri), store.get_metadata(uri), store.delete(uri)):
+        with pytest.raises(UnsafeKeyError):
+            await call
+    with pytest.raises(UnsafeKeyError):
+        await collect(store.get_stream(uri))
+    with pytest.raises(UnsafeKeyError):
+        await store.put_stream(chunked(b'payload', 3))
+    assert names(tmp_path) == ['root']
+
+
+async def test_symlinked_folder_leading_outside_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / 'root'
+    outside = tmp_path / 'outside'
+    outside.mkdir()
+    root.mkdir()
+    (root / 'link').symlink_to(outside, target_is_directory=True)
+    store = DiskMediaStore(root, key_strategy=lambda uri, context: f'link/{uri[-64:]}.bin')
+    uri = media_uri_for(b'escape')
+    with pytest.raises(UnsafeKeyError) as caught:
+        await store.put(b'escape')
+    assert 'outside' in str(caught.value)
+    with pytest.raises(UnsafeKeyError):
+        await store.get(uri)
+    with pytest.raises(UnsafeKeyError):
+        await store.put_stream(chunked(b'escape', 2))
+    with pytest.raises(UnsafeKeyError):
+        store.path_for(uri)
+    assert names(outside) == []
+    assert temp_files(root) == []
+
+
+async def test_symlinked_folder_inside_the_root_is_allowed(tmp_path: Path) -> None:
+    root = tmp_path / 'root'
+    (root / 'real').mkdir(parents=True)
+    (root / 'link').symlink_to(root / 'real', target_is_directory=True)
+    store = DiskMediaStore(root, key_strategy=lambda uri, context: f'link/{uri[-64:]}.bin')
+    uri = await store.put(b'inside')
+    assert await store.get(uri) == b'inside'
+    assert (root / 'real' / f'{uri[-64:]}.bin').exists()
+
+
+async def test_root_itself_may_be_a_symlink(tmp_path: Path) -> None:
+    (tmp_path / 'real').mkdir()
+    (tmp_path / 'alias').symlink_to(tmp_path / 'real', target_is_directory=True)
+    store = DiskMediaStore(tmp_path / 'alias')
+    uri = await store.put(b'through an alias')
+    assert await store.get(uri) == b'through an alias'
+
+
+# -- atomic writes and temp files -------------------------------------------------------
+
+
+async def test_no_temp_files_left_behind(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    data = blob(300_000)
+    await asyncio.gather(*(store.put(data, context=MediaContext(metadata={'n': str(i)})) for i in range(20)))
+    await store.put_stream(chunked(blob(100_000, seed=1), 999))
+    await store.put_stream(chunked(data, 4096))
+
+    async def broken() -> AsyncIterator[bytes]:
+        yield b'partial'
+        raise OSError('disk on fire')
+
+    with pytest.raises(OSError, match='disk on fire'):
+        await store.put_stream(broken())
+    assert temp_files(tmp_path) == []
+    assert len(blob_files(tmp_path)) == 2
+
+
+async def test_cancelled_put_stream_leaves_no_temp_file(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    started = asyncio.Event()
+
+    async def slow() -> AsyncIterator[bytes]:
+        yield b'some bytes'
+        started.set()
+        await asyncio.sleep(3600)
+        yield b'never'
+
+    task = asyncio.create_task(store.put_stream(slow()))
+    await started.wait()
+    await asyncio.sleep(0.01)
+    assert len(temp_files(tmp_path)) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert names(tmp_path) == []
+
+
+async def test_wrong_size_file_is_replaced_on_put(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    data = blob(5000)
+    uri = await store.put(data)
+    store.path_for(uri).write_bytes(data[:100])
+    assert await store.put(data) == uri
+    assert await store.get(uri) == data
+    store.path_for(uri).write_bytes(data[:100])
+    assert await store.put_stream(chunked(data, 1000)) == uri
+    assert await store.get(uri) == data
+
+
+# -- sidecar ----------------------------------------------------------------------------
+
+
+async def test_sidecar_content(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    context = MediaContext(media_type='image/png', filename='cat.png', metadata={'caption': 'Ünïcode 猫'})
+    uri = await store.put(b'png bytes', context=context)
+    sidecar = store.path_for(uri).with_name(store.path_for(uri).name + '.meta.json')
+    document = json.loads(sidecar.read_text(encoding='utf-8'))
+    assert document['metadata'] == {'caption': 'Ünïcode 猫'}
+    assert document['media_type'] == 'image/png'
+    assert document['filename'] == 'cat.png'
+    assert dict(await store.get_metadata(uri)) == {'caption': 'Ünïcode 猫'}
+
+
+async def test_later_put_with_metadata_replaces_sidecar(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'blob', context=MediaContext(metadata={'v': '1'}))
+    await store.put(b'blob', context=MediaContext(metadata={'v': '2'}))
+    assert dict(await store.get_metadata(uri)) == {'v': '2'}
+    await store.put(b'blob', context=MediaContext(media_type='text/plain'))
+    assert dict(await store.get_metadata(uri)) == {'v': '2'}
+
+
+async def test_no_sidecar_without_anything_to_record(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    await store.put(b'plain')
+    assert [name.endswith('.bin') for name in names(tmp_path)] == [True]
+
+
+async def test_flat_sidecar_written_by_pydantic_ai_harness_is_read(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'older blob')
+    path = store.path_for(uri)
+    path.with_name(path.name + '.meta.json').write_text(json.dumps({'tenant': 'acme'}))
+    assert dict(await store.get_metadata(uri)) == {'tenant': 'acme'}
+
+
+@pytest.mark.parametrize(
+    'content',
+    ['not json', '[1, 2]', '{"a": 1}', '{"mediastash_sidecar": 99, "metadata": {}}', '{"mediastash_sidecar": 1}'],
+)
+async def test_corrupt_sidecar(tmp_path: Path, content: str) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'blob', context=MediaContext(metadata={'k': 'v'}))
+    path = store.path_for(uri)
+    path.with_name(path.name + '.meta.json').write_text(content)
+    with pytest.raises(CorruptMetadataError) as caught:
+        await store.get_metadata(uri)
+    assert isinstance(caught.value, ValueError)
+    assert uri in str(caught.value)
+
+
+async def test_delete_removes_sidecar(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'blob', context=MediaContext(metadata={'k': 'v'}))
+    assert len(names(tmp_path)) == 2
+    assert await store.delete(uri)
+    assert names(tmp_path) == []
+
+
+async def test_directory_is_created(tmp_path: Path) -> None:
+    target = tmp_path / 'x' / 'y' / 'z'
+    DiskMediaStore(target)
+    assert target.is_dir()
+    DiskMediaStore(os.fspath(target))

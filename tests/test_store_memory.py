@@ -1,0 +1,78 @@
+"""``MemoryMediaStore`` against the conformance suite."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mediastash import BaseMediaStore, MemoryMediaStore, media_uri_for
+from mediastash.context import MediaContextLike, context_metadata
+from mediastash.urls import PublicUrlResolver
+from tests.store_conformance import ForeignContext, StoreConformance
+
+
+class TestMemoryStore(StoreConformance):
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> MemoryMediaStore:
+        return MemoryMediaStore(public_url=public_url)
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        return store.raw_for_tests(uri)
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        store.corrupt_for_tests(uri, data)
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        store.drop_for_tests(uri)
+
+    async def raw_count(self, store: Any) -> int | None:
+        return len([uri async for uri in store.iter_uris()])
+
+
+async def test_media_type_is_recorded() -> None:
+    store = MemoryMediaStore()
+    uri = await store.put(b'png', context=ForeignContext(media_type='image/png'))
+    assert store.media_type_of(uri) == 'image/png'
+    assert store.media_type_of(media_uri_for(b'other')) is None
+
+
+class MinimalStore(BaseMediaStore):
+    """Only the four primitives: no listing, deleting or streaming."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.blobs: dict[str, bytes] = {}
+        self.metadata: dict[str, dict[str, str]] = {}
+
+    async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        self.blobs.setdefault(digest, data)
+        self.metadata.setdefault(digest, dict(context_metadata(context)))
+
+    async def _read(self, digest: str, context: MediaContextLike) -> bytes:
+        if digest not in self.blobs:
+            raise self._not_found(digest)
+        return self.blobs[digest]
+
+    async def _contains(self, digest: str, context: MediaContextLike) -> bool:
+        return digest in self.blobs
+
+    async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
+        if digest not in self.blobs:
+            raise self._not_found(digest)
+        return self.metadata[digest]
+
+
+class TestMinimalStore(StoreConformance):
+    """The suite's optional-capability tests skip cleanly for a store without them."""
+
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> MinimalStore:
+        return MinimalStore(public_url=public_url)
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        return store.blobs.get(uri[-64:])
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        store.blobs[uri[-64:]] = data
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        del store.blobs[uri[-64:]]

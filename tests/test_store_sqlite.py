@@ -1,0 +1,348 @@
+"""``SqliteMediaStore``: the conformance suite plus connection, transaction and schema tests."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mediastash.stores.sqlite as sqlite_module
+from mediastash import MediaContext, MediaNotFoundError, SqliteMediaStore, media_uri_for
+from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
+from mediastash.stores._blob import CorruptMetadataError
+from mediastash.urls import PublicUrlResolver
+from tests.store_conformance import StoreConformance, blob, chunked, collect
+
+
+@contextmanager
+def side_connection(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """A second, independent connection to the store's database file (autocommit)."""
+    with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as connection:
+        yield connection
+
+
+def digest(uri: str) -> str:
+    return uri.removeprefix('media+sha256://')
+
+
+class TestSqliteStore(StoreConformance):
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> SqliteMediaStore:
+        return SqliteMediaStore(database=folder / 'media.db', public_url=public_url)
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        with side_connection(store.database) as connection:
+            row = connection.execute(f'SELECT data FROM {store.table} WHERE sha256 = ?', (digest(uri),)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        with side_connection(store.database) as connection:
+            connection.execute(f'UPDATE {store.table} SET data = ? WHERE sha256 = ?', (data, digest(uri)))
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        with side_connection(store.database) as connection:
+            connection.execute(f'DELETE FROM {store.table} WHERE sha256 = ?', (digest(uri),))
+
+    async def raw_count(self, store: Any) -> int | None:
+        with side_connection(store.database) as connection:
+            return int(connection.execute(f'SELECT COUNT(*) FROM {store.table}').fetchone()[0])
+
+
+class TestSqliteStoreOnCallerConnection(TestSqliteStore):
+    """The same suite on a connection the test owns (default Python transaction handling)."""
+
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> SqliteMediaStore:
+        connection = sqlite3.connect(folder / 'media.db', check_same_thread=False)
+        store = SqliteMediaStore(connection=connection, table='blobs', public_url=public_url)
+        self._owned = {**getattr(self, '_owned', {}), id(store): (folder / 'media.db', connection)}
+        return store
+
+    async def close_store(self, store: Any) -> None:
+        await store.aclose()
+        _path, connection = self._owned[id(store)]
+        connection.close()
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        with side_connection(self._owned[id(store)][0]) as connection:
+            row = connection.execute('SELECT data FROM blobs WHERE sha256 = ?', (digest(uri),)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        with side_connection(self._owned[id(store)][0]) as connection:
+            connection.execute('UPDATE blobs SET data = ? WHERE sha256 = ?', (data, digest(uri)))
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        with side_connection(self._owned[id(store)][0]) as connection:
+            connection.execute('DELETE FROM blobs WHERE sha256 = ?', (digest(uri),))
+
+    async def raw_count(self, store: Any) -> int | None:
+        with side_connection(self._owned[id(store)][0]) as connection:
+            return int(connection.execute('SELECT COUNT(*) FROM blobs').fetchone()[0])
+
+
+# -- configuration ----------------------------------------------------------------------
+
+BAD_TABLES: list[object] = ['', '1media', 'me-dia', 'a' * 64, 'media; DROP TABLE x', 'mé', 'a b', None, 3]
+
+
+@pytest.mark.parametrize('table', BAD_TABLES, ids=repr)
+def test_bad_table_names_are_refused(tmp_path: Path, table: object) -> None:
+    with pytest.raises(InvalidStoreConfiguration) as caught:
+        SqliteMediaStore(database=tmp_path / 'x.db', table=table)  # type: ignore[arg-type]
+    assert repr(table) in str(caught.value)
+
+
+@pytest.mark.parametrize('table', ['a' * 63, '_x', 'Media_2', 'select'])
+async def test_good_table_names_work(tmp_path: Path, table: str) -> None:
+    async with SqliteMediaStore(database=tmp_path / 'x.db', table=table) as store:
+        uri = await store.put(b'table name')
+        assert await store.get(uri) == b'table name'
+
+
+def test_exactly_one_source(tmp_path: Path) -> None:
+    with pytest.raises(InvalidStoreConfiguration, match='exactly one'):
+        SqliteMediaStore()
+    with closing(sqlite3.connect(':memory:')) as connection, pytest.raises(InvalidStoreConfiguration):
+        SqliteMediaStore(database=tmp_path / 'x.db', connection=connection)
+
+
+async def test_connection_must_allow_other_threads(tmp_path: Path) -> None:
+    with closing(sqlite3.connect(tmp_path / 'x.db')) as connection:
+        store = SqliteMediaStore(connection=connection)
+        with pytest.raises(InvalidStoreConfiguration, match='check_same_thread=False'):
+            await store.put(b'x')
+        await store.aclose()
+
+
+async def test_existing_table_with_another_layout_is_refused(tmp_path: Path) -> None:
+    with side_connection(tmp_path / 'x.db') as connection:
+        connection.execute('CREATE TABLE media (sha256 TEXT PRIMARY KEY, bytes BLOB, size_bytes INTEGER)')
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        with pytest.raises(InvalidStoreConfiguration, match="'media'"):
+            await store.put(b'x')
+    async with SqliteMediaStore(database=tmp_path / 'x.db', table='mediastash_media') as store:
+        assert await store.get(await store.put(b'x')) == b'x'
+
+
+async def test_in_memory_database() -> None:
+    async with SqliteMediaStore(database=':memory:') as store:
+        uri = await store.put(b'ephemeral')
+        assert await store.get(uri) == b'ephemeral'
+
+
+# -- connection handling ----------------------------------------------------------------
+
+
+async def test_one_connection_for_the_store_lifetime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[sqlite3.Connection] = []
+    real_connect = sqlite3.connect
+
+    def counting_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        connection = real_connect(*args, **kwargs)
+        opened.append(connection)
+        return connection
+
+    monkeypatch.setattr(sqlite_module.sqlite3, 'connect', counting_connect)
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        uris = await asyncio.gather(*(store.put(f'{i}'.encode()) for i in range(20)))
+        await asyncio.gather(*(store.get(uri) for uri in uris))
+        await store.exists(uris[0])
+        await store.get_metadata(uris[0])
+    assert len(opened) == 1
+
+
+async def test_wal_mode_and_busy_timeout(tmp_path: Path) -> None:
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        await store.put(b'wal')
+        with side_connection(tmp_path / 'x.db') as connection:
+            assert connection.execute('PRAGMA journal_mode').fetchone()[0] == 'wal'
+
+
+async def test_caller_connection_is_not_closed(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / 'x.db', check_same_thread=False)
+    try:
+        async with SqliteMediaStore(connection=connection) as store:
+            uri = await store.put(b'shared connection')
+        row = connection.execute('SELECT data FROM media WHERE sha256 = ?', (digest(uri),)).fetchone()
+        assert row[0] == b'shared connection'
+        assert connection.execute('PRAGMA journal_mode').fetchone()[0] != 'wal'
+    finally:
+        connection.close()
+
+
+async def test_caller_transaction_decides_commit(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / 'x.db', check_same_thread=False)
+    try:
+        async with SqliteMediaStore(connection=connection) as store:
+            committed = await store.put(b'outside a transaction')
+            with side_connection(tmp_path / 'x.db') as other:
+                assert other.execute('SELECT COUNT(*) FROM media').fetchone()[0] == 1
+
+            connection.execute('CREATE TABLE app (x INTEGER)')
+            connection.execute('INSERT INTO app VALUES (1)')
+            assert connection.in_transaction
+            pending = await store.put(b'inside the caller transaction')
+            assert connection.in_transaction
+            with side_connection(tmp_path / 'x.db') as other:
+                assert other.execute('SELECT COUNT(*) FROM media').fetchone()[0] == 1
+            connection.commit()
+            with side_connection(tmp_path / 'x.db') as other:
+                assert other.execute('SELECT COUNT(*) FROM media').fetchone()[0] == 2
+
+            connection.execute('INSERT INTO app VALUES (2)')
+            rolled_back = await store.put(b'rolled back with the caller')
+            connection.rollback()
+            assert not await store.exists(rolled_back)
+            assert await store.exists(committed)
+            assert await store.exists(pending)
+    finally:
+        connection.close()
+
+
+async def test_caller_autocommit_connection(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / 'x.db', check_same_thread=False, isolation_level=None)
+    try:
+        async with SqliteMediaStore(connection=connection) as store:
+            data = blob(50_000)
+            uri = await store.put_stream(chunked(data, 5000))
+            with side_connection(tmp_path / 'x.db') as other:
+                row = other.execute('SELECT data FROM media WHERE sha256 = ?', (digest(uri),)).fetchone()
+            assert row[0] == data
+    finally:
+        connection.close()
+
+
+async def test_two_stores_on_one_file(tmp_path: Path) -> None:
+    async with (
+        SqliteMediaStore(database=tmp_path / 'x.db') as first,
+        SqliteMediaStore(database=tmp_path / 'x.db') as second,
+    ):
+        shared = blob(100_000)
+        uris = await asyncio.gather(
+            *(first.put(shared) for _ in range(10)),
+            *(second.put(shared) for _ in range(10)),
+            *(first.put(f'a{i}'.encode()) for i in range(20)),
+            *(second.put(f'b{i}'.encode()) for i in range(20)),
+        )
+        assert await second.get(uris[0]) == shared
+        assert await first.get(uris[-1]) == b'b19'
+        assert len([uri async for uri in first.iter_uris()]) == 41
+
+
+async def test_closed_store(tmp_path: Path) -> None:
+    store = SqliteMediaStore(database=tmp_path / 'x.db')
+    uri = await store.put(b'before close')
+    await store.aclose()
+    await store.aclose()
+    for call in (store.put(b'after'), store.get(uri), store.exists(uri), store.get_metadata(uri), store.delete(uri)):
+        with pytest.raises(StoreClosedError) as caught:
+            await call
+        assert 'SqliteMediaStore' in str(caught.value)
+    with pytest.raises(StoreClosedError):
+        await collect(store.get_stream(uri))
+    with pytest.raises(StoreClosedError):
+        await store.put_stream(chunked(b'after', 2))
+    with pytest.raises(StoreClosedError):
+        [u async for u in store.iter_uris()]
+
+
+async def test_close_waits_for_queued_work(tmp_path: Path) -> None:
+    store = SqliteMediaStore(database=tmp_path / 'x.db')
+    puts = [asyncio.ensure_future(store.put(f'{i}'.encode())) for i in range(10)]
+    await asyncio.sleep(0)
+    await store.aclose()
+    results = await asyncio.gather(*puts, return_exceptions=True)
+    assert all(isinstance(result, str | StoreClosedError) for result in results)
+
+
+# -- rows -------------------------------------------------------------------------------
+
+
+async def test_row_columns(tmp_path: Path) -> None:
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        context = MediaContext(media_type='image/png', filename='x.png', metadata={'k': 'ü'})
+        uri = await store.put(b'columns', context=context)
+        assert await store.media_type_of(uri) == 'image/png'
+        assert await store.media_type_of(media_uri_for(b'missing')) is None
+    with side_connection(tmp_path / 'x.db') as connection:
+        row = connection.execute('SELECT size, media_type, metadata, created_at FROM media').fetchone()
+    assert row[0] == len(b'columns')
+    assert row[1] == 'image/png'
+    assert row[2] == '{"k": "ü"}'
+    assert row[3] > 0
+
+
+async def test_first_metadata_wins(tmp_path: Path) -> None:
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        uri = await store.put(b'blob', context=MediaContext(metadata={'v': '1'}))
+        await store.put(b'blob', context=MediaContext(metadata={'v': '2'}))
+        await store.put_stream(chunked(b'blob', 2), context=MediaContext(metadata={'v': '3'}))
+        assert dict(await store.get_metadata(uri)) == {'v': '1'}
+
+
+async def test_corrupt_metadata(tmp_path: Path) -> None:
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        uri = await store.put(b'blob')
+        with side_connection(tmp_path / 'x.db') as connection:
+            connection.execute('UPDATE media SET metadata = \'{"n": 1}\'')
+        with pytest.raises(CorruptMetadataError) as caught:
+            await store.get_metadata(uri)
+        assert uri in str(caught.value)
+
+
+async def test_put_stream_larger_than_the_in_memory_spool(tmp_path: Path) -> None:
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        data = blob(9 << 20)
+        uri = await store.put_stream(chunked(data, 1 << 20))
+        assert uri == media_uri_for(data)
+        assert await store.get(uri) == data
+
+
+async def test_failed_put_stream_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        await store.put(b'warm up')
+
+        class BrokenSpool:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                self.written = b''
+
+            def __enter__(self) -> BrokenSpool:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                return None
+
+            def write(self, data: bytes) -> int:
+                self.written += data
+                return len(data)
+
+            def seek(self, offset: int) -> int:
+                return 0
+
+            def read(self, size: int) -> bytes:
+                raise OSError('spool lost')
+
+        monkeypatch.setattr(sqlite_module.tempfile, 'SpooledTemporaryFile', BrokenSpool)
+        with pytest.raises(OSError, match='spool lost'):
+            await store.put_stream(chunked(b'never lands', 3))
+        assert not await store.exists(media_uri_for(b'never lands'))
+        with pytest.raises(MediaNotFoundError):
+            await store.get(media_uri_for(b'never lands'))
+
+
+async def test_table_dropped_by_caller_rollback_is_recreated(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / 'x.db', check_same_thread=False)
+    try:
+        connection.execute('CREATE TABLE app (x INTEGER)')
+        connection.execute('INSERT INTO app VALUES (1)')
+        async with SqliteMediaStore(connection=connection) as store:
+            await store.put(b'lost with the rollback')
+            connection.rollback()
+            uri = await store.put(b'after the rollback')
+            assert await store.get(uri) == b'after the rollback'
+    finally:
+        connection.close()
