@@ -7,15 +7,19 @@ versioned markers; ``restore_media`` puts the exact bytes back.
 
 from mediastash.context import EMPTY_CONTEXT, MediaContext, MediaContextLike
 from mediastash.errors import (
+    CorruptMetadataError,
     IntegrityError,
     InvalidMediaURI,
+    InvalidStoreConfiguration,
     MalformedMarker,
     MediaNotFoundError,
     MediaStashError,
+    StoreClosedError,
     UnsafeKeyError,
     UnsupportedMarkerFormat,
 )
 from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
+from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores import (
     BaseMediaStore,
     DeletableMediaStore,
@@ -28,10 +32,18 @@ from mediastash.stores import (
 )
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_media_uri
 from mediastash.urls import PublicUrlResolver, make_static_public_url
+from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
 __version__ = '0.1.0'
 
 __all__ = [
+    'DEFAULT_THRESHOLD_BYTES',
+    'CorruptMetadataError',
+    'InvalidStoreConfiguration',
+    'KnownBlobCache',
+    'StoreClosedError',
+    'externalize_media',
+    'restore_media',
     'EMPTY_CONTEXT',
     'MEDIA_URI_SCHEME',
     'BaseMediaStore',

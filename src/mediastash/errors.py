@@ -9,6 +9,7 @@ working unchanged.
 from __future__ import annotations
 
 __all__ = [
+    'CorruptMetadataError',
     'IntegrityError',
     'InvalidMediaURI',
     'InvalidStoreConfiguration',
@@ -97,3 +98,13 @@ class InvalidStoreConfiguration(MediaStashError, ValueError):
 
 class StoreClosedError(MediaStashError, RuntimeError):
     """The store was closed and cannot serve further calls."""
+
+
+class CorruptMetadataError(MediaStashError, ValueError):
+    """The metadata stored with a blob cannot be read back as a ``str -> str`` mapping."""
+
+    def __init__(self, uri: str, reason: str, *, where: str | None = None) -> None:
+        self.uri = uri
+        self.where = where
+        suffix = f' in {where}' if where else ''
+        super().__init__(f'stored metadata for {uri}{suffix} is unreadable: {reason}')

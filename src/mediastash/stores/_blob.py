@@ -6,12 +6,11 @@ import asyncio
 import hashlib
 from collections.abc import AsyncGenerator, AsyncIterable
 
-from mediastash.errors import IntegrityError, MediaStashError
+from mediastash.errors import CorruptMetadataError, IntegrityError
 from mediastash.uri import MEDIA_URI_SCHEME
 
 __all__ = [
     'OFFLOAD_BYTES',
-    'CorruptMetadataError',
     'as_bytes',
     'check_digest',
     'sha256_hex',
@@ -21,16 +20,6 @@ __all__ = [
 
 OFFLOAD_BYTES = 1 << 20
 """Blobs at least this large are hashed in a worker thread so the event loop stays responsive."""
-
-
-class CorruptMetadataError(MediaStashError, ValueError):
-    """The metadata stored with a blob cannot be read back as a ``str -> str`` mapping."""
-
-    def __init__(self, uri: str, reason: str, *, where: str | None = None) -> None:
-        self.uri = uri
-        self.where = where
-        suffix = f' in {where}' if where else ''
-        super().__init__(f'stored metadata for {uri}{suffix} is unreadable: {reason}')
 
 
 def as_bytes(data: object) -> bytes:

@@ -24,9 +24,9 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import aiofiles
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.errors import UnsafeKeyError
+from mediastash.errors import CorruptMetadataError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
-from mediastash.stores._blob import OFFLOAD_BYTES, CorruptMetadataError, as_bytes
+from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
 from mediastash.stores.base import BaseMediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
 from mediastash.urls import PublicUrlResolver

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
-from mediastash.stores._blob import OFFLOAD_BYTES, CorruptMetadataError, as_bytes
+from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration, StoreClosedError
+from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
 from mediastash.stores.base import BaseMediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
 from mediastash.urls import PublicUrlResolver

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
 from mediastash.known_blobs import KnownBlobCache, cache_for_store
