@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 from collections.abc import AsyncGenerator, AsyncIterable
 
-from mediastash.errors import CorruptMetadataError, IntegrityError
+from mediastash.errors import IntegrityError
 from mediastash.uri import MEDIA_URI_SCHEME
 
 __all__ = [
