@@ -19,7 +19,7 @@ from mediastash import (
     media_uri_for,
     sharded_key_strategy,
 )
-from mediastash.stores._blob import CorruptMetadataError
+from mediastash.errors import CorruptMetadataError
 from mediastash.urls import PublicUrlResolver
 from tests.store_conformance import StoreConformance, blob, chunked, collect
 

@@ -13,8 +13,7 @@ import pytest
 
 import mediastash.stores.sqlite as sqlite_module
 from mediastash import MediaContext, MediaNotFoundError, SqliteMediaStore, media_uri_for
-from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
-from mediastash.stores._blob import CorruptMetadataError
+from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration, StoreClosedError
 from mediastash.urls import PublicUrlResolver
 from tests.store_conformance import StoreConformance, blob, chunked, collect
 

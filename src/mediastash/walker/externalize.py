@@ -151,13 +151,10 @@ class _Externalizer:
         size = max_decoded_size(length) - (2 if data.endswith('==') else 1 if data.endswith('=') else 0)
         if size < self.threshold:
             return None
-        urlsafe = is_urlsafe_alphabet(data)
-        if urlsafe is None:
-            return None
         media_type = node.get('media_type')
         if not isinstance(media_type, str):
             media_type = None
-        return self.payload(node, 'data', 'base64', data, size, urlsafe, media_type)
+        return self.payload(node, 'data', 'base64', data, size, media_type)
 
     def text(self, node: dict[str, Any], content: str) -> dict[str, Any] | None:
         length = len(content)
@@ -166,7 +163,7 @@ class _Externalizer:
         size = length if content.isascii() else len(text_to_bytes(content))
         if size < self.threshold:
             return None
-        return self.payload(node, 'content', 'text', content, size, False, TEXT_MEDIA_TYPE)
+        return self.payload(node, 'content', 'text', content, size, TEXT_MEDIA_TYPE)
 
     def payload(
         self,
@@ -175,13 +172,33 @@ class _Externalizer:
         kind: PayloadKind,
         source: str,
         size: int,
-        urlsafe: bool,
         media_type: str | None,
     ) -> dict[str, Any] | None:
+        """Marker for a payload big enough to move, or ``None`` to keep it inline.
+
+        The cache and this walk's own jobs are consulted before the alphabet
+        scan, so a payload seen before costs one fingerprint and one comparison.
+        """
         fp = fingerprint(source)
         known = self.cache.lookup(kind, source, fp) if self.cache is not None else None
-        if known is not None and node.get('uri') == known.uri:
-            return None  # the dict's own `uri` would be mistaken for our mirror: keep it inline
+        job: _Job | None = None
+        if known is not None:
+            if node.get('uri') == known.uri:
+                return None  # the dict's own `uri` would be mistaken for our mirror: keep it inline
+            urlsafe = known.urlsafe
+        else:
+            bucket = self.jobs.get((kind, fp))
+            if bucket is not None:
+                job = next((j for j in bucket if j.source is source or j.source == source), None)
+            if job is not None:
+                urlsafe = job.urlsafe
+            elif kind == 'base64':
+                alphabet = is_urlsafe_alphabet(source)
+                if alphabet is None:
+                    return None
+                urlsafe = alphabet
+            else:
+                urlsafe = False
         preserved = self.copy_except(node, moved_key)
         marker = dict(preserved)
         if not marker.keys().isdisjoint(MARKER_OWNED_KEYS):
@@ -196,15 +213,11 @@ class _Externalizer:
         pending = _Pending(marker, node, moved_key, preserved)
         if known is not None:
             fill(pending, known.uri)
-            return marker
-        bucket = self.jobs.setdefault((kind, fp), [])
-        for job in bucket:
-            if job.source is source or job.source == source:
-                job.waiting.append(pending)
-                return marker
-        job = _Job(kind, source, fp, size, urlsafe, media_type, [pending])
-        bucket.append(job)
-        self.job_count += 1
+        elif job is not None:
+            job.waiting.append(pending)
+        else:
+            self.jobs.setdefault((kind, fp), []).append(_Job(kind, source, fp, size, urlsafe, media_type, [pending]))
+            self.job_count += 1
         return marker
 
 
