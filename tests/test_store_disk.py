@@ -14,6 +14,7 @@ import pytest
 from mediastash import (
     DiskMediaStore,
     MediaContext,
+    MediaNotFoundError,
     MediaStore,
     UnsafeKeyError,
     media_uri_for,
@@ -269,16 +270,20 @@ async def test_wrong_size_file_is_replaced_on_put(tmp_path: Path) -> None:
 # -- sidecar ----------------------------------------------------------------------------
 
 
+def sidecar_of(store: DiskMediaStore, uri: str) -> Path:
+    path = store.path_for(uri)
+    return path.with_name(path.name + '.meta.json')
+
+
 async def test_sidecar_content(tmp_path: Path) -> None:
     store = DiskMediaStore(tmp_path)
-    context = MediaContext(media_type='image/png', filename='cat.png', metadata={'caption': 'Ünïcode 猫'})
+    metadata = {'caption': 'Ünïcode 猫', 'a': ''}
+    context = MediaContext(media_type='image/png', filename='cat.png', metadata=metadata)
     uri = await store.put(b'png bytes', context=context)
-    sidecar = store.path_for(uri).with_name(store.path_for(uri).name + '.meta.json')
-    document = json.loads(sidecar.read_text(encoding='utf-8'))
-    assert document['metadata'] == {'caption': 'Ünïcode 猫'}
-    assert document['media_type'] == 'image/png'
-    assert document['filename'] == 'cat.png'
-    assert dict(await store.get_metadata(uri)) == {'caption': 'Ünïcode 猫'}
+    raw = sidecar_of(store, uri).read_bytes()
+    assert raw == b'{"caption": "\\u00dcn\\u00efcode \\u732b", "a": ""}'
+    assert json.loads(raw) == metadata
+    assert dict(await store.get_metadata(uri)) == metadata
 
 
 async def test_later_put_with_metadata_replaces_sidecar(tmp_path: Path) -> None:
@@ -287,21 +292,62 @@ async def test_later_put_with_metadata_replaces_sidecar(tmp_path: Path) -> None:
     await store.put(b'blob', context=MediaContext(metadata={'v': '2'}))
     assert dict(await store.get_metadata(uri)) == {'v': '2'}
     await store.put(b'blob', context=MediaContext(media_type='text/plain'))
+    await store.put_stream(chunked(b'blob', 2), context=MediaContext(metadata={}))
     assert dict(await store.get_metadata(uri)) == {'v': '2'}
+    await store.put_stream(chunked(b'blob', 2), context=MediaContext(metadata={'v': '3'}))
+    assert dict(await store.get_metadata(uri)) == {'v': '3'}
 
 
-async def test_no_sidecar_without_anything_to_record(tmp_path: Path) -> None:
+async def test_no_sidecar_without_metadata(tmp_path: Path) -> None:
     store = DiskMediaStore(tmp_path)
     await store.put(b'plain')
-    assert [name.endswith('.bin') for name in names(tmp_path)] == [True]
+    await store.put(b'typed', context=MediaContext(media_type='image/png', filename='a.png'))
+    await store.put_stream(chunked(b'streamed', 3), context=MediaContext(media_type='text/plain', metadata={}))
+    assert [name.endswith('.bin') for name in names(tmp_path)] == [True, True, True]
+
+
+@pytest.mark.parametrize(
+    ('document', 'expected'),
+    [
+        ({'mediastash_sidecar': 1, 'metadata': {'k': 'v'}, 'media_type': 'image/png', 'filename': 'a.png'}, {'k': 'v'}),
+        ({'mediastash_sidecar': 1, 'metadata': {}, 'media_type': 'image/png', 'filename': None}, {}),
+    ],
+)
+async def test_earlier_versioned_sidecar_is_read(
+    tmp_path: Path, document: dict[str, Any], expected: dict[str, str]
+) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'older blob')
+    sidecar_of(store, uri).write_text(json.dumps(document))
+    assert dict(await store.get_metadata(uri)) == expected
+    await store.put(b'older blob')
+    assert json.loads(sidecar_of(store, uri).read_text()) == document
+    await store.put(b'older blob', context=MediaContext(metadata={'now': 'flat'}))
+    assert sidecar_of(store, uri).read_bytes() == b'{"now": "flat"}'
+    assert dict(await store.get_metadata(uri)) == {'now': 'flat'}
+
+
+async def test_flat_metadata_with_the_legacy_marker_key_is_plain_metadata(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    metadata = {'mediastash_sidecar': '1', 'metadata': 'x'}
+    uri = await store.put(b'odd keys', context=MediaContext(metadata=metadata))
+    assert dict(await store.get_metadata(uri)) == metadata
 
 
 async def test_flat_sidecar_written_by_pydantic_ai_harness_is_read(tmp_path: Path) -> None:
     store = DiskMediaStore(tmp_path)
     uri = await store.put(b'older blob')
-    path = store.path_for(uri)
-    path.with_name(path.name + '.meta.json').write_text(json.dumps({'tenant': 'acme'}))
+    sidecar_of(store, uri).write_text(json.dumps({'tenant': 'acme'}))
     assert dict(await store.get_metadata(uri)) == {'tenant': 'acme'}
+
+
+async def test_sidecar_without_its_blob_is_not_found(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'gone soon', context=MediaContext(metadata={'k': 'v'}))
+    store.path_for(uri).unlink()
+    assert sidecar_of(store, uri).exists()
+    with pytest.raises(MediaNotFoundError):
+        await store.get_metadata(uri)
 
 
 @pytest.mark.parametrize(

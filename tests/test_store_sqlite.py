@@ -35,12 +35,12 @@ class TestSqliteStore(StoreConformance):
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         with side_connection(store.database) as connection:
-            row = connection.execute(f'SELECT data FROM {store.table} WHERE sha256 = ?', (digest(uri),)).fetchone()
+            row = connection.execute(f'SELECT bytes FROM {store.table} WHERE sha256 = ?', (digest(uri),)).fetchone()
         return None if row is None else bytes(row[0])
 
     async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
         with side_connection(store.database) as connection:
-            connection.execute(f'UPDATE {store.table} SET data = ? WHERE sha256 = ?', (data, digest(uri)))
+            connection.execute(f'UPDATE {store.table} SET bytes = ? WHERE sha256 = ?', (data, digest(uri)))
 
     async def raw_delete(self, store: Any, uri: str) -> None:
         with side_connection(store.database) as connection:
@@ -67,12 +67,12 @@ class TestSqliteStoreOnCallerConnection(TestSqliteStore):
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         with side_connection(self._owned[id(store)][0]) as connection:
-            row = connection.execute('SELECT data FROM blobs WHERE sha256 = ?', (digest(uri),)).fetchone()
+            row = connection.execute('SELECT bytes FROM blobs WHERE sha256 = ?', (digest(uri),)).fetchone()
         return None if row is None else bytes(row[0])
 
     async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
         with side_connection(self._owned[id(store)][0]) as connection:
-            connection.execute('UPDATE blobs SET data = ? WHERE sha256 = ?', (data, digest(uri)))
+            connection.execute('UPDATE blobs SET bytes = ? WHERE sha256 = ?', (data, digest(uri)))
 
     async def raw_delete(self, store: Any, uri: str) -> None:
         with side_connection(self._owned[id(store)][0]) as connection:
@@ -121,10 +121,124 @@ async def test_existing_table_with_another_layout_is_refused(tmp_path: Path) -> 
     with side_connection(tmp_path / 'x.db') as connection:
         connection.execute('CREATE TABLE media (sha256 TEXT PRIMARY KEY, bytes BLOB, size_bytes INTEGER)')
     async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
-        with pytest.raises(InvalidStoreConfiguration, match="'media'"):
+        with pytest.raises(InvalidStoreConfiguration) as caught:
             await store.put(b'x')
+        message = str(caught.value)
+        assert "'media'" in message
+        assert "['media_type', 'metadata']" in message
+        assert 'pre-release' not in message
+    with side_connection(tmp_path / 'x.db') as connection:
+        assert [row[1] for row in connection.execute('PRAGMA table_info(media)')] == ['sha256', 'bytes', 'size_bytes']
     async with SqliteMediaStore(database=tmp_path / 'x.db', table='mediastash_media') as store:
         assert await store.get(await store.put(b'x')) == b'x'
+
+
+async def test_pre_release_layout_is_refused_with_a_hint(tmp_path: Path) -> None:
+    with side_connection(tmp_path / 'x.db') as connection:
+        connection.execute(
+            'CREATE TABLE media (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL, size INTEGER NOT NULL, '
+            'media_type TEXT, metadata TEXT NOT NULL, created_at REAL NOT NULL)'
+        )
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        with pytest.raises(InvalidStoreConfiguration, match=r"\['bytes', 'size_bytes'\].*pre-release"):
+            await store.get(media_uri_for(b'x'))
+
+
+HARNESS_LAYOUT = (
+    'CREATE TABLE media (sha256 TEXT PRIMARY KEY, media_type TEXT, bytes BLOB NOT NULL, '
+    'size_bytes INTEGER NOT NULL, metadata TEXT)'
+)
+"""The table pydantic-ai-harness 0.62 creates (observed with ``sqlite3``), without our ``created_at``."""
+
+
+def insert_harness_row(connection: sqlite3.Connection, data: bytes, metadata: str | None = '{}') -> str:
+    uri = media_uri_for(data)
+    connection.execute(
+        'INSERT INTO media (sha256, media_type, bytes, size_bytes, metadata) VALUES (?, ?, ?, ?, ?)',
+        (digest(uri), 'image/png', data, len(data), metadata),
+    )
+    return uri
+
+
+async def test_harness_layout_gains_created_at(tmp_path: Path) -> None:
+    with side_connection(tmp_path / 'x.db') as connection:
+        connection.execute(HARNESS_LAYOUT)
+        old = insert_harness_row(connection, b'written before', '{"k": "v"}')
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        assert await store.get(old) == b'written before'
+        assert dict(await store.get_metadata(old)) == {'k': 'v'}
+        assert await store.media_type_of(old) == 'image/png'
+        new = await store.put(b'written after', context=MediaContext(metadata={'n': '1'}))
+        streamed = await store.put_stream(chunked(blob(30_000), 7000))
+        assert b''.join(await collect(store.get_stream(streamed, chunk_size=4096))) == blob(30_000)
+    with side_connection(tmp_path / 'x.db') as connection:
+        columns = [row[1] for row in connection.execute('PRAGMA table_info(media)')]
+        created = dict(connection.execute('SELECT sha256, created_at FROM media').fetchall())
+    assert columns == ['sha256', 'media_type', 'bytes', 'size_bytes', 'metadata', 'created_at']
+    assert created[digest(old)] is None
+    assert created[digest(new)] > 0
+    assert created[digest(streamed)] > 0
+
+
+async def test_created_at_added_by_another_connection_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with side_connection(tmp_path / 'x.db') as connection:
+        connection.execute(HARNESS_LAYOUT)
+    real_columns = SqliteMediaStore._columns
+
+    def stale_columns(self: SqliteMediaStore, connection: sqlite3.Connection) -> set[str]:
+        # Report the table as it was before another store added the column.
+        with side_connection(tmp_path / 'x.db') as other:
+            if 'created_at' not in {row[1] for row in other.execute('PRAGMA table_info(media)')}:
+                other.execute('ALTER TABLE media ADD COLUMN created_at REAL')
+        return real_columns(self, connection) - {'created_at'}
+
+    monkeypatch.setattr(SqliteMediaStore, '_columns', stale_columns)
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        uri = await store.put(b'raced')
+        assert await store.get(uri) == b'raced'
+    with side_connection(tmp_path / 'x.db') as connection:
+        assert connection.execute('SELECT created_at FROM media').fetchone()[0] > 0
+
+
+async def test_read_only_harness_database_is_readable(tmp_path: Path) -> None:
+    with side_connection(tmp_path / 'x.db') as connection:
+        connection.execute(HARNESS_LAYOUT)
+        uri = insert_harness_row(connection, b'read only', '{"k": "v"}')
+    read_only = sqlite3.connect(
+        f'file:{tmp_path / "x.db"}?mode=ro', uri=True, check_same_thread=False, isolation_level=None
+    )
+    try:
+        async with SqliteMediaStore(connection=read_only) as store:
+            assert await store.get(uri) == b'read only'
+            assert dict(await store.get_metadata(uri)) == {'k': 'v'}
+            assert [u async for u in store.iter_uris()] == [uri]
+            with pytest.raises(sqlite3.OperationalError, match='readonly'):
+                await store.put(b'cannot land')
+    finally:
+        read_only.close()
+    with side_connection(tmp_path / 'x.db') as connection:
+        assert 'created_at' not in {row[1] for row in connection.execute('PRAGMA table_info(media)')}
+
+
+async def test_created_at_lost_with_caller_rollback_is_added_again(tmp_path: Path) -> None:
+    with side_connection(tmp_path / 'x.db') as connection:
+        connection.execute(HARNESS_LAYOUT)
+    connection = sqlite3.connect(tmp_path / 'x.db', check_same_thread=False)
+    try:
+        connection.execute('CREATE TABLE app (x INTEGER)')
+        connection.execute('INSERT INTO app VALUES (1)')
+        async with SqliteMediaStore(connection=connection) as store:
+            await store.put(b'lost with the rollback')
+            connection.rollback()
+            uri = await store.put(b'after the rollback')
+            assert await store.get(uri) == b'after the rollback'
+            connection.commit()
+        with side_connection(tmp_path / 'x.db') as other:
+            assert other.execute('SELECT created_at FROM media').fetchone()[0] > 0
+    finally:
+        connection.close()
 
 
 async def test_in_memory_database() -> None:
@@ -166,7 +280,7 @@ async def test_caller_connection_is_not_closed(tmp_path: Path) -> None:
     try:
         async with SqliteMediaStore(connection=connection) as store:
             uri = await store.put(b'shared connection')
-        row = connection.execute('SELECT data FROM media WHERE sha256 = ?', (digest(uri),)).fetchone()
+        row = connection.execute('SELECT bytes FROM media WHERE sha256 = ?', (digest(uri),)).fetchone()
         assert row[0] == b'shared connection'
         assert connection.execute('PRAGMA journal_mode').fetchone()[0] != 'wal'
     finally:
@@ -209,7 +323,7 @@ async def test_caller_autocommit_connection(tmp_path: Path) -> None:
             data = blob(50_000)
             uri = await store.put_stream(chunked(data, 5000))
             with side_connection(tmp_path / 'x.db') as other:
-                row = other.execute('SELECT data FROM media WHERE sha256 = ?', (digest(uri),)).fetchone()
+                row = other.execute('SELECT bytes FROM media WHERE sha256 = ?', (digest(uri),)).fetchone()
             assert row[0] == data
     finally:
         connection.close()
@@ -268,11 +382,37 @@ async def test_row_columns(tmp_path: Path) -> None:
         assert await store.media_type_of(uri) == 'image/png'
         assert await store.media_type_of(media_uri_for(b'missing')) is None
     with side_connection(tmp_path / 'x.db') as connection:
-        row = connection.execute('SELECT size, media_type, metadata, created_at FROM media').fetchone()
+        row = connection.execute('SELECT size_bytes, media_type, metadata, created_at FROM media').fetchone()
+        columns = [(info[1], info[2], info[3], info[5]) for info in connection.execute('PRAGMA table_info(media)')]
     assert row[0] == len(b'columns')
     assert row[1] == 'image/png'
-    assert row[2] == '{"k": "ü"}'
+    assert row[2] == '{"k": "\\u00fc"}'
     assert row[3] > 0
+    assert columns == [
+        ('sha256', 'TEXT', 0, 1),
+        ('media_type', 'TEXT', 0, 0),
+        ('bytes', 'BLOB', 1, 0),
+        ('size_bytes', 'INTEGER', 1, 0),
+        ('metadata', 'TEXT', 0, 0),
+        ('created_at', 'REAL', 0, 0),
+    ]
+
+
+async def test_metadata_encoding_keeps_key_order_and_writes_empty_object(tmp_path: Path) -> None:
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        ordered = await store.put(b'ordered', context=MediaContext(metadata={'z': '1', 'a': '2'}))
+        empty = await store.put(b'no metadata')
+    with side_connection(tmp_path / 'x.db') as connection:
+        rows = dict(connection.execute('SELECT sha256, metadata FROM media').fetchall())
+    assert rows == {digest(ordered): '{"z": "1", "a": "2"}', digest(empty): '{}'}
+
+
+async def test_null_metadata_reads_as_empty(tmp_path: Path) -> None:
+    with side_connection(tmp_path / 'x.db') as connection:
+        connection.execute(HARNESS_LAYOUT)
+        uri = insert_harness_row(connection, b'null metadata', None)
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        assert dict(await store.get_metadata(uri)) == {}
 
 
 async def test_first_metadata_wins(tmp_path: Path) -> None:
@@ -283,11 +423,12 @@ async def test_first_metadata_wins(tmp_path: Path) -> None:
         assert dict(await store.get_metadata(uri)) == {'v': '1'}
 
 
-async def test_corrupt_metadata(tmp_path: Path) -> None:
+@pytest.mark.parametrize('stored', ['{"n": 1}', 'not json', '[1, 2]', '', 5], ids=repr)
+async def test_corrupt_metadata(tmp_path: Path, stored: object) -> None:
     async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
         uri = await store.put(b'blob')
         with side_connection(tmp_path / 'x.db') as connection:
-            connection.execute('UPDATE media SET metadata = \'{"n": 1}\'')
+            connection.execute('UPDATE media SET metadata = ?', (stored,))
         with pytest.raises(CorruptMetadataError) as caught:
             await store.get_metadata(uri)
         assert uri in str(caught.value)

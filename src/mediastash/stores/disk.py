@@ -1,9 +1,11 @@
 """``DiskMediaStore``: one file per blob in a local directory.
 
-The default layout is ``<directory>/<hex>.bin``, the one pydantic-ai-harness
-uses, so an existing harness media folder is readable as is. Every file is
-written to a unique temporary name in the same directory and renamed into place
-(``os.replace``), so a reader never sees a partial blob under its final name.
+The default layout is ``<directory>/<hex>.bin`` with user metadata in a flat
+JSON sidecar ``<hex>.bin.meta.json``, the files pydantic-ai-harness's
+``DiskMediaStore`` writes and reads, so either library can use the other's
+folder. Every file is written to a unique temporary name in the same directory
+and renamed into place (``os.replace``), so a reader never sees a partial file
+under its final name.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import aiofiles
 
-from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
+from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import CorruptMetadataError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
@@ -36,8 +38,9 @@ __all__ = ['SIDECAR_SUFFIX', 'DiskMediaStore']
 SIDECAR_SUFFIX = '.meta.json'
 """Appended to a blob's file name to name its metadata sidecar (``<key>.meta.json``)."""
 
-_SIDECAR_FORMAT_KEY = 'mediastash_sidecar'
-_SIDECAR_FORMAT = 1
+_LEGACY_SIDECAR_KEY = 'mediastash_sidecar'
+_LEGACY_SIDECAR_VERSION = 1
+"""Marks our earlier, versioned sidecar (``{"mediastash_sidecar": 1, "metadata": {...}}``): read, never written."""
 _TMP_PREFIX = '.mediastash-tmp-'
 _DEFAULT_FILE = re.compile(r'[0-9a-f]{64}\.bin')
 _EMBEDDED_DIGEST = re.compile(r'(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])')
@@ -49,9 +52,11 @@ class DiskMediaStore(BaseMediaStore):
 
     ``key_strategy`` maps a URI to a relative path; the result is refused with
     ``UnsafeKeyError`` when it could escape the directory. User metadata lives
-    in a ``<key>.meta.json`` sidecar; as in pydantic-ai-harness, a later ``put``
-    that carries metadata replaces it. ``fsync=True`` flushes each file and its
-    directory before a write returns, for durability across power loss.
+    in a ``<key>.meta.json`` sidecar holding a flat JSON object, written only
+    when a ``put`` carries metadata; as in pydantic-ai-harness, a later ``put``
+    that carries metadata replaces it and one without leaves it alone. Media
+    type and filename are not persisted. ``fsync=True`` flushes each file and
+    its directory before a write returns, for durability across power loss.
 
     Capabilities: listing, deleting, streaming. Listing finds files named
     ``<hex>.bin`` (default strategy) or, for a custom strategy, any file whose
@@ -131,11 +136,9 @@ class DiskMediaStore(BaseMediaStore):
     def _write_sync(self, key: str, data: bytes, context: MediaContextLike) -> None:
         path = self._path_for_key(key)
         self._ensure_parent(path)
-        created = False
         if not self._has_blob_of_size(path, len(data)):
             self._atomic_write(path, data)
-            created = True
-        self._update_sidecar(path, context, created=created)
+        self._update_sidecar(path, context)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         key = self._key_for(digest, context)
@@ -208,21 +211,15 @@ class DiskMediaStore(BaseMediaStore):
         if self._fsync:
             _fsync_directory(path.parent)
 
-    def _update_sidecar(self, path: Path, context: MediaContextLike, *, created: bool) -> None:
-        """Write the sidecar when the put carries metadata, or records facts about a new blob."""
+    def _update_sidecar(self, path: Path, context: MediaContextLike) -> None:
+        """(Re)write the sidecar when the put carries metadata; leave it alone otherwise.
+
+        The content is ``json.dumps`` of the metadata with default settings, the
+        bytes pydantic-ai-harness writes for the same put.
+        """
         metadata = context_metadata(context)
-        media_type = context_media_type(context)
-        filename = getattr(context, 'filename', None)
-        filename = filename if isinstance(filename, str) else None
-        if not metadata and not (created and (media_type or filename)):
-            return
-        document = {
-            _SIDECAR_FORMAT_KEY: _SIDECAR_FORMAT,
-            'metadata': dict(metadata),
-            'media_type': media_type,
-            'filename': filename,
-        }
-        self._atomic_write(_sidecar_path(path), json.dumps(document, ensure_ascii=False).encode())
+        if metadata:
+            self._atomic_write(_sidecar_path(path), json.dumps(dict(metadata)).encode())
 
     # -- optional capabilities ---------------------------------------------------------
 
@@ -308,7 +305,6 @@ class DiskMediaStore(BaseMediaStore):
         """Move a fully written temp file to ``key`` (or drop it when the blob is already there)."""
         path = self._path_for_key(key)
         self._ensure_parent(path)
-        created = False
         if self._has_blob_of_size(path, size):
             _unlink_quietly(temp)
         else:
@@ -326,10 +322,9 @@ class DiskMediaStore(BaseMediaStore):
                     _unlink_quietly(near)
                     raise
                 _unlink_quietly(temp)
-            created = True
             if self._fsync:
                 _fsync_directory(path.parent)
-        self._update_sidecar(path, context, created=created)
+        self._update_sidecar(path, context)
 
     async def get_stream(
         self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
@@ -366,16 +361,20 @@ def _sidecar_path(path: Path) -> Path:
 
 
 def _parse_sidecar(raw: bytes, *, uri: str, where: str) -> dict[str, str]:
-    """User metadata from a sidecar: ours (versioned) or pydantic-ai-harness's flat ``{str: str}``."""
+    """User metadata from a sidecar: the flat ``{str: str}`` object, or our earlier versioned document.
+
+    The two cannot be confused: a flat sidecar only holds strings, the versioned
+    one has an integer under ``mediastash_sidecar``.
+    """
     try:
         document = json.loads(raw)
     except ValueError as exc:
         raise CorruptMetadataError(uri, f'not JSON ({exc})', where=where) from None
     if not isinstance(document, dict):
         raise CorruptMetadataError(uri, f'expected a JSON object, got {type(document).__name__}', where=where)
-    version = document.get(_SIDECAR_FORMAT_KEY)
+    version = document.get(_LEGACY_SIDECAR_KEY)
     if isinstance(version, int) and not isinstance(version, bool):
-        if version != _SIDECAR_FORMAT:
+        if version != _LEGACY_SIDECAR_VERSION:
             raise CorruptMetadataError(uri, f'unsupported sidecar format version {version!r}', where=where)
         metadata = document.get('metadata')
         if not isinstance(metadata, dict):

@@ -4,6 +4,11 @@ The store keeps one connection for its whole life and runs every statement on
 its own single worker thread, which both keeps the event loop free and
 serialises access to the connection (``sqlite3`` connections are not safe for
 concurrent use).
+
+The table uses pydantic-ai-harness's ``media`` columns (``sha256``,
+``media_type``, ``bytes``, ``size_bytes``, ``metadata``) plus a nullable
+``created_at``, so either library reads and writes the other's rows, and a
+database created by the harness's ``SqliteStepStore`` can be opened as is.
 """
 
 from __future__ import annotations
@@ -34,7 +39,11 @@ __all__ = ['SqliteMediaStore']
 _T = TypeVar('_T')
 _TABLE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,62}')
 _DIGEST = re.compile(r'[0-9a-f]{64}')
-_COLUMNS = frozenset({'sha256', 'data', 'size', 'media_type', 'metadata', 'created_at'})
+_SHARED_COLUMNS = ('sha256', 'media_type', 'bytes', 'size_bytes', 'metadata')
+"""The columns pydantic-ai-harness's SQLite media table has; every table we use needs them."""
+_CREATED_AT = 'created_at'
+_EARLY_LAYOUT = frozenset({'data', 'size'})
+"""Column names of mediastash's pre-release layout, recognised only to give a better error."""
 _BUSY_TIMEOUT_SECONDS = 30.0
 _SPOOL_IN_MEMORY_BYTES = 8 << 20
 _COPY_CHUNK = 1 << 20
@@ -51,6 +60,12 @@ class SqliteMediaStore(BaseMediaStore):
     (yours; it must be opened with ``check_same_thread=False`` and is never
     closed by the store). Writes are ``INSERT OR IGNORE``: the first ``put`` of
     a blob fixes its metadata.
+
+    Layout: the columns of pydantic-ai-harness's media table plus a nullable
+    ``created_at REAL`` (Unix time of the first ``put``; ``NULL`` for rows the
+    harness wrote). An existing harness table gains ``created_at`` through
+    ``ALTER TABLE ... ADD COLUMN`` (skipped on a read-only database); a table
+    lacking any harness column is refused with ``InvalidStoreConfiguration``.
 
     Transactions: each write runs inside a savepoint. When no transaction was
     open before it, releasing the savepoint commits; inside a transaction you
@@ -88,6 +103,7 @@ class SqliteMediaStore(BaseMediaStore):
         self._table = table
         self._quoted = f'"{table}"'
         self._schema_ready = False
+        self._has_created_at = False
         self._closed = False
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix='mediastash-sqlite')
 
@@ -130,8 +146,9 @@ class SqliteMediaStore(BaseMediaStore):
         try:
             return function(connection, *args)
         except sqlite3.OperationalError as exc:
-            # A caller's rolled-back transaction can take our freshly created table with it.
-            if self._schema_ready and 'no such table' in str(exc):
+            # A caller's rolled-back transaction can take our freshly created table (or
+            # the created_at column we added) with it: set the schema up again, once.
+            if self._schema_ready and _is_schema_loss(exc):
                 self._schema_ready = False
                 return function(self._ready(), *args)
             raise
@@ -167,15 +184,54 @@ class SqliteMediaStore(BaseMediaStore):
         with _write_transaction(connection):
             connection.execute(
                 f'CREATE TABLE IF NOT EXISTS {self._quoted} ('
-                'sha256 TEXT PRIMARY KEY, data BLOB NOT NULL, size INTEGER NOT NULL, '
-                'media_type TEXT, metadata TEXT NOT NULL, created_at REAL NOT NULL)'
+                'sha256 TEXT PRIMARY KEY, media_type TEXT, bytes BLOB NOT NULL, '
+                'size_bytes INTEGER NOT NULL, metadata TEXT, created_at REAL)'
             )
-        columns = {row[1] for row in connection.execute(f'PRAGMA table_info({self._quoted})')}
-        if _COLUMNS - columns:
+        columns = self._columns(connection)
+        missing = [name for name in _SHARED_COLUMNS if name not in columns]
+        if missing:
+            hint = (
+                ' (it looks like the pre-release mediastash layout: rename data to bytes and size to size_bytes)'
+                if columns >= _EARLY_LAYOUT
+                else ''
+            )
             raise InvalidStoreConfiguration(
-                f'SQLite table {self._table!r} already exists with columns {sorted(columns)}, '
-                f'not the mediastash layout {sorted(_COLUMNS)}; pass another table= name'
+                f'SQLite table {self._table!r} already exists without the columns {missing} '
+                f'(it has {sorted(columns)}){hint}; SqliteMediaStore needs the pydantic-ai-harness media '
+                f'columns {list(_SHARED_COLUMNS)}; pass another table= name'
             )
+        self._has_created_at = _CREATED_AT in columns or self._add_created_at(connection)
+
+    def _columns(self, connection: sqlite3.Connection) -> set[str]:
+        return {str(row[1]) for row in connection.execute(f'PRAGMA table_info({self._quoted})')}
+
+    def _add_created_at(self, connection: sqlite3.Connection) -> bool:
+        """Add ``created_at`` to a table the harness created; ``False`` when the database is read-only."""
+        try:
+            with _write_transaction(connection):
+                connection.execute(f'ALTER TABLE {self._quoted} ADD COLUMN {_CREATED_AT} REAL')
+        except sqlite3.OperationalError as exc:
+            if 'duplicate column name' in str(exc):  # another connection added it meanwhile
+                return True
+            if getattr(exc, 'sqlite_errorcode', 0) & 0xFF == sqlite3.SQLITE_READONLY:
+                return False
+            raise
+        return True
+
+    def _insert_sql(self, bytes_value: str) -> str:
+        """``INSERT OR IGNORE`` of one row (sha256, media_type, bytes, size_bytes, metadata[, created_at])."""
+        if self._has_created_at:
+            return (
+                f'INSERT OR IGNORE INTO {self._quoted} (sha256, media_type, bytes, size_bytes, metadata, created_at) '
+                f'VALUES (?, ?, {bytes_value}, ?, ?, ?)'
+            )
+        return (
+            f'INSERT OR IGNORE INTO {self._quoted} (sha256, media_type, bytes, size_bytes, metadata) '
+            f'VALUES (?, ?, {bytes_value}, ?, ?)'
+        )
+
+    def _insert_parameters(self, *values: object) -> tuple[object, ...]:
+        return (*values, time.time()) if self._has_created_at else values
 
     # -- primitives --------------------------------------------------------------------
 
@@ -188,9 +244,7 @@ class SqliteMediaStore(BaseMediaStore):
     ) -> None:
         with _write_transaction(connection):
             connection.execute(
-                f'INSERT OR IGNORE INTO {self._quoted} (sha256, data, size, media_type, metadata, created_at) '
-                'VALUES (?, ?, ?, ?, ?, ?)',
-                (digest, data, len(data), media_type, metadata, time.time()),
+                self._insert_sql('?'), self._insert_parameters(digest, media_type, data, len(data), metadata)
             )
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
@@ -200,7 +254,7 @@ class SqliteMediaStore(BaseMediaStore):
         return data
 
     def _select_data(self, connection: sqlite3.Connection, digest: str) -> bytes | None:
-        row = connection.execute(f'SELECT data FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
+        row = connection.execute(f'SELECT bytes FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
         if row is None:
             return None
         value = row[0]
@@ -216,14 +270,14 @@ class SqliteMediaStore(BaseMediaStore):
         return connection.execute(f'SELECT 1 FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone() is not None
 
     async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
-        raw = await self._run(self._select_metadata, digest)
-        if raw is None:
+        row = await self._run(self._select_metadata, digest)
+        if row is None:
             raise self._not_found(digest)
-        return _parse_metadata(MEDIA_URI_SCHEME + digest, raw, self._describe())
+        return _parse_metadata(MEDIA_URI_SCHEME + digest, row[0], self._describe())
 
-    def _select_metadata(self, connection: sqlite3.Connection, digest: str) -> str | None:
+    def _select_metadata(self, connection: sqlite3.Connection, digest: str) -> tuple[object] | None:
         row = connection.execute(f'SELECT metadata FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else (row[0],)
 
     async def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
@@ -301,15 +355,13 @@ class SqliteMediaStore(BaseMediaStore):
     ) -> None:
         with _write_transaction(connection):
             cursor = connection.execute(
-                f'INSERT OR IGNORE INTO {self._quoted} (sha256, data, size, media_type, metadata, created_at) '
-                'VALUES (?, zeroblob(?), ?, ?, ?, ?)',
-                (digest, size, size, media_type, metadata, time.time()),
+                self._insert_sql('zeroblob(?)'), self._insert_parameters(digest, media_type, size, size, metadata)
             )
             if cursor.rowcount != 1 or size == 0:
                 return
             assert cursor.lastrowid is not None
             spool.seek(0)
-            with connection.blobopen(self._table, 'data', cursor.lastrowid) as blob:
+            with connection.blobopen(self._table, 'bytes', cursor.lastrowid) as blob:
                 while piece := spool.read(_COPY_CHUNK):
                     blob.write(piece)
 
@@ -356,7 +408,7 @@ class SqliteMediaStore(BaseMediaStore):
         row = connection.execute(f'SELECT rowid FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
         if row is None:
             return None
-        with connection.blobopen(self._table, 'data', row[0], readonly=True) as blob:
+        with connection.blobopen(self._table, 'bytes', row[0], readonly=True) as blob:
             total = len(blob)
             if offset >= total:
                 return total, b''
@@ -397,12 +449,22 @@ def _write_transaction(connection: sqlite3.Connection) -> Iterator[None]:
 
 
 def _row_facts(context: MediaContextLike) -> tuple[str | None, str]:
-    """The ``media_type`` and JSON ``metadata`` column values for a put."""
+    """The ``media_type`` and ``metadata`` column values for a put.
+
+    Metadata is encoded as pydantic-ai-harness encodes it (``json.dumps``
+    defaults: ASCII-escaped, keys in the caller's order, ``'{}'`` when empty),
+    so both libraries write byte-identical rows.
+    """
     metadata = context_metadata(context)
-    return context_media_type(context), json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
+    return context_media_type(context), json.dumps(dict(metadata))
 
 
-def _parse_metadata(uri: str, raw: str, where: str) -> dict[str, str]:
+def _parse_metadata(uri: str, raw: object, where: str) -> dict[str, str]:
+    """The metadata column as a ``str -> str`` dict; ``NULL`` (the column is nullable) means none."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, str | bytes):
+        raise CorruptMetadataError(uri, f'the metadata column holds {type(raw).__name__}, not JSON text', where=where)
     try:
         value = json.loads(raw)
     except ValueError as exc:
@@ -413,6 +475,12 @@ def _parse_metadata(uri: str, raw: str, where: str) -> dict[str, str]:
         if not isinstance(item, str):
             raise CorruptMetadataError(uri, f'metadata[{key!r}] is {type(item).__name__}, expected str', where=where)
     return value
+
+
+def _is_schema_loss(exc: sqlite3.OperationalError) -> bool:
+    """True for errors saying the table or the ``created_at`` column is gone."""
+    message = str(exc)
+    return 'no such table' in message or f'no column named {_CREATED_AT}' in message
 
 
 def _hash_and_spool(hasher: Any, spool: IO[bytes], piece: bytes) -> None:
