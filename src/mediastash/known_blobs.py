@@ -2,10 +2,10 @@
 
 Every step snapshot repeats the whole history, so the same images and tool
 outputs are externalized again and again. The cache maps a payload *string*
-(the base64 or text exactly as it appears in the tree) to the URI it was
-stored under. A cheap fingerprint (xxh3 over the length and a few samples of
-the string) only nominates candidates; a hit is confirmed by comparing the
-whole string with the cached one, so a crafted payload can never be mapped to
+(the base64 or text exactly as it appears in the tree), or the raw ``bytes``
+of a typed ``BinaryContent``, to the URI it was stored under. A cheap fingerprint (xxh3 over the length and a few samples of
+the payload) only nominates candidates; a hit is confirmed by comparing the
+whole payload with the cached one, so a crafted payload can never be mapped to
 another payload's URI. Memory is bounded by a byte budget (least recently used
 entries go first) and the cache can be switched off.
 """
@@ -21,12 +21,21 @@ from typing import Final, Literal
 
 import xxhash
 
-__all__ = ['DEFAULT_CACHE_BYTES', 'KnownBlob', 'KnownBlobCache', 'PayloadKind', 'cache_for_store', 'fingerprint']
+__all__ = [
+    'DEFAULT_CACHE_BYTES',
+    'KnownBlob',
+    'KnownBlobCache',
+    'PayloadKind',
+    'cache_for_store',
+    'fingerprint',
+    'fingerprint_bytes',
+]
 
 DEFAULT_CACHE_BYTES: Final = 256 << 20
 """Default budget: the summed size of the payload strings the cache keeps alive."""
 
-PayloadKind = Literal['base64', 'text']
+PayloadKind = Literal['base64', 'text', 'bytes']
+"""``base64`` and ``text`` sources are ``str``; ``bytes`` sources are the raw payload itself."""
 
 _SAMPLE = 1024
 _FULL_HASH_BELOW = 16 * _SAMPLE
@@ -47,12 +56,26 @@ def fingerprint(payload: str) -> int:
     return xxhash.xxh3_64_intdigest(sample.encode('utf-8', 'surrogatepass')) ^ n
 
 
+def fingerprint_bytes(payload: bytes) -> int:
+    """``fingerprint`` for raw bytes: the whole payload when short, else the same sampling."""
+    n = len(payload)
+    if n <= _FULL_HASH_BELOW:
+        return xxhash.xxh3_64_intdigest(payload) ^ n
+    step = (n - _SAMPLE) // 7
+    hasher = xxhash.xxh3_64()
+    view = memoryview(payload)
+    for i in range(8):
+        hasher.update(view[i * step : i * step + _SAMPLE])
+    hasher.update(view[n - _SAMPLE :])
+    return int(hasher.intdigest()) ^ n
+
+
 @dataclass(slots=True)
 class KnownBlob:
-    """One remembered payload: the exact source string, its URI, and the stored size in bytes."""
+    """One remembered payload: the exact source (``str``, or ``bytes`` for kind ``bytes``), its URI, its size."""
 
     kind: PayloadKind
-    source: str
+    source: str | bytes
     uri: str
     size: int
     urlsafe: bool
@@ -71,7 +94,7 @@ class KnownBlobCache:
             raise ValueError(f'max_bytes must be a non-negative int, got {max_bytes!r}')
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[PayloadKind, int], list[KnownBlob]] = OrderedDict()
-        self._by_uri: dict[str, KnownBlob] = {}
+        self._by_uri: dict[tuple[str, PayloadKind, bool], KnownBlob] = {}
         self._bytes = 0
         self._store_ref: weakref.ref[object] | None = None
         self._store_id: int | None = None
@@ -110,13 +133,13 @@ class KnownBlobCache:
             self._by_uri.clear()
             self._bytes = 0
 
-    def lookup(self, kind: PayloadKind, payload: str, fp: int) -> KnownBlob | None:
+    def lookup(self, kind: PayloadKind, payload: str | bytes, fp: int) -> KnownBlob | None:
         """The entry whose source equals ``payload`` exactly, or ``None``."""
         with self._lock:
             bucket = self._entries.get((kind, fp))
             if bucket is not None:
                 for entry in bucket:
-                    if entry.source == payload:
+                    if entry.source is payload or entry.source == payload:
                         self._entries.move_to_end((kind, fp))
                         self.hits += 1
                         return entry
@@ -124,13 +147,10 @@ class KnownBlobCache:
             return None
 
     def by_uri(self, uri: str, kind: PayloadKind, urlsafe: bool = False) -> KnownBlob | None:
-        """A cached source string for ``uri`` in the wanted form (used by restore)."""
-        entry = self._by_uri.get(uri)
-        if entry is None or entry.kind != kind or (kind == 'base64' and entry.urlsafe != urlsafe):
-            return None
-        return entry
+        """A cached source for ``uri`` in the wanted form (used by restore)."""
+        return self._by_uri.get((uri, kind, urlsafe and kind == 'base64'))
 
-    def remember(self, kind: PayloadKind, payload: str, fp: int, uri: str, size: int, urlsafe: bool) -> None:
+    def remember(self, kind: PayloadKind, payload: str | bytes, fp: int, uri: str, size: int, urlsafe: bool) -> None:
         """Record that ``payload`` is stored under ``uri`` (confirmed by the store's ``put``)."""
         cost = sys.getsizeof(payload)
         if cost > self.max_bytes:
@@ -145,14 +165,18 @@ class KnownBlobCache:
             entry = KnownBlob(kind, payload, uri, size, urlsafe)
             bucket.append(entry)
             self._entries.move_to_end(key)
-            self._by_uri[uri] = entry
+            self._by_uri[_uri_key(entry)] = entry
             self._bytes += cost
             while self._bytes > self.max_bytes and self._entries:
                 _, evicted = self._entries.popitem(last=False)
                 for old in evicted:
                     self._bytes -= sys.getsizeof(old.source)
-                    if self._by_uri.get(old.uri) is old:
-                        del self._by_uri[old.uri]
+                    if self._by_uri.get(_uri_key(old)) is old:
+                        del self._by_uri[_uri_key(old)]
+
+
+def _uri_key(entry: KnownBlob) -> tuple[str, PayloadKind, bool]:
+    return (entry.uri, entry.kind, entry.urlsafe and entry.kind == 'base64')
 
 
 _DEFAULT_CACHES: weakref.WeakKeyDictionary[object, KnownBlobCache] = weakref.WeakKeyDictionary()

@@ -47,7 +47,7 @@ from mediastash.walker._common import (
     select_cache,
 )
 
-__all__ = ['externalize_media']
+__all__ = ['AmbiguousReference', 'StoredPayload', 'externalize_media', 'externalize_with_stored']
 
 
 @dataclass(slots=True)
@@ -199,6 +199,19 @@ class _Externalizer:
                 urlsafe = alphabet
             else:
                 urlsafe = False
+        pending = self.marker_for(node, moved_key, kind, urlsafe)
+        marker = pending.marker
+        if known is not None:
+            fill(pending, known.uri)
+        elif job is not None:
+            job.waiting.append(pending)
+        else:
+            self.jobs.setdefault((kind, fp), []).append(_Job(kind, source, fp, size, urlsafe, media_type, [pending]))
+            self.job_count += 1
+        return marker
+
+    def marker_for(self, node: dict[str, Any], moved_key: str, kind: PayloadKind, urlsafe: bool) -> _Pending:
+        """The marker replacing ``node`` (every field but ``moved_key`` walked), still without its URI."""
         preserved = self.copy_except(node, moved_key)
         marker = dict(preserved)
         if not marker.keys().isdisjoint(MARKER_OWNED_KEYS):
@@ -210,15 +223,69 @@ class _Externalizer:
             marker[TEXT_KEY] = True
         elif urlsafe:
             marker[URLSAFE_KEY] = URLSAFE_STAMP
-        pending = _Pending(marker, node, moved_key, preserved)
-        if known is not None:
-            fill(pending, known.uri)
-        elif job is not None:
-            job.waiting.append(pending)
-        else:
-            self.jobs.setdefault((kind, fp), []).append(_Job(kind, source, fp, size, urlsafe, media_type, [pending]))
-            self.job_count += 1
-        return marker
+        return _Pending(marker, node, moved_key, preserved)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPayload:
+    """A payload the caller already stored, standing for the emptied field of one dict of the tree."""
+
+    moved_key: str
+    text: bool
+    urlsafe: bool
+    uri: str
+
+
+class AmbiguousReference(Exception):
+    """Internal: a dict's own ``uri`` equals its payload's URI, so the payload must stay inline."""
+
+
+class _PresetExternalizer(_Externalizer):
+    """An externalizer told in advance which dicts (by identity) hold payloads already stored."""
+
+    def __init__(self, threshold: int, cache: KnownBlobCache | None, stored: dict[int, StoredPayload]) -> None:
+        super().__init__(threshold, cache)
+        self.stored = stored
+
+    def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
+        hit = self.stored.get(id(node))
+        if hit is None:
+            return super().walk_dict(node)
+        if node.get('uri') == hit.uri:
+            raise AmbiguousReference
+        pending = self.marker_for(node, hit.moved_key, 'text' if hit.text else 'base64', hit.urlsafe)
+        fill(pending, hit.uri)
+        return pending.marker
+
+
+async def externalize_with_stored(
+    tree: object,
+    stored: dict[int, StoredPayload],
+    *,
+    media_store: MediaStore,
+    threshold_bytes: int,
+    known_blobs: KnownBlobCache | bool,
+    max_concurrency: int,
+) -> Any:
+    """``externalize_media`` over a tree whose payloads in ``stored`` were emptied and stored by the caller.
+
+    Each dict whose ``id`` is a key of ``stored`` becomes exactly the marker
+    ``externalize_media`` would write for it had the payload been in place;
+    everything else is walked as usual. Raises ``AmbiguousReference`` when such
+    a dict has its own ``uri`` equal to the payload's (the caller then uses the
+    plain walk). ``tree`` must stay alive and unmodified during the call.
+    """
+    threshold = check_threshold(threshold_bytes)
+    gate = asyncio.Semaphore(check_concurrency(max_concurrency))
+    cache = select_cache(known_blobs, media_store)
+    walker = _PresetExternalizer(threshold, cache, stored)
+    try:
+        lean = walker.walk_other(tree)
+    except NotJSON as error:
+        raise not_json_error('externalize_media', tree, error) from None
+    if walker.job_count:
+        await run_all(_store_job(job, media_store, cache, gate) for bucket in walker.jobs.values() for job in bucket)
+    return lean
 
 
 def fill(pending: _Pending, uri: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from mediastash.codec import bytes_to_text, encode_base64
 from mediastash.context import MediaContext
 from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
-from mediastash.known_blobs import KnownBlobCache, PayloadKind, fingerprint
+from mediastash.known_blobs import KnownBlobCache, PayloadKind, fingerprint, fingerprint_bytes
 from mediastash.markers import (
     ESCAPED_KEYS,
     FORMAT_KEY,
@@ -44,7 +44,7 @@ from mediastash.walker._common import (
     with_path,
 )
 
-__all__ = ['restore_media']
+__all__ = ['restore_collecting', 'restore_media']
 
 
 @dataclass(slots=True)
@@ -160,9 +160,24 @@ class _Restorer:
         return restored
 
 
-def _from_cache(wanted: _Wanted, cache: KnownBlobCache) -> bool:
-    """Fill ``wanted`` from cached source strings when every form it needs is cached."""
-    forms: list[tuple[list[dict[str, Any]], str, str]] = []
+def _from_cache(wanted: _Wanted, cache: KnownBlobCache, raw_binary: bool = False) -> bool:
+    """Fill ``wanted`` from cached sources when every form it needs is cached."""
+    forms: list[tuple[list[dict[str, Any]], str, str | bytes]] = []
+    if raw_binary:
+        if wanted.text:
+            entry = cache.by_uri(wanted.uri, 'text')
+            if entry is None:
+                return False
+            forms.append((wanted.text, 'content', entry.source))
+        if wanted.standard or wanted.urlsafe:
+            entry = cache.by_uri(wanted.uri, 'bytes')
+            if entry is None:
+                return False
+            forms.append((wanted.standard + wanted.urlsafe, 'data', entry.source))
+        for waiting, key, source in forms:
+            for restored in waiting:
+                restored[key] = source
+        return True
     for waiting, kind, urlsafe in ((wanted.text, 'text', False), (wanted.standard, 'base64', False)):
         if waiting:
             entry = cache.by_uri(wanted.uri, 'text' if kind == 'text' else 'base64', urlsafe)
@@ -181,9 +196,14 @@ def _from_cache(wanted: _Wanted, cache: KnownBlobCache) -> bool:
 
 
 async def _fetch(
-    wanted: _Wanted, store: MediaStore, verify: bool, cache: KnownBlobCache | None, gate: asyncio.Semaphore
+    wanted: _Wanted,
+    store: MediaStore,
+    verify: bool,
+    cache: KnownBlobCache | None,
+    gate: asyncio.Semaphore,
+    raw_binary: bool = False,
 ) -> None:
-    if cache is not None and _from_cache(wanted, cache):
+    if cache is not None and _from_cache(wanted, cache, raw_binary):
         return
     async with gate:
         raw = await store.get(wanted.uri, context=MediaContext(media_type=wanted.media_type))
@@ -193,10 +213,13 @@ async def _fetch(
         size = len(raw)
         if verify and is_media_uri(wanted.uri):
             await in_thread_if_large(size, _check, wanted.uri[-64:], raw, type(store).__name__)
-        forms: list[tuple[list[dict[str, Any]], str, str, PayloadKind, bool]] = []
+        forms: list[tuple[list[dict[str, Any]], str, str | bytes, PayloadKind, bool]] = []
         if wanted.text:
             forms.append((wanted.text, 'content', bytes_to_text(raw), 'text', False))
-        if wanted.standard:
+        if raw_binary:
+            if wanted.standard or wanted.urlsafe:
+                forms.append((wanted.standard + wanted.urlsafe, 'data', raw, 'bytes', False))
+        elif wanted.standard:
             encoded = await in_thread_if_large(size, _encode, raw, False)
             forms.append((wanted.standard, 'data', encoded, 'base64', False))
         if wanted.urlsafe:
@@ -206,7 +229,8 @@ async def _fetch(
         for restored in waiting:
             restored[key] = source
         if cache is not None:
-            cache.remember(kind, source, fingerprint(source), wanted.uri, size, urlsafe)
+            fp = fingerprint_bytes(source) if isinstance(source, bytes) else fingerprint(source)
+            cache.remember(kind, source, fp, wanted.uri, size, urlsafe)
 
 
 def _check(digest: str, raw: bytes, where: str) -> None:
@@ -235,6 +259,26 @@ async def restore_media(
     ``MediaNotFoundError`` for a missing blob, and ``TypeError`` for values
     that are not JSON.
     """
+    restored, _ = await restore_collecting(
+        tree, media_store=media_store, known_blobs=known_blobs, max_concurrency=max_concurrency
+    )
+    return restored
+
+
+async def restore_collecting(
+    tree: object,
+    *,
+    media_store: MediaStore,
+    known_blobs: KnownBlobCache | bool = True,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    raw_binary: bool = False,
+) -> tuple[Any, list[tuple[dict[str, Any], str]]]:
+    """``restore_media`` that also returns every ``(dict, key)`` it wrote a payload into.
+
+    With ``raw_binary=True`` binary payloads are written as the verified raw
+    ``bytes`` instead of base64 text (for validating straight into typed
+    ``BinaryContent``). Same errors as ``restore_media``.
+    """
     gate = asyncio.Semaphore(check_concurrency(max_concurrency))
     cache = select_cache(known_blobs, media_store)
     walker = _Restorer()
@@ -244,7 +288,14 @@ async def restore_media(
         raise not_json_error('restore_media', tree, error) from None
     except _MarkerError as error:
         raise with_path(error.error, tree, error.node) from None
+    slots: list[tuple[dict[str, Any], str]] = []
     if walker.wanted:
         verify = not getattr(media_store, 'verifies_reads', False)
-        await run_all(_fetch(wanted, media_store, verify, cache, gate) for wanted in walker.wanted.values())
-    return restored
+        await run_all(
+            _fetch(wanted, media_store, verify, cache, gate, raw_binary) for wanted in walker.wanted.values()
+        )
+        for wanted in walker.wanted.values():
+            slots.extend((restored_dict, 'content') for restored_dict in wanted.text)
+            slots.extend((restored_dict, 'data') for restored_dict in wanted.standard)
+            slots.extend((restored_dict, 'data') for restored_dict in wanted.urlsafe)
+    return restored, slots
