@@ -5,6 +5,8 @@ content-addressed store (``media+sha256://<hex>``) and are replaced by small
 versioned markers; ``restore_media`` puts the exact bytes back.
 """
 
+from typing import TYPE_CHECKING
+
 from mediastash.context import EMPTY_CONTEXT, MediaContext, MediaContextLike
 from mediastash.errors import (
     CorruptMetadataError,
@@ -34,9 +36,14 @@ from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_
 from mediastash.urls import PublicUrlResolver, make_static_public_url
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
+if TYPE_CHECKING:
+    from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+
 __version__ = '0.1.0'
 
 __all__ = [
+    'PresignedUrls',
+    'S3MediaStore',
     'DEFAULT_THRESHOLD_BYTES',
     'CorruptMetadataError',
     'InvalidStoreConfiguration',
@@ -73,3 +80,12 @@ __all__ = [
     'parse_media_uri',
     'sharded_key_strategy',
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Stores behind optional extras (S3, MongoDB) load on first access."""
+    from mediastash import stores
+
+    if name in stores._OPTIONAL:
+        return getattr(stores, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

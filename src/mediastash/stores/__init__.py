@@ -1,5 +1,8 @@
 """Media stores: one module per backend, all implementing ``MediaStore``."""
 
+import importlib
+from typing import TYPE_CHECKING
+
 from mediastash.stores.base import BaseMediaStore
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
@@ -11,6 +14,16 @@ from mediastash.stores.protocols import (
 )
 from mediastash.stores.sqlite import SqliteMediaStore
 
+if TYPE_CHECKING:
+    from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+
+# Stores behind optional extras are imported on first use, so `import mediastash`
+# neither needs nor pays for aiobotocore / pymongo.
+_OPTIONAL = {
+    'S3MediaStore': ('mediastash.stores.s3', 's3'),
+    'PresignedUrls': ('mediastash.stores.s3', 's3'),
+}
+
 __all__ = [
     'BaseMediaStore',
     'DeletableMediaStore',
@@ -18,6 +31,19 @@ __all__ = [
     'ListableMediaStore',
     'MediaStore',
     'MemoryMediaStore',
+    'PresignedUrls',
+    'S3MediaStore',
     'SqliteMediaStore',
     'StreamingMediaStore',
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in _OPTIONAL:
+        module_name, extra = _OPTIONAL[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise ImportError(f'{name} needs the {extra!r} extra: pip install "mediastash[{extra}]"') from error
+        return getattr(module, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

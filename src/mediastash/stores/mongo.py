@@ -1,0 +1,482 @@
+"""``MongoMediaStore``: content-addressed blobs in MongoDB, split into chunk documents.
+
+A manifest document per blob, keyed by its sha256 hex, records size, media
+type, user metadata and where the bytes are: inline in the manifest for a blob
+no larger than one chunk, otherwise in a set of chunk documents in
+``<collection>_chunks``. Every write uses a fresh chunk set and writes it before
+the manifest, so a manifest never points at chunks that are missing or that
+another writer (or a garbage collector) owns. The layout is in ``docs/mongo.md``.
+
+Blobs written by pydantic-ai-harness's ``MongoMediaStore`` into the same
+collections (chunks keyed by digest, JSON-text metadata) are read, listed and
+deleted too; new writes always use this layout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
+
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from mediastash.context import EMPTY_CONTEXT, MediaContextLike
+from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
+from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
+from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.mongo_layout import (
+    DEFAULT_CHUNK_SIZE_BYTES,
+    MAX_CHUNK_SIZE_BYTES,
+    Document,
+    ManifestFacts,
+    check_chunk_size,
+    check_collection,
+    check_database,
+    chunk_document,
+    chunk_filter,
+    chunk_sets_before,
+    new_chunk_set,
+    parse_metadata,
+    stored_bytes,
+)
+from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.urls import PublicUrlResolver
+
+__all__ = ['DEFAULT_CHUNK_SIZE_BYTES', 'MAX_CHUNK_SIZE_BYTES', 'MongoMediaStore']
+
+_logger = logging.getLogger(__name__)
+
+_DUPLICATE_KEY = 11000
+_WRITE_BATCH_BYTES = 8 << 20
+"""Chunk bytes sent per ``insert_many``. pymongo encodes a batch into a growing buffer, so a
+streaming put peaks near three times this much; 8 MiB keeps it well under 64 MiB."""
+_READ_BATCH_BYTES = 16 << 20
+"""Chunk bytes a streaming read asks the server for per batch."""
+_LIST_PAGE = 1000
+_DELETE_CONCURRENCY = 8
+_CHUNK_INDEX = 'mediastash_set_n'
+_MANIFEST_SET_INDEX = 'mediastash_chunk_set'
+_DEFAULT_SWEEP_GRACE_SECONDS = 24 * 3600.0
+
+
+class MongoMediaStore(BaseMediaStore):
+    """Content-addressed blobs in the MongoDB collections ``collection`` and ``<collection>_chunks``.
+
+    Pass exactly one of ``client`` (your ``AsyncMongoClient``; never closed by
+    the store) or ``db_url`` (the store creates the client and closes it in
+    ``aclose`` / ``async with``). ``database`` is required. ``chunk_size_bytes``
+    (default 4 MiB, at most 16 MiB minus 64 KiB) is the largest piece a chunk
+    document holds; blobs up to that size are stored inside their manifest.
+
+    The first ``put`` of a blob fixes its media type and metadata; a later
+    ``put`` of the same bytes is a single lookup. Capabilities: listing,
+    deleting, streaming. Server errors surface as pymongo's exceptions.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: AsyncMongoClient[Document] | None = None,
+        db_url: str | None = None,
+        database: str | None = None,
+        collection: str = 'media',
+        chunk_size_bytes: int = DEFAULT_CHUNK_SIZE_BYTES,
+        public_url: PublicUrlResolver | None = None,
+    ) -> None:
+        super().__init__(public_url=public_url)
+        if (client is None) == (db_url is None):
+            raise InvalidStoreConfiguration(
+                'MongoMediaStore needs exactly one of client= (an AsyncMongoClient) or db_url= '
+                f'(got client={"set" if client is not None else None}, db_url={"set" if db_url is not None else None})'
+            )
+        self._database_name = check_database(database)
+        self._collection_name = check_collection(collection)
+        self._chunk_size = check_chunk_size(chunk_size_bytes)
+        if client is None:
+            if not isinstance(db_url, str) or not db_url:
+                raise InvalidStoreConfiguration('db_url= must be a non-empty MongoDB connection string')
+            client = AsyncMongoClient[Document](db_url)
+            self._owns_client = True
+        else:
+            self._owns_client = False
+        self._client = client
+        database_handle = client[self._database_name]
+        self._manifests: AsyncCollection[Document] = database_handle[self._collection_name]
+        self._chunks: AsyncCollection[Document] = database_handle[f'{self._collection_name}_chunks']
+        self._indexes_ready = False
+        self._index_lock = asyncio.Lock()
+        self._closed = False
+
+    @property
+    def database(self) -> str:
+        """The database holding both collections."""
+        return self._database_name
+
+    @property
+    def collection(self) -> str:
+        """The manifest collection's name."""
+        return self._collection_name
+
+    @property
+    def chunks_collection(self) -> str:
+        """The chunk collection's name (``<collection>_chunks``)."""
+        return self._chunks.name
+
+    @property
+    def chunk_size_bytes(self) -> int:
+        """The largest piece one chunk document holds (new writes only)."""
+        return self._chunk_size
+
+    def _describe(self) -> str:
+        return f'MongoMediaStore(database={self._database_name!r}, collection={self._collection_name!r})'
+
+    def __repr__(self) -> str:
+        return self._describe()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f'{self._describe()} is closed')
+
+    async def _ensure_indexes(self) -> None:
+        """Create the two indexes once per store, on the first write that needs chunks."""
+        if self._indexes_ready:
+            return
+        async with self._index_lock:
+            if not self._indexes_ready:
+                await self._chunks.create_index([('set', 1), ('n', 1)], unique=True, name=_CHUNK_INDEX)
+                await self._manifests.create_index('chunk_set', sparse=True, name=_MANIFEST_SET_INDEX)
+                self._indexes_ready = True
+
+    # -- primitives --------------------------------------------------------------------
+
+    async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        self._check_open()
+        facts = ManifestFacts.of(context)
+        if await self._contains(digest, context):
+            return
+        await self._store_new(digest, data, facts)
+
+    async def _store_new(self, digest: str, data: bytes, facts: ManifestFacts) -> None:
+        """Write a blob known to be absent a moment ago: inline, or chunks first and then the manifest."""
+        if facts.fits_inline(len(data), self._chunk_size):
+            await self._insert_manifest(facts.inline_manifest(digest, data, self._chunk_size))
+            return
+        await self._ensure_indexes()
+        chunk_set = new_chunk_set()
+        size = self._chunk_size
+        async with self._owned_chunk_set(chunk_set) as owned:
+            batch: list[Document] = []
+            batch_bytes = 0
+            count = 0
+            for count, start in enumerate(range(0, len(data), size), start=1):
+                piece = data[start : start + size]
+                batch.append(chunk_document(chunk_set, count - 1, piece))
+                batch_bytes += len(piece)
+                if batch_bytes >= _WRITE_BATCH_BYTES:
+                    await self._insert_chunks(batch)
+                    batch, batch_bytes = [], 0
+            await self._insert_chunks(batch)
+            manifest = facts.chunked_manifest(digest, len(data), size, chunk_set, count)
+            owned.keep = await self._insert_manifest(manifest)
+
+    async def _read(self, digest: str, context: MediaContextLike) -> bytes:
+        self._check_open()
+        manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0})
+        if manifest is None:
+            raise self._not_found(digest)
+        if 'data' in manifest:
+            return stored_bytes(manifest['data']) or b''
+        query = chunk_filter(digest, manifest)
+        if query is None:
+            return b''  # a manifest without bytes: verification reports it
+        cursor = self._chunks.find(query, {'data': 1, '_id': 0}).sort('n', 1)
+        return b''.join([stored_bytes(chunk.get('data')) or b'' async for chunk in cursor])
+
+    async def _contains(self, digest: str, context: MediaContextLike) -> bool:
+        self._check_open()
+        return await self._manifests.find_one({'_id': digest}, {'_id': 1}) is not None
+
+    async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
+        self._check_open()
+        manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 1})
+        if manifest is None:
+            raise self._not_found(digest)
+        return parse_metadata(MEDIA_URI_SCHEME + digest, manifest.get('metadata'), self._describe())
+
+    async def media_type_of(self, uri: str) -> str | None:
+        """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
+        digest = parse_media_uri(uri)
+        self._check_open()
+        manifest = await self._manifests.find_one({'_id': digest}, {'media_type': 1})
+        value = None if manifest is None else manifest.get('media_type')
+        return value if isinstance(value, str) else None
+
+    # -- writing helpers ---------------------------------------------------------------
+
+    async def _insert_chunks(self, batch: list[Document]) -> None:
+        """Insert chunk documents; duplicates (a retried batch) are fine, anything else raises."""
+        if not batch:
+            return
+        try:
+            await self._chunks.insert_many(batch, ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get('writeErrors', [])
+            if not errors or any(error.get('code') != _DUPLICATE_KEY for error in errors):
+                raise
+
+    async def _insert_manifest(self, manifest: Document) -> bool:
+        """Insert a manifest; ``False`` when a concurrent writer stored the blob first."""
+        try:
+            await self._manifests.insert_one(manifest)
+        except DuplicateKeyError:
+            return False
+        return True
+
+    def _owned_chunk_set(self, chunk_set: str) -> _OwnedChunkSet:
+        return _OwnedChunkSet(self._chunks, chunk_set)
+
+    # -- optional capabilities ---------------------------------------------------------
+
+    async def iter_uris(self) -> AsyncIterator[str]:
+        """Every stored URI in digest order, a page of manifests at a time (no long-lived cursor)."""
+        self._check_open()
+        after = ''
+        while True:
+            cursor = self._manifests.find({'_id': {'$gt': after}}, {'_id': 1}).sort('_id', 1).limit(_LIST_PAGE)
+            page = [document['_id'] async for document in cursor]
+            if not page:
+                return
+            for digest in page:
+                if isinstance(digest, str) and _is_digest(digest):
+                    yield MEDIA_URI_SCHEME + digest
+            last = page[-1]
+            if not isinstance(last, str):
+                return
+            after = last
+
+    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        """Remove the blob (manifest first, then its chunks); ``False`` when it was not stored."""
+        digest = parse_media_uri(uri)
+        self._check_open()
+        self._note_deleted()
+        manifest = await self._manifests.find_one_and_delete(
+            {'_id': digest}, projection={'chunk_set': 1, 'chunk_size': 1, 'chunk_count': 1}
+        )
+        if manifest is None:
+            return False
+        query = chunk_filter(digest, manifest)
+        if query is not None:
+            await self._chunks.delete_many(query)
+        return True
+
+    async def delete_many(self, uris: Iterable[str]) -> int:
+        """Delete several blobs, a few at a time; every URI is validated before anything is removed."""
+        checked = [MEDIA_URI_SCHEME + parse_media_uri(uri) for uri in uris]
+        if not checked:
+            return 0
+        limit = asyncio.Semaphore(_DELETE_CONCURRENCY)
+
+        async def one(uri: str) -> bool:
+            async with limit:
+                return await self.delete(uri)
+
+        return sum(await asyncio.gather(*(one(uri) for uri in checked)))
+
+    async def sweep_orphan_chunks(self, *, older_than_seconds: float = _DEFAULT_SWEEP_GRACE_SECONDS) -> int:
+        """Delete chunk sets no manifest names that are older than the grace period; returns how many.
+
+        Such sets are left by writers that died between their chunks and their
+        manifest. They are never read, so this only reclaims space. The grace
+        period (default one day) must exceed the longest upload in progress.
+        """
+        if not older_than_seconds >= 0:
+            raise ValueError(f'older_than_seconds must be >= 0, got {older_than_seconds!r}')
+        self._check_open()
+        await self._ensure_indexes()
+        pipeline: list[Document] = [
+            {'$match': chunk_sets_before(time.time() - older_than_seconds)},
+            {'$group': {'_id': '$set'}},
+        ]
+        candidates = [group['_id'] async for group in await self._chunks.aggregate(pipeline)]
+        candidates = [chunk_set for chunk_set in candidates if isinstance(chunk_set, str)]
+        removed = 0
+        for start in range(0, len(candidates), _LIST_PAGE):
+            batch = candidates[start : start + _LIST_PAGE]
+            cursor = self._manifests.find({'chunk_set': {'$in': batch}}, {'chunk_set': 1, '_id': 0})
+            named = {document.get('chunk_set') async for document in cursor}
+            orphans = [chunk_set for chunk_set in batch if chunk_set not in named]
+            if orphans:
+                await self._chunks.delete_many({'set': {'$in': orphans}})
+                removed += len(orphans)
+        return removed
+
+    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        """Store a blob given as byte chunks, hashing as it goes.
+
+        Chunk documents are written as soon as they fill, under a fresh chunk set
+        no manifest names yet; the manifest follows once the digest is known.
+        Memory stays around a few write batches (8 MiB each) plus one chunk.
+        """
+        self._check_open()
+        facts = ManifestFacts.of(context)
+        size = self._chunk_size
+        hasher = hashlib.sha256()
+        total = 0
+        buffer = bytearray()
+        chunk_set: str | None = None
+        owned: _OwnedChunkSet | None = None
+        count = 0
+        batch: list[Document] = []
+        batch_bytes = 0
+        try:
+            async for chunk in chunks:
+                piece = as_bytes(chunk)
+                if len(piece) >= OFFLOAD_BYTES:
+                    await asyncio.to_thread(hasher.update, piece)
+                else:
+                    hasher.update(piece)
+                total += len(piece)
+                buffer += piece
+                # Keep up to one chunk buffered so a blob that ends within it can still go inline.
+                if len(buffer) <= size:
+                    continue
+                if owned is None:
+                    await self._ensure_indexes()
+                    chunk_set = new_chunk_set()
+                    owned = self._owned_chunk_set(chunk_set)
+                assert chunk_set is not None
+                taken = 0
+                while len(buffer) - taken > size:
+                    with memoryview(buffer) as view:
+                        batch.append(chunk_document(chunk_set, count, bytes(view[taken : taken + size])))
+                    taken += size
+                    count += 1
+                    batch_bytes += size
+                    if batch_bytes >= _WRITE_BATCH_BYTES:
+                        await self._insert_chunks(batch)
+                        batch, batch_bytes = [], 0
+                del buffer[:taken]
+            digest = hasher.hexdigest()
+            if owned is None:
+                data = bytes(buffer)
+                if not await self._contains(digest, EMPTY_CONTEXT):
+                    await self._store_new(digest, data, facts)
+                return MEDIA_URI_SCHEME + digest
+            assert chunk_set is not None
+            if buffer:
+                batch.append(chunk_document(chunk_set, count, bytes(buffer)))
+                count += 1
+                buffer.clear()
+            await self._insert_chunks(batch)
+            batch = []
+            manifest = facts.chunked_manifest(digest, total, size, chunk_set, count)
+            owned.keep = await self._insert_manifest(manifest)
+        except BaseException:
+            if owned is not None:
+                await owned.discard()
+            raise
+        await owned.discard()
+        return MEDIA_URI_SCHEME + digest
+
+    async def get_stream(
+        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        """Yield the blob in pieces of at most ``chunk_size`` bytes, verified (see ``StreamingMediaStore``).
+
+        Reads one stored chunk after another; the stream stops at a missing
+        chunk, so verification fails before a gap's later bytes are handed out.
+        """
+        digest = parse_media_uri(uri)
+        if chunk_size < 1:
+            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
+        self._check_open()
+        raw = self._stored_pieces(digest, chunk_size)
+        verified = self._verified(digest, raw)
+        try:
+            async for piece in verified:
+                yield piece
+        finally:
+            await verified.aclose()
+            await raw.aclose()
+
+    async def _stored_pieces(self, digest: str, piece_size: int) -> AsyncGenerator[bytes, None]:
+        manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0})
+        if manifest is None:
+            raise self._not_found(digest)
+        if 'data' in manifest:
+            for piece in _split(stored_bytes(manifest['data']) or b'', piece_size):
+                yield piece
+            return
+        query = chunk_filter(digest, manifest)
+        if query is None:
+            return
+        stored_chunk_size = manifest.get('chunk_size')
+        per_batch = _READ_BATCH_BYTES // stored_chunk_size if isinstance(stored_chunk_size, int) else 1
+        cursor = self._chunks.find(query, {'data': 1, 'n': 1, '_id': 0}).sort('n', 1)
+        cursor = cursor.batch_size(max(1, min(per_batch, 1000)))
+        try:
+            expected = 0
+            async for chunk in cursor:
+                if chunk.get('n') != expected:
+                    return  # a gap: stop so the digest check fails on the bytes so far
+                expected += 1
+                for piece in _split(stored_bytes(chunk.get('data')) or b'', piece_size):
+                    yield piece
+        finally:
+            await cursor.close()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the client if the store created it (``db_url=``). Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            await self._client.close()
+
+
+class _OwnedChunkSet:
+    """The chunk set of one write: removed on exit unless ``keep`` was set (the manifest names it)."""
+
+    def __init__(self, chunks: AsyncCollection[Document], chunk_set: str) -> None:
+        self._chunks = chunks
+        self.chunk_set = chunk_set
+        self.keep = False
+        self._done = False
+
+    async def __aenter__(self) -> _OwnedChunkSet:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.discard()
+
+    async def discard(self) -> None:
+        """Delete the set unless it is kept; shielded so a cancelled put still cleans up."""
+        if self.keep or self._done:
+            return
+        self._done = True
+        try:
+            await asyncio.shield(self._chunks.delete_many({'set': self.chunk_set}))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the write already failed or lost the race; leave the orphan for a sweep
+            _logger.warning('could not remove unused chunk set %s', self.chunk_set, exc_info=True)
+
+
+def _split(data: bytes, size: int) -> Iterable[bytes]:
+    if len(data) <= size:
+        if data:
+            yield data
+        return
+    view = memoryview(data)
+    for start in range(0, len(data), size):
+        yield bytes(view[start : start + size])
+
+
+def _is_digest(value: str) -> bool:
+    return len(value) == 64 and all(char in '0123456789abcdef' for char in value)

@@ -1,0 +1,201 @@
+"""The MongoDB document layout of ``MongoMediaStore``: names, limits, manifest and chunk documents.
+
+Kept apart from the store so the on-disk shape is readable in one place (see
+``docs/mongo.md`` for the prose version).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from mediastash.context import MediaContextLike, context_media_type, context_metadata
+from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration
+
+__all__ = [
+    'DEFAULT_CHUNK_SIZE_BYTES',
+    'MAX_CHUNK_SIZE_BYTES',
+    'MAX_DOCUMENT_BYTES',
+    'Document',
+    'ManifestFacts',
+    'chunk_document',
+    'check_chunk_size',
+    'check_collection',
+    'check_database',
+    'chunk_filter',
+    'chunk_sets_before',
+    'new_chunk_set',
+    'parse_metadata',
+    'stored_bytes',
+]
+
+Document = dict[str, Any]
+
+MAX_DOCUMENT_BYTES = 16 << 20
+"""MongoDB's BSON document cap."""
+_HEADROOM_BYTES = 64 << 10
+MAX_CHUNK_SIZE_BYTES = MAX_DOCUMENT_BYTES - _HEADROOM_BYTES
+"""Largest chunk: a chunk document keeps 64 KiB below the cap for its other fields."""
+DEFAULT_CHUNK_SIZE_BYTES = 4 << 20
+_INLINE_OVERHEAD_BYTES = 4 << 10
+"""Room kept in an inline manifest for its fields other than ``data`` and ``metadata``."""
+
+_COLLECTION = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,99}')
+_DATABASE_FORBIDDEN = frozenset('/\\. "$\0')
+_DATABASE_MAX_BYTES = 63
+
+
+def check_collection(name: object) -> str:
+    """Validate the manifest collection name (the chunk collection is ``<name>_chunks``)."""
+    if not isinstance(name, str) or _COLLECTION.fullmatch(name) is None:
+        raise InvalidStoreConfiguration(
+            f'invalid MongoDB collection name {name!r}: use 1-100 letters, digits or underscores, '
+            'not starting with a digit'
+        )
+    return name
+
+
+def check_database(name: object) -> str:
+    """Validate a database name against MongoDB's rules (non-empty, no ``/\\. "$``, under 64 bytes)."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name.encode()) > _DATABASE_MAX_BYTES
+        or any(char in _DATABASE_FORBIDDEN for char in name)
+    ):
+        raise InvalidStoreConfiguration(
+            f'invalid MongoDB database name {name!r}: it is required, must be 1-63 bytes and '
+            'must not contain / \\ . space " $ or NUL'
+        )
+    return name
+
+
+def check_chunk_size(size: object) -> int:
+    """Validate ``chunk_size_bytes``: an int from 1 to ``MAX_CHUNK_SIZE_BYTES``."""
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_CHUNK_SIZE_BYTES:
+        raise InvalidStoreConfiguration(
+            f'chunk_size_bytes must be an int from 1 to {MAX_CHUNK_SIZE_BYTES} '
+            f'(16 MiB document cap minus 64 KiB headroom), got {size!r}'
+        )
+    return size
+
+
+def new_chunk_set(now: float | None = None) -> str:
+    """A fresh id for the chunks of one write: creation time (8 hex digits of Unix seconds) and 12 random bytes.
+
+    Never shared between writers; the time prefix lets a sweep find old sets with an index range scan.
+    """
+    return f'{int(time.time() if now is None else now):08x}{secrets.token_hex(12)}'
+
+
+def chunk_sets_before(when: float) -> Document:
+    """A query on chunk documents: those whose set was created before ``when`` (Unix seconds)."""
+    return {'set': {'$lt': f'{max(0, int(when)):08x}'}}
+
+
+def chunk_document(chunk_set: str, n: int, data: bytes) -> Document:
+    """Chunk ``n`` (0-based) of the chunk set ``chunk_set``."""
+    return {'_id': f'{chunk_set}:{n}', 'set': chunk_set, 'n': n, 'data': data}
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestFacts:
+    """What a manifest records about a blob besides its bytes: media type and user metadata."""
+
+    media_type: str | None
+    metadata: list[list[str]]
+    """``[[key, value], ...]``: pairs, not a sub-document, so keys with ``.`` or ``$`` are plain data."""
+
+    @classmethod
+    def of(cls, context: MediaContextLike) -> ManifestFacts:
+        """Read (and validate, raising ``TypeError``) the facts a put's context carries."""
+        metadata = context_metadata(context)
+        return cls(context_media_type(context), [[key, value] for key, value in metadata.items()])
+
+    def fits_inline(self, size: int, chunk_size: int) -> bool:
+        """True when a blob of ``size`` bytes goes into the manifest itself instead of chunk documents."""
+        if size > chunk_size:
+            return False
+        metadata_bytes = sum(len(key.encode()) + len(value.encode()) + 32 for key, value in self.metadata)
+        return size + metadata_bytes + _INLINE_OVERHEAD_BYTES <= MAX_CHUNK_SIZE_BYTES
+
+    def manifest(self, digest: str, size: int, chunk_size: int) -> Document:
+        """The manifest fields shared by inline and chunked blobs."""
+        return {
+            '_id': digest,
+            'size': size,
+            'media_type': self.media_type,
+            'metadata': self.metadata,
+            'chunk_size': chunk_size,
+            'chunk_count': 0,
+            'created_at': datetime.now(UTC),
+        }
+
+    def inline_manifest(self, digest: str, data: bytes, chunk_size: int) -> Document:
+        """A manifest holding the blob's bytes in ``data`` (blobs no larger than one chunk)."""
+        return {**self.manifest(digest, len(data), chunk_size), 'data': data}
+
+    def chunked_manifest(self, digest: str, size: int, chunk_size: int, chunk_set: str, chunk_count: int) -> Document:
+        """A manifest pointing at ``chunk_count`` chunk documents of the set ``chunk_set``."""
+        return {**self.manifest(digest, size, chunk_size), 'chunk_set': chunk_set, 'chunk_count': chunk_count}
+
+
+def chunk_filter(digest: str, manifest: Mapping[str, Any]) -> Document | None:
+    """The query selecting a chunked manifest's chunk documents; ``None`` when it names none.
+
+    Our manifests name a chunk set. Manifests pydantic-ai-harness wrote have
+    no ``chunk_set``: their chunks carry ``files_id`` (the digest) and, in its
+    newer layout, the ``chunk_size`` they were cut with.
+    """
+    chunk_set = manifest.get('chunk_set')
+    if isinstance(chunk_set, str):
+        return {'set': chunk_set}
+    if 'chunk_count' not in manifest:
+        return None
+    chunk_size = manifest.get('chunk_size')
+    return {'files_id': digest, 'chunk_size': chunk_size if isinstance(chunk_size, int) else {'$exists': False}}
+
+
+def parse_metadata(uri: str, raw: object, where: str) -> dict[str, str]:
+    """A manifest's ``metadata`` field back as a ``str -> str`` dict (missing means none).
+
+    Ours is a list of ``[key, value]`` pairs; pydantic-ai-harness stores a JSON
+    object as text, which is accepted too.
+    """
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        return _parse_json_metadata(uri, raw, where)
+    if not isinstance(raw, list):
+        raise CorruptMetadataError(uri, f'metadata is {type(raw).__name__}, expected a list of pairs', where=where)
+    result: dict[str, str] = {}
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 2 and all(isinstance(part, str) for part in item)):
+            raise CorruptMetadataError(uri, f'metadata entry {item!r} is not a [str, str] pair', where=where)
+        result[item[0]] = item[1]
+    return result
+
+
+def _parse_json_metadata(uri: str, raw: str, where: str) -> dict[str, str]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptMetadataError(uri, f'not JSON ({exc})', where=where) from None
+    if not isinstance(value, dict) or not all(isinstance(item, str) for item in value.values()):
+        raise CorruptMetadataError(uri, 'JSON metadata is not an object of strings', where=where)
+    return value
+
+
+def stored_bytes(value: object) -> bytes | None:
+    """A ``data`` field as bytes; ``None`` when it holds something else (written behind our back)."""
+    if type(value) is bytes:
+        return value
+    if isinstance(value, bytes):  # bson.Binary with a non-default subtype
+        return bytes(value)
+    return None

@@ -1,0 +1,675 @@
+"""``S3MediaStore``: blobs in an S3 (or S3-compatible) bucket through aiobotocore.
+
+The real SDK brings SigV4 signing, the standard retry mode and presigning.
+On top of it the store skips uploads of blobs already in the bucket, sends a
+SHA-256 checksum so the server rejects corrupted uploads, uploads large blobs
+in concurrent parts, resumes a GET whose body was cut short with a ranged GET,
+and (like every mediastash store) verifies what it reads against the URI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
+from enum import Enum
+from typing import IO, TYPE_CHECKING, Any, Literal, cast
+from urllib.parse import urlsplit, urlunsplit
+
+from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
+from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
+from mediastash.keys import KeyStrategy, default_key_strategy
+from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
+from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.s3_metadata import decode_metadata, encode_metadata
+from mediastash.stores.s3_multipart import MIN_PART_SIZE, ReadRange, error_code, error_status, upload_multipart
+from mediastash.stores.s3_presign import PresignedUrls, presign_get
+from mediastash.stores.s3_redact import redact_in_sdk_logs
+from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.urls import PublicUrlResolver
+
+try:
+    import aiohttp
+    from aiobotocore.config import AioConfig
+    from aiobotocore.session import AioSession, get_session
+    from botocore.config import Config
+    from botocore.exceptions import ClientError, IncompleteReadError, ReadTimeoutError, ResponseStreamingError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError('S3MediaStore needs aiobotocore: pip install "mediastash[s3]"') from exc
+
+if TYPE_CHECKING:
+    from types_aiobotocore_s3 import S3Client
+
+__all__ = ['PresignedUrls', 'PutCheck', 'S3MediaStore']
+
+PutCheck = Literal['head', 'if-none-match']
+"""How ``put`` learns that a blob is already stored (see ``S3MediaStore``)."""
+
+_MAX_KEY_BYTES = 1024
+_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+_EMBEDDED_DIGEST = re.compile(r'(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])')
+_DEFAULT_NAME = re.compile(r'([0-9a-f]{64})\.bin')
+_DELETE_BATCH = 1000
+_HEAD_CONCURRENCY = 16
+_READ_CHUNK = 1 << 20
+_STREAM_ERRORS: tuple[type[BaseException], ...] = (
+    aiohttp.ClientPayloadError,
+    aiohttp.ClientConnectionError,
+    ResponseStreamingError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    asyncio.TimeoutError,
+)
+"""A GET body cut short: resumed with a ranged GET."""
+
+
+class _Stored(Enum):
+    ABSENT = 'absent'
+    SAME = 'same'
+    DIFFERENT = 'different'
+
+
+class _Credentials:
+    """Connection secrets, kept out of ``repr`` and error messages."""
+
+    __slots__ = ('access_key_id', 'secret_access_key', 'session_token')
+
+    def __init__(self, access_key_id: str | None, secret_access_key: str | None, session_token: str | None) -> None:
+        self.access_key_id = access_key_id
+        self.secret_access_key = secret_access_key
+        self.session_token = session_token
+
+    def __repr__(self) -> str:
+        return '<credentials hidden>'
+
+
+class S3MediaStore(BaseMediaStore):
+    """Content-addressed blobs as objects ``<key_prefix><key_strategy(uri)>`` in one bucket.
+
+    Pass ``client=`` (an aiobotocore S3 client you own and close) or connection
+    settings; a client the store creates is opened on first use and closed by
+    ``aclose`` / ``async with``. SigV4 is always used, and the SDK's standard
+    retry mode with ``max_attempts`` (``retry_max_backoff`` caps its wait).
+
+    ``put`` does not rewrite a stored blob. With ``put_check='head'`` (the
+    default, measured faster, see ``docs/s3.md``) it sends a HEAD and uploads
+    only when the key is absent or holds a different size; with
+    ``'if-none-match'`` it sends a conditional PUT and reads 412 as "already
+    stored" (blobs of ``multipart_threshold`` bytes or more always HEAD first).
+    Either way the upload itself is conditional (``If-None-Match: *``), so a
+    resent request whose first response was lost cannot fail or write twice;
+    ``conditional_writes=False`` drops the header for servers that reject it.
+    Uploads carry ``Content-Type`` and ``x-amz-checksum-sha256``. Metadata is
+    that of the first ``put`` (later puts do not change it).
+
+    Capabilities: listing, deleting (batched), streaming. ``put_stream`` spools
+    to memory up to ``multipart_threshold`` and to a temporary file beyond, so
+    the key (the digest) is known before anything is uploaded.
+    """
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        client: S3Client | None = None,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        config: Config | None = None,
+        key_prefix: str = '',
+        key_strategy: KeyStrategy = default_key_strategy,
+        public_url: PublicUrlResolver | PresignedUrls | None = None,
+        put_check: PutCheck = 'head',
+        conditional_writes: bool = True,
+        multipart_threshold: int = 16 << 20,
+        part_size: int = 8 << 20,
+        max_concurrency: int = 8,
+        max_attempts: int = 5,
+        retry_max_backoff: float | None = None,
+        read_attempts: int = 5,
+        spool_directory: str | os.PathLike[str] | None = None,
+    ) -> None:
+        presigned = public_url if isinstance(public_url, PresignedUrls) else None
+        super().__init__(public_url=None if presigned is not None else public_url)  # type: ignore[arg-type]
+        _check_configuration(
+            bucket=bucket,
+            client=client,
+            connection=(endpoint_url, region_name, aws_access_key_id, aws_secret_access_key, aws_session_token),
+            config=config,
+            key_prefix=key_prefix,
+            put_check=put_check,
+            multipart_threshold=multipart_threshold,
+            part_size=part_size,
+            max_concurrency=max_concurrency,
+            max_attempts=max_attempts,
+            retry_max_backoff=retry_max_backoff,
+            read_attempts=read_attempts,
+        )
+        self._bucket = bucket
+        self._key_prefix = key_prefix
+        self._key_strategy = key_strategy
+        self._presigned = presigned
+        self._put_check = put_check
+        self._conditional_writes = conditional_writes
+        self._multipart_threshold = multipart_threshold
+        self._part_size = part_size
+        self._max_concurrency = max_concurrency
+        self._max_attempts = max_attempts
+        self._retry_max_backoff = retry_max_backoff
+        self._read_attempts = read_attempts
+        self._spool_directory = spool_directory
+        self._endpoint_url = endpoint_url
+        self._region_name = region_name
+        self._credentials = _Credentials(aws_access_key_id, aws_secret_access_key, aws_session_token)
+        self._user_config = config
+        self._client: S3Client | None = client
+        self._client_context: Any = None
+        self._owns_client = client is None
+        self._opening = asyncio.Lock()
+        self._closed = False
+
+    # -- description -------------------------------------------------------------------
+
+    @property
+    def bucket(self) -> str:
+        return self._bucket
+
+    @property
+    def key_prefix(self) -> str:
+        return self._key_prefix
+
+    def _describe(self) -> str:
+        where = f', endpoint_url={_public_endpoint(self._endpoint_url)!r}' if self._endpoint_url else ''
+        prefix = f', key_prefix={self._key_prefix!r}' if self._key_prefix else ''
+        return f'S3MediaStore(bucket={self._bucket!r}{prefix}{where})'
+
+    def __repr__(self) -> str:
+        return self._describe()
+
+    # -- client lifecycle --------------------------------------------------------------
+
+    async def _s3(self) -> S3Client:
+        """The client, created on first use when the store owns it."""
+        if self._closed:
+            raise StoreClosedError(f'{self._describe()} is closed')
+        if self._client is not None:
+            return self._client
+        async with self._opening:
+            if self._closed:
+                raise StoreClosedError(f'{self._describe()} is closed')
+            if self._client is None:
+                redact_in_sdk_logs(self._credentials.secret_access_key, self._credentials.session_token)
+                context = _session().create_client(
+                    's3',
+                    endpoint_url=self._endpoint_url,
+                    region_name=self._region_name,
+                    aws_access_key_id=self._credentials.access_key_id,
+                    aws_secret_access_key=self._credentials.secret_access_key,
+                    aws_session_token=self._credentials.session_token,
+                    config=self._client_config(),
+                )
+                client = await context.__aenter__()
+                if self._retry_max_backoff is not None:
+                    from mediastash.stores.s3_retries import cap_retry_backoff
+
+                    cap_retry_backoff(client, max_attempts=self._max_attempts, max_backoff=self._retry_max_backoff)
+                self._client_context = context
+                self._client = client
+        return self._client
+
+    def _client_config(self) -> AioConfig:
+        options: dict[str, Any] = {
+            'signature_version': 's3v4',
+            'retries': {'mode': 'standard', 'total_max_attempts': self._max_attempts},
+            'max_pool_connections': max(10, 4 * self._max_concurrency),
+        }
+        if self._endpoint_url:
+            options['s3'] = {'addressing_style': 'path'}
+        base = AioConfig(**options)
+        merged = base if self._user_config is None else base.merge(cast(AioConfig, self._user_config))
+        version = getattr(merged, 'signature_version', None)
+        if version not in ('s3v4', None):
+            raise InvalidStoreConfiguration(
+                f'S3MediaStore signs with SigV4 only; config asks for signature_version={version!r}'
+            )
+        return merged
+
+    async def aclose(self) -> None:
+        """Close the client the store created (a caller's client stays open). Later calls raise ``StoreClosedError``."""
+        self._closed = True
+        async with self._opening:
+            context, self._client_context = self._client_context, None
+            if self._owns_client:
+                self._client = None
+        if context is not None:
+            await context.__aexit__(None, None, None)
+
+    # -- keys --------------------------------------------------------------------------
+
+    def _key_for(self, digest: str, context: MediaContextLike) -> str:
+        """``key_prefix + key_strategy(uri, context)``, refused with ``UnsafeKeyError`` when S3 would mangle it."""
+        name: object = self._key_strategy(MEDIA_URI_SCHEME + digest, context)
+        if not isinstance(name, str):
+            raise UnsafeKeyError(name, f'a key strategy must return str, got {type(name).__name__}')
+        key = self._key_prefix + name
+        if not name:
+            raise UnsafeKeyError(name, 'the key is empty')
+        if _CONTROL.search(key):
+            raise UnsafeKeyError(key, 'the key contains a control character')
+        if key.startswith('/'):
+            raise UnsafeKeyError(key, "the key starts with '/'")
+        if any(part in ('', '.', '..') for part in key.split('/')):
+            raise UnsafeKeyError(key, "the key has an empty, '.' or '..' segment")
+        if len(key.encode('utf-8', 'surrogatepass')) > _MAX_KEY_BYTES:
+            raise UnsafeKeyError(key, f'the key is longer than {_MAX_KEY_BYTES} bytes')
+        return key
+
+    def key_for(self, uri: str, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        """The object key that holds (or would hold) ``uri``."""
+        return self._key_for(parse_media_uri(uri), context)
+
+    # -- primitives --------------------------------------------------------------------
+
+    async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        key = self._key_for(digest, context)
+        extra = _put_arguments(context)
+
+        async def read_range(offset: int, length: int) -> bytes:
+            return data if offset == 0 and length == len(data) else data[offset : offset + length]
+
+        await self._store(key, digest, len(data), read_range, extra)
+
+    async def _store(
+        self,
+        key: str,
+        digest: str,
+        size: int,
+        read_range: ReadRange,
+        extra: dict[str, Any],
+    ) -> None:
+        """Upload unless already stored: one PUT, or a multipart upload from ``multipart_threshold`` bytes."""
+        client = await self._s3()
+        multipart = size >= self._multipart_threshold
+        overwrite = False
+        if self._put_check == 'head' or multipart:
+            stored = await self._stored(client, key, size, digest)
+            if stored is _Stored.SAME:
+                return
+            overwrite = stored is _Stored.DIFFERENT
+        conditional = self._conditional_writes and not overwrite
+        if multipart:
+            await upload_multipart(
+                client,
+                bucket=self._bucket,
+                key=key,
+                size=size,
+                read_range=read_range,
+                part_size=self._part_size,
+                concurrency=self._max_concurrency,
+                extra=extra,
+                if_none_match=conditional,
+            )
+            return
+        arguments: dict[str, Any] = {
+            'Bucket': self._bucket,
+            'Key': key,
+            'Body': await read_range(0, size),
+            'ChecksumSHA256': base64.b64encode(bytes.fromhex(digest)).decode('ascii'),
+            **extra,
+        }
+        if conditional:
+            arguments['IfNoneMatch'] = '*'
+        try:
+            await client.put_object(**arguments)
+        except ClientError as exc:
+            if not (conditional and _is_precondition_failed(exc)):
+                raise
+
+    async def _stored(self, client: S3Client, key: str, size: int, digest: str) -> _Stored:
+        """Whether ``key`` holds this blob: same size, and same SHA-256 when the server reports a whole-object one."""
+        try:
+            head = await client.head_object(Bucket=self._bucket, Key=key, ChecksumMode='ENABLED')
+        except ClientError as exc:
+            if _is_not_found(exc):
+                return _Stored.ABSENT
+            raise
+        if head.get('ContentLength') != size:
+            return _Stored.DIFFERENT
+        checksum = head.get('ChecksumSHA256')
+        whole = head.get('ChecksumType') == 'FULL_OBJECT' or '-' not in (head.get('ETag') or '') + (checksum or '')
+        if checksum and whole and checksum != base64.b64encode(bytes.fromhex(digest)).decode('ascii'):
+            return _Stored.DIFFERENT
+        return _Stored.SAME
+
+    async def _read(self, digest: str, context: MediaContextLike) -> bytes:
+        key = self._key_for(digest, context)
+        return b''.join([chunk async for chunk in self._object_chunks(digest, key, _READ_CHUNK)])
+
+    async def _contains(self, digest: str, context: MediaContextLike) -> bool:
+        return await self._head(self._key_for(digest, context)) is not None
+
+    async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
+        head = await self._head(self._key_for(digest, context))
+        if head is None:
+            raise self._not_found(digest)
+        return decode_metadata(head.get('Metadata', {}))
+
+    async def _head(self, key: str) -> Mapping[str, Any] | None:
+        client = await self._s3()
+        try:
+            return await client.head_object(Bucket=self._bucket, Key=key)
+        except ClientError as exc:
+            if _is_not_found(exc):
+                return None
+            raise
+
+    async def _object_chunks(self, digest: str, key: str, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        """The object's bytes in pieces of at most ``chunk_size``; a body cut short resumes with a ranged GET."""
+        client = await self._s3()
+        received = 0
+        failures = 0
+        while True:
+            arguments: dict[str, Any] = {'Bucket': self._bucket, 'Key': key}
+            if received:
+                arguments['Range'] = f'bytes={received}-'
+            try:
+                response = await client.get_object(**arguments)
+            except ClientError as exc:
+                if _is_not_found(exc):
+                    raise self._not_found(digest) from None
+                raise
+            body = response['Body']
+            try:
+                while chunk := await body.read(chunk_size):
+                    received += len(chunk)
+                    yield chunk
+                return
+            except _STREAM_ERRORS:
+                failures += 1
+                if failures >= self._read_attempts:
+                    raise
+            finally:
+                body.close()
+
+    # -- public URLs -------------------------------------------------------------------
+
+    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
+        """A presigned GET URL when built with ``public_url=PresignedUrls(...)``, else the configured resolver's."""
+        if self._presigned is None:
+            return await super().public_url(uri, context=context)
+        return await self._presign(parse_media_uri(uri), context, self._presigned)
+
+    async def presigned_url(
+        self,
+        uri: str,
+        *,
+        context: MediaContextLike = EMPTY_CONTEXT,
+        expires_in: int = 3600,
+        response_content_type: bool | str = True,
+        response_content_disposition: str | None = None,
+    ) -> str:
+        """A SigV4 presigned GET URL for ``uri`` (no request is sent; the blob is not checked to exist)."""
+        options = PresignedUrls(
+            expires_in=expires_in,
+            response_content_type=response_content_type,
+            response_content_disposition=response_content_disposition,
+        )
+        return await self._presign(parse_media_uri(uri), context, options)
+
+    async def _presign(self, digest: str, context: MediaContextLike, options: PresignedUrls) -> str:
+        client = await self._s3()
+        url = await presign_get(
+            client, bucket=self._bucket, key=self._key_for(digest, context), options=options, context=context
+        )
+        if 'X-Amz-Signature=' not in url:
+            raise InvalidStoreConfiguration(
+                "the S3 client presigns without SigV4; create it with botocore.config.Config(signature_version='s3v4')"
+            )
+        return url
+
+    # -- optional capabilities ---------------------------------------------------------
+
+    async def iter_uris(self) -> AsyncIterator[str]:
+        """Every stored URI under ``key_prefix`` (paginated). Keys must carry the digest in their name."""
+        client = await self._s3()
+        default = self._key_strategy is default_key_strategy
+        seen: set[str] = set()
+        paginator = client.get_paginator('list_objects_v2')
+        async for page in paginator.paginate(Bucket=self._bucket, Prefix=self._key_prefix):
+            for item in page.get('Contents', []):
+                name = item['Key'][len(self._key_prefix) :]
+                if default:
+                    match = _DEFAULT_NAME.fullmatch(name)
+                    digest = match.group(1) if match else None
+                else:
+                    found = _EMBEDDED_DIGEST.search(name.rsplit('/', 1)[-1])
+                    digest = found.group() if found else None
+                if digest is not None and digest not in seen:
+                    if not default:
+                        seen.add(digest)
+                    yield MEDIA_URI_SCHEME + digest
+
+    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        """Remove the blob; ``False`` when it was not stored."""
+        digest = parse_media_uri(uri)
+        key = self._key_for(digest, context)
+        self._note_deleted()
+        if await self._head(key) is None:
+            return False
+        client = await self._s3()
+        await client.delete_object(Bucket=self._bucket, Key=key)
+        return True
+
+    async def delete_many(self, uris: Iterable[str]) -> int:
+        """Delete the URIs in batches of 1000 keys; returns how many were stored (found by HEAD) and removed."""
+        keys = list(dict.fromkeys(self._key_for(parse_media_uri(uri), EMPTY_CONTEXT) for uri in uris))
+        if not keys:
+            return 0
+        client = await self._s3()
+        self._note_deleted()
+        gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
+
+        async def present(key: str) -> bool:
+            async with gate:
+                return await self._head(key) is not None
+
+        found = [key for key, hit in zip(keys, await asyncio.gather(*map(present, keys)), strict=True) if hit]
+        for start in range(0, len(found), _DELETE_BATCH):
+            batch = found[start : start + _DELETE_BATCH]
+            response = await client.delete_objects(
+                Bucket=self._bucket, Delete={'Objects': [{'Key': key} for key in batch], 'Quiet': True}
+            )
+            errors = response.get('Errors', [])
+            if errors:
+                first = errors[0]
+                raise OSError(
+                    f'{self._describe()}: could not delete {len(errors)} of {len(batch)} objects, '
+                    f'first {first.get("Key")!r}: {first.get("Code")}'
+                )
+        return len(found)
+
+    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        """Store a blob given as byte chunks; it is spooled (memory, then a temp file) while hashed, then uploaded."""
+        extra = _put_arguments(context)
+        await self._s3()
+        hasher = hashlib.sha256()
+        spool = _Spool(self._multipart_threshold, self._spool_directory)
+        try:
+            async for chunk in chunks:
+                piece = as_bytes(chunk)
+                if len(piece) >= OFFLOAD_BYTES:
+                    await asyncio.to_thread(hasher.update, piece)
+                else:
+                    hasher.update(piece)
+                await spool.write(piece)
+            digest = hasher.hexdigest()
+            key = self._key_for(digest, context)
+            await self._store(key, digest, spool.size, spool.read_range, extra)
+        finally:
+            await spool.close()
+        return MEDIA_URI_SCHEME + digest
+
+    async def get_stream(
+        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        """Yield the blob in pieces of at most ``chunk_size``, verified (see ``StreamingMediaStore``)."""
+        digest = parse_media_uri(uri)
+        if chunk_size < 1:
+            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
+        raw = self._object_chunks(digest, self._key_for(digest, context), chunk_size)
+        verified = self._verified(digest, raw)
+        try:
+            async for chunk in verified:
+                yield chunk
+        finally:
+            await verified.aclose()
+            await raw.aclose()
+
+
+class _Spool:
+    """Bytes of a streamed blob: in memory up to ``limit``, then in an anonymous temporary file."""
+
+    def __init__(self, limit: int, directory: str | os.PathLike[str] | None) -> None:
+        self._limit = limit
+        self._directory = directory
+        self._memory = bytearray()
+        self._file: IO[bytes] | None = None
+        self._lock = threading.Lock()
+        self.size = 0
+
+    async def write(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self._file is None and self.size < self._limit:
+            self._memory += piece
+            return
+        if self._file is None:
+            self._file = await asyncio.to_thread(self._open_file)
+        await asyncio.to_thread(self._file.write, piece)
+
+    def _open_file(self) -> IO[bytes]:
+        """A temporary file holding what was buffered so far (runs in a worker thread)."""
+        file = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115 - closed by close()
+        file.write(self._memory)
+        self._memory = bytearray()
+        return file
+
+    async def read_range(self, offset: int, length: int) -> bytes:
+        if self._file is None:
+            return bytes(self._memory[offset : offset + length])
+        return await asyncio.to_thread(self._read_at, self._file, offset, length)
+
+    def _read_at(self, file: IO[bytes], offset: int, length: int) -> bytes:
+        with self._lock:
+            file.flush()
+            file.seek(offset)
+            return file.read(length)
+
+    async def close(self) -> None:
+        if self._file is not None:
+            await asyncio.to_thread(self._file.close)
+        self._memory = bytearray()
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+_sessions = threading.local()
+
+
+def _session() -> AioSession:
+    """One aiobotocore session per thread: clients share its parsed service models (a new one costs ~0.3 s)."""
+    session: AioSession | None = getattr(_sessions, 'session', None)
+    if session is None:
+        session = _sessions.session = get_session()
+    return session
+
+
+def _put_arguments(context: MediaContextLike) -> dict[str, Any]:
+    """``ContentType`` and encoded ``Metadata`` for an upload; raises before anything is sent."""
+    extra: dict[str, Any] = {}
+    metadata = encode_metadata(context_metadata(context))
+    if metadata:
+        extra['Metadata'] = metadata
+    media_type = context_media_type(context)
+    if media_type:
+        if _CONTROL.search(media_type) or not media_type.isascii():
+            raise ValueError(f'media_type {media_type!r} cannot be sent as an S3 Content-Type')
+        extra['ContentType'] = media_type
+    return extra
+
+
+def _is_not_found(exc: ClientError) -> bool:
+    return error_status(exc) == 404 or error_code(exc) in ('NoSuchKey', 'NotFound', '404')
+
+
+def _is_precondition_failed(exc: ClientError) -> bool:
+    return error_status(exc) == 412 or error_code(exc) == 'PreconditionFailed'
+
+
+def _public_endpoint(url: str | None) -> str | None:
+    """The endpoint without any ``user:password@`` part."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ''
+    netloc = f'{host}:{parts.port}' if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _check_configuration(
+    *,
+    bucket: object,
+    client: object,
+    connection: tuple[object, ...],
+    config: object,
+    key_prefix: object,
+    put_check: object,
+    multipart_threshold: int,
+    part_size: int,
+    max_concurrency: int,
+    max_attempts: int,
+    retry_max_backoff: float | None,
+    read_attempts: int,
+) -> None:
+    """Refuse contradictory or out-of-range options at construction (``InvalidStoreConfiguration``)."""
+    if not isinstance(bucket, str) or not bucket:
+        raise InvalidStoreConfiguration(f'bucket must be a non-empty str, got {bucket!r}')
+    if client is not None and (any(value is not None for value in connection) or config is not None):
+        raise InvalidStoreConfiguration(
+            'pass either client= or connection settings (endpoint_url, region_name, credentials, config), not both'
+        )
+    if client is not None and retry_max_backoff is not None:
+        raise InvalidStoreConfiguration('retry_max_backoff applies to a client the store creates, not to client=')
+    if not isinstance(key_prefix, str) or _CONTROL.search(key_prefix) or key_prefix.startswith('/'):
+        raise InvalidStoreConfiguration(
+            f'key_prefix must be a str without control characters or a leading /: {key_prefix!r}'
+        )
+    if put_check not in ('head', 'if-none-match'):
+        raise InvalidStoreConfiguration(f"put_check must be 'head' or 'if-none-match', got {put_check!r}")
+    if part_size < MIN_PART_SIZE:
+        raise InvalidStoreConfiguration(
+            f'part_size must be at least {MIN_PART_SIZE} bytes (S3 minimum), got {part_size}'
+        )
+    if multipart_threshold < MIN_PART_SIZE:
+        raise InvalidStoreConfiguration(
+            f'multipart_threshold must be at least {MIN_PART_SIZE} bytes, got {multipart_threshold}'
+        )
+    for name, value in (
+        ('max_concurrency', max_concurrency),
+        ('max_attempts', max_attempts),
+        ('read_attempts', read_attempts),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidStoreConfiguration(f'{name} must be an int of at least 1, got {value!r}')
+    if retry_max_backoff is not None and not 0 <= retry_max_backoff <= 60:
+        raise InvalidStoreConfiguration(
+            f'retry_max_backoff must be between 0 and 60 seconds, got {retry_max_backoff!r}'
+        )

@@ -1,0 +1,412 @@
+"""``S3MediaStore`` against moto in server mode: the conformance suite plus S3-specific behaviour.
+
+Every request goes over HTTP to a real moto process on 127.0.0.1; the SDK is
+never patched. The raw helpers reach the bucket through a separate client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import aiohttp
+import pytest
+from aiobotocore.session import get_session
+from botocore.config import Config
+
+from mediastash import MediaContext, MediaNotFoundError, media_uri_for, sharded_key_strategy
+from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
+from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+from mediastash.urls import PublicUrlResolver
+from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
+from tests.store_conformance import StoreConformance, blob, chunked
+
+__all__ = ['moto_server']  # the session fixture, imported so pytest finds it here
+
+
+RAW_SESSION = get_session()
+RAW_CONFIG = Config(signature_version='s3v4', s3={'addressing_style': 'path'}, retries={'total_max_attempts': 1})
+MiB = 1 << 20
+SECRET = 'sEcReT-ACCESS-key-do-not-leak'
+TOKEN = 'SESSION-token-do-not-leak'
+
+
+def digest(uri: str) -> str:
+    return uri.removeprefix('media+sha256://')
+
+
+class RawBucket:
+    """One bucket reached through the test's own client (the backend bypass)."""
+
+    def __init__(self, endpoint: S3Endpoint, bucket: str) -> None:
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self._context: Any = None
+        self.client: Any = None
+
+    async def open(self) -> RawBucket:
+        self._context = RAW_SESSION.create_client(
+            's3',
+            config=RAW_CONFIG,
+            **self.endpoint.client_options(),
+        )
+        self.client = await self._context.__aenter__()
+        return self
+
+    async def close(self) -> None:
+        if self._context is not None:
+            await self._context.__aexit__(None, None, None)
+            self._context = None
+
+    async def create(self) -> None:
+        await self.client.create_bucket(Bucket=self.bucket)
+
+    async def read(self, key: str) -> bytes | None:
+        try:
+            response = await self.client.get_object(Bucket=self.bucket, Key=key)
+        except self.client.exceptions.NoSuchKey:
+            return None
+        async with response['Body'] as body:
+            return bytes(await body.read())
+
+    async def write(self, key: str, data: bytes) -> None:
+        await self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
+
+    async def delete(self, key: str) -> None:
+        await self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    async def keys(self) -> list[str]:
+        found: list[str] = []
+        async for page in self.client.get_paginator('list_objects_v2').paginate(Bucket=self.bucket):
+            found.extend(item['Key'] for item in page.get('Contents', []))
+        return sorted(found)
+
+    async def head(self, key: str) -> dict[str, Any]:
+        return dict(await self.client.head_object(Bucket=self.bucket, Key=key))
+
+    async def uploads(self) -> list[dict[str, Any]]:
+        response = await self.client.list_multipart_uploads(Bucket=self.bucket)
+        return list(response.get('Uploads', []))
+
+
+class S3Conformance(StoreConformance):
+    """The conformance suite on a fresh bucket per store; subclasses choose the endpoint and options."""
+
+    store_options: ClassVar[dict[str, Any]] = {}
+
+    @pytest.fixture(autouse=True)
+    def _endpoint(self, moto_server: S3Endpoint) -> None:
+        self.endpoint = moto_server
+        self.raw: dict[int, RawBucket] = {}
+
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> S3MediaStore:
+        raw = await RawBucket(self.endpoint, unique_bucket()).open()
+        await raw.create()
+        store = S3MediaStore(
+            bucket=raw.bucket, public_url=public_url, **self.endpoint.client_options(), **self.store_options
+        )
+        self.raw[id(store)] = raw
+        return store
+
+    async def close_store(self, store: Any) -> None:
+        await store.aclose()
+        await self.raw.pop(id(store)).close()
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        return await self.raw[id(store)].read(store.key_for(uri))
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        await self.raw[id(store)].write(store.key_for(uri), data)
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        await self.raw[id(store)].delete(store.key_for(uri))
+
+    async def raw_count(self, store: Any) -> int | None:
+        return len(await self.raw[id(store)].keys())
+
+
+class TestS3Store(S3Conformance):
+    """Defaults: HEAD before PUT, conditional writes."""
+
+
+class TestS3StoreIfNoneMatch(S3Conformance):
+    """Conditional PUT without a HEAD first, under a key prefix and the sharded key strategy."""
+
+    store_options: ClassVar[dict[str, Any]] = {
+        'put_check': 'if-none-match',
+        'key_prefix': 'tenant-a/media/',
+        'key_strategy': sharded_key_strategy,
+    }
+
+    async def test_listing_many(self, store: Any) -> None:
+        pytest.skip('1500 blobs take seconds on moto; TestS3Store covers it and test_listing covers the prefix')
+
+
+# -- S3-specific behaviour on moto -------------------------------------------------------
+
+
+@pytest.fixture
+async def raw(moto_server: S3Endpoint) -> AsyncIterator[RawBucket]:
+    bucket = await RawBucket(moto_server, unique_bucket('own')).open()
+    await bucket.create()
+    yield bucket
+    await bucket.close()
+
+
+@pytest.fixture
+async def make(moto_server: S3Endpoint, raw: RawBucket) -> AsyncIterator[Any]:
+    stores: list[S3MediaStore] = []
+
+    def factory(**options: Any) -> S3MediaStore:
+        store = S3MediaStore(bucket=raw.bucket, **{**moto_server.client_options(), **options})
+        stores.append(store)
+        return store
+
+    yield factory
+    for store in stores:
+        await store.aclose()
+
+
+async def test_unusual_characters_in_key(make: Any, raw: RawBucket) -> None:
+    store = make(key_strategy=lambda uri, context: 'a b/c@d(e)=f+g.bin', key_prefix='pre fix/')
+    uri = await store.put(b'odd key', context=MediaContext(metadata={'x': 'y'}))
+    assert await raw.keys() == ['pre fix/a b/c@d(e)=f+g.bin']
+    assert await raw.read('pre fix/a b/c@d(e)=f+g.bin') == b'odd key'
+    assert await store.get(uri) == b'odd key'
+    assert dict(await store.get_metadata(uri)) == {'x': 'y'}
+    url = await store.presigned_url(uri)
+    assert '/pre%20fix/a%20b/c%40d%28e%29%3Df%2Bg.bin?' in url
+    assert await store.delete(uri)
+    assert await raw.keys() == []
+
+
+@pytest.mark.parametrize(
+    'key', ['', '/abs.bin', 'a//b.bin', 'a/../b.bin', './x.bin', 'new\nline.bin', 'x' * 1025, None]
+)
+async def test_unsafe_keys_are_refused(make: Any, raw: RawBucket, key: object) -> None:
+    store = make(key_strategy=lambda uri, context: key)
+    with pytest.raises(UnsafeKeyError):
+        await store.put(b'payload')
+    with pytest.raises(UnsafeKeyError):
+        await store.get(media_uri_for(b'payload'))
+    assert await raw.keys() == []
+
+
+async def test_prefix_and_listing_ignore_foreign_objects(make: Any, raw: RawBucket) -> None:
+    store = make(key_prefix='tenant/')
+    uri = await store.put(b'mine')
+    await raw.write('tenant/notes.txt', b'not a blob')
+    await raw.write(f'elsewhere/{uri[-64:]}.bin', b'mine')
+    await raw.write(f'tenant/{"f" * 64}.bin.tmp', b'not a blob')
+    assert [u async for u in store.iter_uris()] == [uri]
+    assert f'tenant/{uri[-64:]}.bin' in await raw.keys()
+
+
+async def test_metadata_and_content_type_on_the_wire(make: Any, raw: RawBucket) -> None:
+    store = make()
+    metadata = {'tenant': 'acme', 'caption': 'Çà — 猫', 'empty': '', 'padded': ' x ', 'word': '=?UTF-8?B?eA==?='}
+    uri = await store.put(b'meta', context=MediaContext(media_type='image/png', metadata=metadata))
+    head = await raw.head(store.key_for(uri))
+    assert head['ContentType'] == 'image/png'
+    assert head['Metadata']['tenant'] == 'acme'
+    assert head['Metadata']['caption'].startswith('=?UTF-8?B?')
+    assert head['Metadata']['word'] != '=?UTF-8?B?eA==?='
+    assert dict(await store.get_metadata(uri)) == metadata
+
+
+async def test_first_put_metadata_wins(make: Any) -> None:
+    store = make()
+    uri = await store.put(b'blob', context=MediaContext(metadata={'v': '1'}))
+    await store.put(b'blob', context=MediaContext(metadata={'v': '2'}))
+    assert dict(await store.get_metadata(uri)) == {'v': '1'}
+
+
+@pytest.mark.parametrize(
+    ('metadata', 'message'),
+    [
+        ({'Tenant': 'x'}, "'Tenant'"),
+        ({'bad key': 'x'}, "'bad key'"),
+        ({'-lead': 'x'}, "'-lead'"),
+        ({'ok': 'line\nbreak'}, "'ok'"),
+        ({'tab': 'a\tb'}, "'tab'"),
+        ({'big': 'x' * 2100}, 'allows 2048'),
+    ],
+)
+async def test_bad_metadata_is_refused_before_sending(make: Any, raw: RawBucket, metadata: Any, message: str) -> None:
+    store = make()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        await store.put(b'x', context=MediaContext(metadata=metadata))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        await store.put_stream(chunked(b'x', 1), context=MediaContext(metadata=metadata))
+    assert await raw.keys() == []
+
+
+async def test_64_mib_multipart_round_trip(make: Any, raw: RawBucket) -> None:
+    store = make()
+    data = os.urandom(64 * MiB)
+    uri = await store.put(data, context=MediaContext(media_type='video/mp4'))
+    assert uri == media_uri_for(data)
+    assert await store.get(uri) == data
+    head = await raw.head(store.key_for(uri))
+    assert head['ETag'].endswith('-8"')
+    assert head['ContentType'] == 'video/mp4'
+    assert await raw.uploads() == []
+
+
+async def test_streamed_put_spools_to_a_temp_file_and_cleans_up(make: Any, raw: RawBucket, tmp_path: Path) -> None:
+    store = make(multipart_threshold=5 * MiB, part_size=5 * MiB, spool_directory=tmp_path)
+    data = blob(11 * MiB, seed=3)
+    uri = await store.put_stream(chunked(data, MiB), context=MediaContext(metadata={'via': 'stream'}))
+    assert uri == media_uri_for(data)
+    assert os.listdir(tmp_path) == []
+    assert (await raw.head(store.key_for(uri)))['ETag'].endswith('-3"')
+    assert await store.get(uri) == data
+    assert dict(await store.get_metadata(uri)) == {'via': 'stream'}
+
+
+async def test_repairs_an_object_of_the_wrong_size(make: Any, raw: RawBucket) -> None:
+    store = make()
+    data = blob(5000, seed=4)
+    uri = media_uri_for(data)
+    await raw.write(store.key_for(uri), data[:10])
+    assert await store.put(data) == uri
+    assert await raw.read(store.key_for(uri)) == data
+
+
+async def test_secrets_stay_out_of_repr_errors_and_logs(
+    moto_server: S3Endpoint, raw: RawBucket, caplog: pytest.LogCaptureFixture
+) -> None:
+    options = {**moto_server.client_options(), 'aws_secret_access_key': SECRET, 'aws_session_token': TOKEN}
+    endpoint = moto_server.url.replace('http://', f'http://user:{SECRET}@')
+    caplog.set_level(logging.DEBUG)
+    store = S3MediaStore(bucket=raw.bucket, **options)
+    texts = [repr(store), str(store)]
+    try:
+        uri = await store.put(blob(1000), context=MediaContext(metadata={'k': 'v'}))
+        await store.get(uri)
+        url = await store.presigned_url(uri)
+        assert SECRET not in url  # SigV4 presigning puts the session token itself in the URL, by design
+        for call in (store.get(media_uri_for(b'missing')), store.get_metadata(media_uri_for(b'missing'))):
+            with pytest.raises(MediaNotFoundError) as caught:
+                await call
+            texts.append(str(caught.value))
+    finally:
+        await store.aclose()
+    with pytest.raises(StoreClosedError) as closed:
+        await store.exists(uri)
+    texts.append(str(closed.value))
+    texts.append(repr(S3MediaStore(bucket='b', endpoint_url=endpoint, aws_secret_access_key=SECRET)))
+    texts.extend(record.getMessage() for record in caplog.records)
+    assert len(caplog.records) > 10  # botocore really logged the requests at DEBUG
+    for text in texts:
+        assert SECRET not in text
+        assert TOKEN not in text
+    assert texts[0] == f'S3MediaStore(bucket={raw.bucket!r}, endpoint_url={moto_server.url!r})'
+
+
+async def test_caller_owned_client_stays_open(moto_server: S3Endpoint, raw: RawBucket) -> None:
+    async with RAW_SESSION.create_client(
+        's3', config=Config(signature_version='s3v4'), **moto_server.client_options()
+    ) as client:
+        async with S3MediaStore(bucket=raw.bucket, client=client) as store:
+            uri = await store.put(b'caller client')
+            assert 'X-Amz-Signature=' in await store.presigned_url(uri)
+        with pytest.raises(StoreClosedError):
+            await store.get(uri)
+        assert await raw.read(store.key_for(uri)) == b'caller client'
+        assert (await client.head_object(Bucket=raw.bucket, Key=store.key_for(uri)))['ContentLength'] == 13
+
+
+async def test_caller_client_that_would_presign_with_sigv2_is_refused(moto_server: S3Endpoint, raw: RawBucket) -> None:
+    async with RAW_SESSION.create_client('s3', **moto_server.client_options()) as client:
+        store = S3MediaStore(bucket=raw.bucket, client=client)
+        uri = await store.put(b'v2')
+        with pytest.raises(InvalidStoreConfiguration, match='SigV4'):
+            await store.presigned_url(uri)
+
+
+async def test_presigned_url_options(make: Any) -> None:
+    store = make(public_url=PresignedUrls(expires_in=120, response_content_disposition='attachment'))
+    uri = await store.put(b'download me', context=MediaContext(media_type='text/plain'))
+    url = await store.public_url(uri, context=MediaContext(media_type='text/csv'))
+    assert 'X-Amz-Algorithm=AWS4-HMAC-SHA256' in url
+    assert 'X-Amz-Expires=120' in url
+    assert 'response-content-type=text%2Fcsv' in url
+    assert 'response-content-disposition=attachment' in url
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        assert await response.read() == b'download me'
+
+
+@pytest.mark.parametrize('expires_in', [0, -5, 604801, 1.5, True, '60'])
+async def test_presign_expiry_bounds(make: Any, expires_in: Any) -> None:
+    with pytest.raises(InvalidStoreConfiguration, match='expires_in'):
+        PresignedUrls(expires_in=expires_in)
+    store = make()
+    with pytest.raises(ValueError, match='expires_in'):
+        await store.presigned_url(media_uri_for(b'x'), expires_in=expires_in)
+
+
+@pytest.mark.parametrize(
+    ('options', 'message'),
+    [
+        ({'bucket': ''}, 'bucket'),
+        ({'client': object(), 'endpoint_url': 'http://x'}, 'either client='),
+        ({'part_size': 1 << 20}, 'part_size'),
+        ({'multipart_threshold': 1000}, 'multipart_threshold'),
+        ({'max_concurrency': 0}, 'max_concurrency'),
+        ({'put_check': 'guess'}, 'put_check'),
+        ({'retry_max_backoff': -1}, 'retry_max_backoff'),
+        ({'client': object(), 'retry_max_backoff': 0.1}, 'retry_max_backoff'),
+        ({'key_prefix': '/root/'}, 'key_prefix'),
+    ],
+)
+def test_invalid_configuration(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidStoreConfiguration, match=message):
+        S3MediaStore(**{'bucket': 'b', **options})
+
+
+async def test_sigv2_config_is_refused(make: Any) -> None:
+    store = make(config=Config(signature_version='s3'))
+    with pytest.raises(InvalidStoreConfiguration, match='SigV4'):
+        await store.put(b'x')
+
+
+async def test_delete_many_in_batches(make: Any, raw: RawBucket) -> None:
+    store = make()
+    uris = await asyncio.gather(*(store.put(f'gc {i}'.encode()) for i in range(30)))
+    assert await store.delete_many([*uris[:20], media_uri_for(b'never'), uris[0]]) == 20
+    assert sorted(await raw.keys()) == sorted(store.key_for(uri) for uri in uris[20:])
+
+
+async def test_under_pydantic_ai_harness_file_step_store(make: Any, raw: RawBucket, tmp_path: Path) -> None:
+    steps = pytest.importorskip('pydantic_ai_harness.step_persistence')
+    messages = pytest.importorskip('pydantic_ai.messages')
+    store = make()
+    image = blob(200_000, seed=9)
+    history = [
+        messages.ModelRequest(
+            parts=[
+                messages.UserPromptPart(
+                    content=['What is this?', messages.BinaryContent(data=image, media_type='image/png')]
+                )
+            ]
+        ),
+        messages.ModelResponse(parts=[messages.TextPart(content='A cat.')]),
+    ]
+    step_store = steps.FileStepStore(tmp_path / 'runs', media_store=store)
+    await step_store.register_run(steps.RunRecord(run_id='r1', agent_name='s3'))
+    await step_store.save_snapshot(
+        steps.ContinuableSnapshot(run_id='r1', step_index=1, messages=history, agent_name='s3')
+    )
+    restored = await step_store.latest_snapshot(run_id='r1')
+    assert restored is not None
+    adapter = messages.ModelMessagesTypeAdapter
+    assert adapter.dump_python(restored.messages, mode='json') == adapter.dump_python(history, mode='json')
+    assert await raw.keys() == [f'{hashlib.sha256(image).hexdigest()}.bin']
+    assert await raw.read(store.key_for(media_uri_for(image))) == image

@@ -1,0 +1,219 @@
+"""``S3MediaStore`` through a fault-injecting proxy in front of moto.
+
+The proxy answers 503 SlowDown, resets connections, drops responses after moto
+applied the request, and cuts GET bodies short on the requests a test picks.
+Puts and gets must still succeed with exact bytes and nothing stored twice.
+Retry backoff is capped near zero so these tests stay fast.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from botocore.exceptions import ClientError, IncompleteReadError, ResponseStreamingError
+
+from mediastash import IntegrityError, MediaNotFoundError, media_uri_for
+from mediastash.stores.s3 import S3MediaStore
+from tests.s3_servers import FaultProxy, S3Endpoint, fault_proxy, moto_server, unique_bucket
+from tests.store_conformance import blob, chunked, collect
+from tests.test_store_s3 import RawBucket
+
+__all__ = ['fault_proxy', 'moto_server']  # session fixtures, imported so pytest finds them here
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def proxy(fault_proxy: FaultProxy) -> FaultProxy:
+    fault_proxy.reset()
+    return fault_proxy
+
+
+@pytest.fixture
+async def raw(moto_server: S3Endpoint) -> AsyncIterator[RawBucket]:
+    bucket = await RawBucket(moto_server, unique_bucket('faults')).open()
+    await bucket.create()
+    yield bucket
+    await bucket.close()
+
+
+@pytest.fixture
+async def make(proxy: FaultProxy, raw: RawBucket) -> AsyncIterator[Any]:
+    stores: list[S3MediaStore] = []
+
+    def factory(**options: Any) -> S3MediaStore:
+        settings: dict[str, Any] = {'max_attempts': 4, 'retry_max_backoff': 0.01, **options}
+        store = S3MediaStore(bucket=raw.bucket, **proxy.endpoint.client_options(), **settings)
+        stores.append(store)
+        return store
+
+    yield factory
+    for store in stores:
+        await store.aclose()
+
+
+def requests(proxy: FaultProxy, method: str, contains: str = '') -> int:
+    return sum(1 for seen in proxy.seen(method) if contains in seen.target)
+
+
+# -- uploads ----------------------------------------------------------------------------
+
+
+async def test_second_put_sends_no_upload(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
+    store = make()
+    data = blob(300_000)
+    uri = await store.put(data)
+    assert requests(proxy, 'PUT') == 1
+    assert await store.put(data) == uri
+    assert requests(proxy, 'PUT') == 1
+    assert requests(proxy, 'HEAD') == 2
+    assert await raw.keys() == [f'{uri[-64:]}.bin']
+
+
+@pytest.mark.parametrize('kind', ['slowdown', 'reset', 'lost_response'])
+@pytest.mark.parametrize('put_check', ['head', 'if-none-match'])
+async def test_put_survives_fault(make: Any, proxy: FaultProxy, raw: RawBucket, kind: Any, put_check: str) -> None:
+    store = make(put_check=put_check)
+    data = blob(200_000, seed=1)
+    proxy.inject(kind, 'PUT', times=2)
+    uri = await store.put(data)
+    assert not proxy.pending()
+    assert requests(proxy, 'PUT') == 3
+    assert await raw.keys() == [store.key_for(uri)]
+    assert await raw.read(store.key_for(uri)) == data
+    assert await store.get(uri) == data
+
+
+async def test_lost_response_without_conditional_writes(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
+    store = make(conditional_writes=False)
+    data = blob(50_000, seed=2)
+    proxy.inject('lost_response', 'PUT')
+    uri = await store.put(data)
+    assert requests(proxy, 'PUT') == 2
+    assert await raw.keys() == [store.key_for(uri)]
+    assert await store.get(uri) == data
+
+
+async def test_retries_do_not_wait_long(make: Any, proxy: FaultProxy) -> None:
+    store = make()
+    await store.exists(media_uri_for(b'warm up the client'))
+    proxy.inject('slowdown', 'PUT', times=3)
+    started = time.monotonic()
+    await store.put(b'slow down thrice')
+    assert time.monotonic() - started < 1.5  # the SDK's own backoff would average 3.5 s here
+    assert requests(proxy, 'PUT') == 4
+
+
+async def test_put_gives_up_after_max_attempts(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
+    store = make(max_attempts=2)
+    proxy.inject('slowdown', 'PUT', times=5)
+    with pytest.raises(ClientError, match='SlowDown'):
+        await store.put(b'never stored')
+    assert requests(proxy, 'PUT') == 2
+    assert await raw.keys() == []
+
+
+async def test_head_fault_is_retried(make: Any, proxy: FaultProxy) -> None:
+    store = make()
+    uri = await store.put(b'present')
+    proxy.inject('reset', 'HEAD')
+    proxy.inject('slowdown', 'HEAD')
+    assert await store.exists(uri)
+    assert requests(proxy, 'HEAD') == 4
+
+
+async def test_missing_blob_through_proxy(make: Any) -> None:
+    with pytest.raises(MediaNotFoundError):
+        await make().get(media_uri_for(b'absent'))
+
+
+# -- multipart --------------------------------------------------------------------------
+
+
+async def test_multipart_survives_faults_on_every_step(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
+    store = make(multipart_threshold=5 * MiB, part_size=5 * MiB, max_concurrency=3)
+    data = blob(13 * MiB, seed=3)
+    proxy.inject('slowdown', 'POST', contains='?uploads')
+    proxy.inject('lost_response', 'PUT', contains='partNumber=2')
+    proxy.inject('reset', 'PUT', contains='partNumber=3')
+    proxy.inject('lost_response', 'POST', contains='uploadId=')
+    uri = await store.put(data)
+    assert not proxy.pending()
+    assert requests(proxy, 'PUT', 'partNumber=') == 5
+    key = store.key_for(uri)
+    assert await raw.keys() == [key]
+    assert (await raw.head(key))['ETag'].endswith('-3"')
+    assert await raw.uploads() == []
+    assert await store.get(uri) == data
+
+
+async def test_failed_multipart_upload_is_aborted(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
+    store = make(multipart_threshold=5 * MiB, part_size=5 * MiB, max_attempts=2)
+    data = blob(11 * MiB, seed=4)
+    proxy.inject('slowdown', 'PUT', contains='partNumber=2', times=10)
+    with pytest.raises(ClientError, match='SlowDown'):
+        await store.put(data)
+    assert requests(proxy, 'DELETE', 'uploadId=') == 1
+    assert await raw.uploads() == []
+    assert await raw.keys() == []
+
+
+async def test_failed_streamed_multipart_is_aborted(
+    make: Any, proxy: FaultProxy, raw: RawBucket, tmp_path: Any
+) -> None:
+    store = make(multipart_threshold=5 * MiB, part_size=5 * MiB, max_attempts=1, spool_directory=tmp_path)
+    proxy.inject('reset', 'POST', contains='uploadId=')
+    with pytest.raises(Exception, match=r'(?i)connection|closed|disconnect'):
+        await store.put_stream(chunked(blob(6 * MiB, seed=5), MiB))
+    assert await raw.uploads() == []
+    assert await raw.keys() == []
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+async def test_truncated_get_resumes_with_range(make: Any, proxy: FaultProxy) -> None:
+    store = make()
+    data = blob(3 * MiB, seed=6)
+    uri = await store.put(data)
+    proxy.inject('truncate', 'GET', times=2)
+    assert await store.get(uri) == data
+    gets = proxy.seen('GET')
+    assert [seen.fault for seen in gets] == ['truncate', 'truncate', None]
+    assert gets[0].range is None
+    assert gets[1].range is not None and gets[1].range.startswith('bytes=')
+    assert int(gets[2].range.removeprefix('bytes=').rstrip('-')) > int(gets[1].range.removeprefix('bytes=').rstrip('-'))
+
+
+async def test_truncated_stream_resumes(make: Any, proxy: FaultProxy) -> None:
+    store = make()
+    data = blob(2 * MiB, seed=7)
+    uri = await store.put(data)
+    proxy.inject('truncate', 'GET')
+    chunks = await collect(store.get_stream(uri, chunk_size=64 * 1024))
+    assert b''.join(chunks) == data
+    assert all(len(chunk) <= 64 * 1024 for chunk in chunks)
+
+
+async def test_get_fails_after_read_attempts(make: Any, proxy: FaultProxy) -> None:
+    store = make(read_attempts=2)
+    uri = await store.put(blob(MiB, seed=8))
+    proxy.inject('truncate', 'GET', times=2)
+    with pytest.raises((ResponseStreamingError, IncompleteReadError, aiohttp.ClientPayloadError)) as caught:
+        await store.get(uri)
+    assert not isinstance(caught.value, IntegrityError)
+    assert requests(proxy, 'GET') == 2
+
+
+async def test_get_request_fault_is_retried(make: Any, proxy: FaultProxy) -> None:
+    store = make()
+    data = blob(100_000, seed=9)
+    uri = await store.put(data)
+    proxy.inject('slowdown', 'GET')
+    proxy.inject('reset', 'GET')
+    assert await store.get(uri) == data
