@@ -3,9 +3,10 @@
 Every step snapshot repeats the whole history, so the same images and tool
 outputs are externalized again and again. The cache maps a payload *string*
 (the base64 or text exactly as it appears in the tree), or the raw ``bytes``
-of a typed ``BinaryContent``, to the URI it was stored under. A cheap fingerprint (xxh3 over the length and a few samples of
-the payload) only nominates candidates; a hit is confirmed by comparing the
-whole payload with the cached one, so a crafted payload can never be mapped to
+of a typed ``BinaryContent``, to the URI it was stored under. A cheap
+fingerprint (xxh3 over the length and a few samples of the payload) only
+nominates candidates; a hit is confirmed by comparing the whole payload with
+the cached one, so a crafted payload can never be mapped to
 another payload's URI. Memory is bounded by a byte budget (least recently used
 entries go first) and the cache can be switched off.
 """

@@ -291,9 +291,7 @@ async def restore_collecting(
     slots: list[tuple[dict[str, Any], str]] = []
     if walker.wanted:
         verify = not getattr(media_store, 'verifies_reads', False)
-        await run_all(
-            _fetch(wanted, media_store, verify, cache, gate, raw_binary) for wanted in walker.wanted.values()
-        )
+        await run_all(_fetch(wanted, media_store, verify, cache, gate, raw_binary) for wanted in walker.wanted.values())
         for wanted in walker.wanted.values():
             slots.extend((restored_dict, 'content') for restored_dict in wanted.text)
             slots.extend((restored_dict, 'data') for restored_dict in wanted.standard)

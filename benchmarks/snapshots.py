@@ -1,0 +1,220 @@
+"""Step-snapshot benchmark: a long agent run saving its whole history after every step.
+
+Compares pydantic-ai-harness's FileStepStore (built-in disk media), OffloadingStepStore over
+FileStepStore(media_store=None), KVStepStore(InMemoryAsyncKV()) alone and over OffloadingKV, and
+OffloadingStepStore over KVStepStore. Reports median wall time, bytes written to the inner store,
+bytes and puts sent to the media store. Run: ``python benchmarks/snapshots.py [--steps 50] [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import (
+    BinaryImage,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai_harness.media import DiskMediaStore as HarnessDiskMediaStore
+from pydantic_ai_harness.step_persistence import ContinuableSnapshot, FileStepStore
+from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
+
+from mediastash import DiskMediaStore
+from mediastash.integrations import OffloadingKV, OffloadingStepStore
+
+
+class CountingMedia:
+    """Forwards to a media store, counting puts and the bytes they carry."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.puts = 0
+        self.bytes = 0
+
+    async def put(self, data: bytes, *, context: Any = None) -> str:
+        self.puts += 1
+        self.bytes += len(data)
+        return str(await (self.inner.put(data, context=context) if context is not None else self.inner.put(data)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class CountingKV(InMemoryAsyncKV):
+    """InMemoryAsyncKV that counts the characters written to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+
+    async def put(self, pk: str, sk: str, data: str) -> None:
+        self.written += len(data)
+        await super().put(pk, sk, data)
+
+
+def build_steps(steps: int, image_mib: float, seed: int = 7) -> list[list[ModelMessage]]:
+    """Messages each step adds: a tool call, its return (a big one every fifth step), and a new image."""
+    rng = random.Random(seed)
+    per_image = int(image_mib * (1 << 20) / steps)
+    out: list[list[ModelMessage]] = [[ModelRequest(parts=[UserPromptPart('Review these screenshots.')])]]
+    for step in range(steps):
+        call = ToolCallPart(tool_name='screenshot', args={'step': step}, tool_call_id=f'call-{step}')
+        output = f'log line {step}\n' * (20_000 if step % 5 == 4 else 10)
+        image = BinaryImage(data=rng.randbytes(per_image), media_type='image/png')
+        out.append(
+            [
+                ModelResponse(parts=[TextPart(f'step {step}'), call]),
+                ModelRequest(
+                    parts=[
+                        ToolReturnPart(tool_name='screenshot', content=output, tool_call_id=f'call-{step}'),
+                        UserPromptPart(content=[f'screenshot {step}', image]),
+                    ]
+                ),
+            ]
+        )
+    return out
+
+
+def unique_payload_bytes(steps: list[list[ModelMessage]], threshold: int) -> int:
+    seen: dict[bytes, int] = {}
+    for added in steps:
+        for message in added:
+            for part in message.parts:
+                content = getattr(part, 'content', None)
+                items = content if isinstance(content, list) else [content]
+                for item in items:
+                    if isinstance(item, BinaryImage) and len(item.data) >= threshold:
+                        seen[item.data] = len(item.data)
+                    elif isinstance(item, str) and len(item.encode()) >= threshold:
+                        seen[item.encode()] = len(item.encode())
+    return sum(seen.values())
+
+
+@dataclass
+class Result:
+    seconds: float
+    inner_bytes: int
+    media_bytes: int
+    media_puts: int
+
+
+Setup = Callable[[Path], tuple[Any, Callable[[], int], CountingMedia | None]]
+
+
+def dir_bytes(path: Path, skip: str | None = None) -> int:
+    return sum(
+        f.stat().st_size
+        for f in path.rglob('*')
+        if f.is_file() and (skip is None or skip not in f.relative_to(path).parts)
+    )
+
+
+def harness_file(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+    media = CountingMedia(HarnessDiskMediaStore(tmp / 'media'))
+    return FileStepStore(tmp / 'steps', media_store=media), lambda: dir_bytes(tmp / 'steps'), media
+
+
+def offload_file(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    store = OffloadingStepStore(FileStepStore(tmp / 'steps', media_store=None), media_store=media)
+    return store, lambda: dir_bytes(tmp / 'steps'), media
+
+
+def kv_plain(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+    kv = CountingKV()
+    return KVStepStore(kv), lambda: kv.written, None
+
+
+def kv_offloading(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+    kv = CountingKV()
+    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    return KVStepStore(OffloadingKV(kv, media_store=media)), lambda: kv.written, media
+
+
+def kv_offloading_big_memory(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+    kv = CountingKV()
+    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    return KVStepStore(OffloadingKV(kv, media_store=media, recent_bytes=4 << 30)), lambda: kv.written, media
+
+
+def offload_kv_step_store(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+    kv = CountingKV()
+    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    return OffloadingStepStore(KVStepStore(kv), media_store=media), lambda: kv.written, media
+
+
+SETUPS: Mapping[str, Setup] = {
+    '(1) harness FileStepStore + its DiskMediaStore': harness_file,
+    '(2) OffloadingStepStore(FileStepStore(media_store=None))': offload_file,
+    '(3) KVStepStore(InMemoryAsyncKV())': kv_plain,
+    '(4) KVStepStore(OffloadingKV(InMemoryAsyncKV()))': kv_offloading,
+    '(4b) KVStepStore(OffloadingKV(InMemoryAsyncKV(), recent_bytes=4 GiB))': kv_offloading_big_memory,
+    '(5) OffloadingStepStore(KVStepStore(InMemoryAsyncKV()))': offload_kv_step_store,
+}
+
+
+async def run_once(setup: Setup, steps: list[list[ModelMessage]]) -> Result:
+    tmp = Path(tempfile.mkdtemp(prefix='mediastash-bench-'))
+    try:
+        store, inner_bytes, media = setup(tmp)
+        history: list[ModelMessage] = []
+        start = time.perf_counter()
+        for index, added in enumerate(steps):
+            history = [*history, *added]
+            await store.save_snapshot(ContinuableSnapshot(run_id='bench', step_index=index, messages=history))
+        elapsed = time.perf_counter() - start
+        latest = await store.latest_snapshot(run_id='bench')
+        assert latest is not None and len(latest.messages) == len(history)
+        return Result(elapsed, inner_bytes(), media.bytes if media else 0, media.puts if media else 0)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mib(n: int) -> str:
+    return f'{n / (1 << 20):,.1f} MiB'
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument('--steps', type=int, default=50)
+    parser.add_argument('--image-mib', type=float, default=40.0)
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--only', default='', help='comma-separated row labels, e.g. 2,4b')
+    args = parser.parse_args(argv)
+    steps = build_steps(args.steps, args.image_mib)
+    wanted = {f'({n})' for n in args.only.split(',') if n}
+    print(
+        f'{args.steps} steps, {args.image_mib:g} MiB of images, unique payload bytes: '
+        f'{mib(unique_payload_bytes(steps, 64 * 1024))}; median of {args.repeats}'
+    )
+    print('| store | time (s) | inner store bytes | bytes sent to media put | media puts |')
+    print('|---|---:|---:|---:|---:|')
+    for name, setup in SETUPS.items():
+        if wanted and name.split()[0] not in wanted:
+            continue
+        results = [await run_once(setup, steps) for _ in range(args.repeats)]
+        seconds = statistics.median(r.seconds for r in results)
+        last = results[-1]
+        print(
+            f'| {name} | {seconds:.2f} | {mib(last.inner_bytes)} | {mib(last.media_bytes)} | {last.media_puts} |',
+            flush=True,
+        )
+
+
+if __name__ == '__main__':
+    asyncio.run(main())

@@ -1,0 +1,159 @@
+"""``OffloadingKV``: media offloading for any pydantic-ai-persistence ``AsyncKV``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import OrderedDict
+from typing import Any, Final
+
+from mediastash.errors import MediaNotFoundError
+from mediastash.known_blobs import KnownBlobCache
+from mediastash.markers import MARKER_KEY
+from mediastash.stores.protocols import MediaStore
+from mediastash.walker import externalize_media, restore_media
+from mediastash.walker._common import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_THRESHOLD_BYTES,
+    check_concurrency,
+    check_threshold,
+)
+
+__all__ = ['OffloadingKV']
+
+DEFAULT_RECENT_BYTES: Final = 64 << 20
+"""Default budget for remembering values this wrapper wrote, so reading them back needs no restore."""
+
+_CANDIDATE_KEYS: Final = ('"data"', '"content"')
+_RESERVED_PREFIX: Final = MARKER_KEY[: MARKER_KEY.index('external_') + len('external_')]
+"""Every reserved marker key starts with this; a stored value without it has nothing to restore."""
+
+
+class OffloadingKV:
+    """Wraps an ``AsyncKV`` so large payloads in its JSON values live in ``media_store``.
+
+    ``put`` externalizes the value's payloads (``externalize_media`` over the
+    parsed JSON) before writing the lean JSON; ``get`` and ``query`` restore.
+    Values that are not JSON, or have nothing to externalize, are written and
+    read back unchanged, byte for byte; a value carrying the marker format's
+    reserved keys is stored escaped and reads back as equal JSON. Every other
+    attribute is ``inner``'s own.
+
+    ``recent_bytes`` bounds a memory of the values this wrapper wrote: reading
+    one back while the inner KV still holds exactly the lean value written
+    returns the caller's own string without any restore. ``KVStepStore``
+    re-reads every snapshot of a run on each save, so a budget that holds a
+    run's snapshots turns that from a restore per snapshot into a lookup.
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        media_store: MediaStore,
+        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+        known_blobs: KnownBlobCache | bool = True,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        recent_bytes: int = DEFAULT_RECENT_BYTES,
+    ) -> None:
+        if isinstance(recent_bytes, bool) or not isinstance(recent_bytes, int) or recent_bytes < 0:
+            raise ValueError(f'recent_bytes must be a non-negative int, got {recent_bytes!r}')
+        self.recent_bytes = recent_bytes
+        self._recent: OrderedDict[tuple[str, str], tuple[str, str, int]] = OrderedDict()
+        self._recent_held = 0
+        self.inner = inner
+        self.media_store = media_store
+        self.threshold_bytes = check_threshold(threshold_bytes)
+        self.known_blobs = known_blobs
+        self.max_concurrency = check_concurrency(max_concurrency)
+
+    async def put(self, pk: str, sk: str, data: str) -> None:
+        """Store the value's payloads, then write the lean value under ``(pk, sk)``."""
+        lean = await self._lean(data)
+        self._forget(pk, sk)
+        await self.inner.put(pk, sk, lean)
+        if lean is not data:
+            self._remember(pk, sk, lean, data)
+
+    async def get(self, pk: str, sk: str) -> str | None:
+        """The value under ``(pk, sk)`` with its payloads restored, or ``None``."""
+        data: str | None = await self.inner.get(pk, sk)
+        if data is None:
+            return None
+        full: str = await self._full(data, pk, sk)
+        return full
+
+    async def query(self, pk: str, sk_prefix: str | None = None) -> list[tuple[str, str]]:
+        """``inner.query`` with every value's payloads restored (order kept)."""
+        rows = await self.inner.query(pk, sk_prefix)
+        values = await asyncio.gather(*(self._full(data, pk, sk) for sk, data in rows))
+        return [(sk, value) for (sk, _), value in zip(rows, values, strict=True)]
+
+    async def delete(self, pk: str, sk: str) -> None:
+        """Delete the value (its blobs stay: they may be shared)."""
+        self._forget(pk, sk)
+        await self.inner.delete(pk, sk)
+
+    def _remember(self, pk: str, sk: str, lean: str, full: str) -> None:
+        cost = sys.getsizeof(full)
+        if cost > self.recent_bytes:
+            return
+        self._recent[(pk, sk)] = (lean, full, cost)
+        self._recent_held += cost
+        while self._recent_held > self.recent_bytes:
+            _, (_, _, old_cost) = self._recent.popitem(last=False)
+            self._recent_held -= old_cost
+
+    def _forget(self, pk: str, sk: str) -> None:
+        entry = self._recent.pop((pk, sk), None)
+        if entry is not None:
+            self._recent_held -= entry[2]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == 'inner':
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    async def _lean(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            return data
+        if _RESERVED_PREFIX not in data and (
+            len(data) * 4 < self.threshold_bytes or not any(key in data for key in _CANDIDATE_KEYS)
+        ):
+            return data  # nothing could be moved, and nothing could be mistaken for a marker on the way back
+        try:
+            tree = json.loads(data)
+        except ValueError:
+            return data
+        lean = await externalize_media(
+            tree,
+            media_store=self.media_store,
+            threshold_bytes=self.threshold_bytes,
+            known_blobs=self.known_blobs,
+            max_concurrency=self.max_concurrency,
+        )
+        if lean == tree:
+            return data
+        return json.dumps(lean, ensure_ascii=False, separators=(',', ':'))
+
+    async def _full(self, data: Any, pk: str, sk: str) -> Any:
+        if not isinstance(data, str) or _RESERVED_PREFIX not in data:
+            return data
+        recent = self._recent.get((pk, sk))
+        if recent is not None and (recent[0] is data or recent[0] == data):
+            return recent[1]
+        try:
+            tree = json.loads(data)
+        except ValueError:
+            return data
+        try:
+            full = await restore_media(
+                tree, media_store=self.media_store, known_blobs=self.known_blobs, max_concurrency=self.max_concurrency
+            )
+        except MediaNotFoundError as error:
+            where = f'{error.where or type(self.media_store).__name__}, needed by the value at {pk!r}/{sk!r}'
+            raise MediaNotFoundError(error.uri, where=where) from error
+        if full == tree:
+            return data
+        return json.dumps(full, ensure_ascii=False, separators=(',', ':'))

@@ -1,0 +1,98 @@
+"""``OffloadingStepStore``: media offloading for any pydantic-ai-harness ``StepStore``."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_ai_harness.step_persistence import ContinuableSnapshot
+
+from mediastash.integrations._typed import Offloader
+from mediastash.known_blobs import KnownBlobCache
+from mediastash.stores.protocols import MediaStore
+from mediastash.walker._common import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_THRESHOLD_BYTES,
+    check_concurrency,
+    check_threshold,
+)
+
+__all__ = ['OffloadingStepStore']
+
+
+class OffloadingStepStore:
+    """Wraps a step store so snapshot payloads at or above ``threshold_bytes`` live in ``media_store``.
+
+    ``save_snapshot`` stores the payloads first, then hands ``inner`` a snapshot
+    whose payload-carrying messages are envelopes (valid ``ModelMessage``s; see
+    ``docs/integrations.md``). ``latest_snapshot``, ``list_snapshots`` and any
+    other inner coroutine method that returns snapshots give back the original
+    messages. Every other attribute is ``inner``'s own.
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        media_store: MediaStore,
+        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+        known_blobs: KnownBlobCache | bool = True,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    ) -> None:
+        self.inner = inner
+        self.media_store = media_store
+        self._offloader = Offloader(
+            media_store,
+            threshold_bytes=check_threshold(threshold_bytes),
+            known_blobs=known_blobs,
+            max_concurrency=check_concurrency(max_concurrency),
+        )
+
+    async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
+        """Store the snapshot's payloads, then save the lean snapshot in ``inner``."""
+        lean = await self._offloader.offload(list(snapshot.messages))
+        await self.inner.save_snapshot(dataclasses.replace(snapshot, messages=lean))
+
+    async def latest_snapshot(self, *, run_id: str, include_interrupted: bool = False) -> ContinuableSnapshot | None:
+        """``inner.latest_snapshot`` with the original messages."""
+        snapshot = await self.inner.latest_snapshot(run_id=run_id, include_interrupted=include_interrupted)
+        if snapshot is None:
+            return None
+        return await self._restore_one(snapshot)
+
+    async def _restore_one(self, snapshot: ContinuableSnapshot) -> ContinuableSnapshot:
+        messages = await self._offloader.restore(
+            list(snapshot.messages), run_id=snapshot.run_id, step_index=snapshot.step_index
+        )
+        return dataclasses.replace(snapshot, messages=messages)
+
+    async def _restored(self, value: Any) -> Any:
+        """Restore a snapshot, or every snapshot of a list or tuple; anything else is returned as is."""
+        if isinstance(value, ContinuableSnapshot):
+            return await self._restore_one(value)
+        if isinstance(value, list | tuple) and any(isinstance(item, ContinuableSnapshot) for item in value):
+            restored = [await self._restored(item) for item in value]
+            return restored if isinstance(value, list) else tuple(restored)
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        """Pass ``inner``'s attributes through; coroutine methods get snapshots in their results restored."""
+        if name == 'inner':
+            raise AttributeError(name)
+        attribute = getattr(self.inner, name)
+        if not inspect.iscoroutinefunction(attribute):
+            return attribute
+        return self._restoring(attribute)
+
+    def _restoring(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._restored(await method(*args, **kwargs))
+
+        return call
+
+    def __repr__(self) -> str:
+        return f'OffloadingStepStore({self.inner!r}, media_store={self.media_store!r})'
