@@ -38,10 +38,10 @@ from mediastash.walker._common import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_THRESHOLD_BYTES,
     NotJSON,
+    TreeCopier,
     check_concurrency,
     check_threshold,
     in_thread_if_large,
-    is_scalar,
     not_json_error,
     run_all,
     select_cache,
@@ -73,7 +73,7 @@ class _Job:
     waiting: list[_Pending] = field(default_factory=list)
 
 
-class _Externalizer:
+class _Externalizer(TreeCopier):
     def __init__(self, threshold: int, cache: KnownBlobCache | None) -> None:
         self.threshold = threshold
         self.cache = cache
@@ -81,21 +81,6 @@ class _Externalizer:
         self.job_count = 0
 
     # -- the synchronous copy ------------------------------------------------------------
-
-    def walk_list(self, items: list[Any]) -> list[Any]:
-        out: list[Any] = []
-        append = out.append
-        for value in items:
-            kind = type(value)
-            if kind is str or kind is int or kind is float or kind is bool or value is None:
-                append(value)
-            elif kind is dict:
-                append(self.walk_dict(value))
-            elif kind is list:
-                append(self.walk_list(value))
-            else:
-                append(self.walk_other(value))
-        return out
 
     def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
         kind = node.get('kind')
@@ -114,33 +99,9 @@ class _Externalizer:
             return wrap_literal(out)
         return out
 
-    def copy_fields(self, node: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            kind = type(value)
-            if kind is str or kind is int or kind is float or kind is bool or value is None:
-                out[key] = value
-            elif kind is dict:
-                out[key] = self.walk_dict(value)
-            elif kind is list:
-                out[key] = self.walk_list(value)
-            else:
-                out[key] = self.walk_other(value)
-        return out
-
     def copy_except(self, node: dict[str, Any], moved_key: str) -> dict[str, Any]:
         """Walked copy of every field but the one whose payload moves to the store."""
         return self.copy_fields({key: value for key, value in node.items() if key != moved_key})
-
-    def walk_other(self, value: object) -> object:
-        """Subclasses of the JSON types are accepted like their base; anything else is refused."""
-        if isinstance(value, dict):
-            return self.walk_dict(value)
-        if isinstance(value, list):
-            return self.walk_list(value)
-        if is_scalar(value):
-            return value
-        raise NotJSON(value)
 
     # -- payload recognition -------------------------------------------------------------
 

@@ -35,9 +35,9 @@ from mediastash.uri import is_media_uri
 from mediastash.walker._common import (
     DEFAULT_MAX_CONCURRENCY,
     NotJSON,
+    TreeCopier,
     check_concurrency,
     in_thread_if_large,
-    is_scalar,
     not_json_error,
     run_all,
     select_cache,
@@ -64,24 +64,9 @@ class _MarkerError(Exception):
         self.node = node
 
 
-class _Restorer:
+class _Restorer(TreeCopier):
     def __init__(self) -> None:
         self.wanted: dict[str, _Wanted] = {}
-
-    def walk_list(self, items: list[Any]) -> list[Any]:
-        out: list[Any] = []
-        append = out.append
-        for value in items:
-            kind = type(value)
-            if kind is str or kind is int or kind is float or kind is bool or value is None:
-                append(value)
-            elif kind is dict:
-                append(self.walk_dict(value))
-            elif kind is list:
-                append(self.walk_list(value))
-            else:
-                append(self.walk_other(value))
-        return out
 
     def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
         if len(node) == 2:
@@ -97,29 +82,6 @@ class _Restorer:
             except (UnsupportedMarkerFormat, MalformedMarker) as error:
                 raise _MarkerError(error, node) from None
         return self.copy_fields(node)
-
-    def copy_fields(self, node: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            kind = type(value)
-            if kind is str or kind is int or kind is float or kind is bool or value is None:
-                out[key] = value
-            elif kind is dict:
-                out[key] = self.walk_dict(value)
-            elif kind is list:
-                out[key] = self.walk_list(value)
-            else:
-                out[key] = self.walk_other(value)
-        return out
-
-    def walk_other(self, value: object) -> object:
-        if isinstance(value, dict):
-            return self.walk_dict(value)
-        if isinstance(value, list):
-            return self.walk_list(value)
-        if is_scalar(value):
-            return value
-        raise NotJSON(value)
 
     def marker(self, node: dict[str, Any]) -> dict[str, Any]:
         dropped = {MARKER_KEY, TEXT_KEY}
