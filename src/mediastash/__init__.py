@@ -37,11 +37,13 @@ from mediastash.urls import PublicUrlResolver, make_static_public_url
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
 if TYPE_CHECKING:
+    from mediastash.stores.mongo import MongoMediaStore
     from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 
 __version__ = '0.1.0'
 
 __all__ = [
+    'MongoMediaStore',
     'PresignedUrls',
     'S3MediaStore',
     'DEFAULT_THRESHOLD_BYTES',

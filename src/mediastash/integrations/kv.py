@@ -9,16 +9,18 @@ from collections import OrderedDict
 from typing import Any, Final
 
 from mediastash.errors import MediaNotFoundError
+from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import MARKER_KEY
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import externalize_media, restore_media
+from mediastash.walker import externalize_media
 from mediastash.walker._common import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_THRESHOLD_BYTES,
     check_concurrency,
     check_threshold,
 )
+from mediastash.walker.restore import restore_collecting
 
 __all__ = ['OffloadingKV']
 
@@ -56,9 +58,14 @@ class OffloadingKV:
         known_blobs: KnownBlobCache | bool = True,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         recent_bytes: int = DEFAULT_RECENT_BYTES,
+        literal_bytes: int = DEFAULT_LITERAL_BYTES,
     ) -> None:
         if isinstance(recent_bytes, bool) or not isinstance(recent_bytes, int) or recent_bytes < 0:
             raise ValueError(f'recent_bytes must be a non-negative int, got {recent_bytes!r}')
+        if isinstance(literal_bytes, bool) or not isinstance(literal_bytes, int) or literal_bytes < 0:
+            raise ValueError(f'literal_bytes must be a non-negative int, got {literal_bytes!r}')
+        # Without the known-blob cache every restore fetches fresh payload strings: nothing to reuse.
+        self._literals = LiteralCache(literal_bytes if known_blobs is not False else 0, ensure_ascii=False)
         self.recent_bytes = recent_bytes
         self._recent: OrderedDict[tuple[str, str], tuple[str, str, int]] = OrderedDict()
         self._recent_held = 0
@@ -148,12 +155,14 @@ class OffloadingKV:
         except ValueError:
             return data
         try:
-            full = await restore_media(
+            full, slots = await restore_collecting(
                 tree, media_store=self.media_store, known_blobs=self.known_blobs, max_concurrency=self.max_concurrency
             )
         except MediaNotFoundError as error:
             where = f'{error.where or type(self.media_store).__name__}, needed by the value at {pk!r}/{sk!r}'
             raise MediaNotFoundError(error.uri, where=where) from error
+        if slots:
+            return dumps_spliced(full, slots, self._literals)
         if full == tree:
             return data
         return json.dumps(full, ensure_ascii=False, separators=(',', ':'))

@@ -15,11 +15,13 @@ from mediastash.stores.protocols import (
 from mediastash.stores.sqlite import SqliteMediaStore
 
 if TYPE_CHECKING:
+    from mediastash.stores.mongo import MongoMediaStore
     from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 
 # Stores behind optional extras are imported on first use, so `import mediastash`
 # neither needs nor pays for aiobotocore / pymongo.
 _OPTIONAL = {
+    'MongoMediaStore': ('mediastash.stores.mongo', 'mongo'),
     'S3MediaStore': ('mediastash.stores.s3', 's3'),
     'PresignedUrls': ('mediastash.stores.s3', 's3'),
 }
@@ -31,6 +33,7 @@ __all__ = [
     'ListableMediaStore',
     'MediaStore',
     'MemoryMediaStore',
+    'MongoMediaStore',
     'PresignedUrls',
     'S3MediaStore',
     'SqliteMediaStore',

@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterab
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
@@ -99,7 +99,12 @@ class MongoMediaStore(BaseMediaStore):
         if client is None:
             if not isinstance(db_url, str) or not db_url:
                 raise InvalidStoreConfiguration('db_url= must be a non-empty MongoDB connection string')
-            client = AsyncMongoClient[Document](db_url)
+            try:
+                client = AsyncMongoClient[Document](db_url)
+            except (ConfigurationError, ValueError) as exc:  # the message may quote the URL and credentials
+                raise InvalidStoreConfiguration(
+                    f'db_url= is not a usable MongoDB connection string ({type(exc).__name__})'
+                ) from None
             self._owns_client = True
         else:
             self._owns_client = False

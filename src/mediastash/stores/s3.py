@@ -17,15 +17,18 @@ import re
 import tempfile
 import threading
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
+from contextlib import aclosing
 from enum import Enum
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
+from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
 from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.s3_hashing import PipelinedSha256
+from mediastash.stores.s3_known import KnownKeys
 from mediastash.stores.s3_metadata import decode_metadata, encode_metadata
 from mediastash.stores.s3_multipart import MIN_PART_SIZE, ReadRange, error_code, error_status, upload_multipart
 from mediastash.stores.s3_presign import PresignedUrls, presign_get
@@ -56,6 +59,7 @@ _EMBEDDED_DIGEST = re.compile(r'(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])')
 _DEFAULT_NAME = re.compile(r'([0-9a-f]{64})\.bin')
 _DELETE_BATCH = 1000
 _HEAD_CONCURRENCY = 16
+_MAX_KNOWN_TTL = 86_400
 _READ_CHUNK = 1 << 20
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (
     aiohttp.ClientPayloadError,
@@ -105,7 +109,10 @@ class S3MediaStore(BaseMediaStore):
     resent request whose first response was lost cannot fail or write twice;
     ``conditional_writes=False`` drops the header for servers that reject it.
     Uploads carry ``Content-Type`` and ``x-amz-checksum-sha256``. Metadata is
-    that of the first ``put`` (later puts do not change it).
+    that of the first ``put`` (later puts do not change it). ``known_ttl``
+    (seconds, off by default) lets a ``put`` of a key this store uploaded or
+    saw stored within that time skip the HEAD; a blob deleted behind the
+    store's back is then only re-uploaded once the time is up.
 
     Capabilities: listing, deleting (batched), streaming. ``put_stream`` spools
     to memory up to ``multipart_threshold`` and to a temporary file beyond, so
@@ -135,6 +142,7 @@ class S3MediaStore(BaseMediaStore):
         retry_max_backoff: float | None = None,
         read_attempts: int = 5,
         spool_directory: str | os.PathLike[str] | None = None,
+        known_ttl: float | None = None,
     ) -> None:
         presigned = public_url if isinstance(public_url, PresignedUrls) else None
         super().__init__(public_url=None if presigned is not None else public_url)  # type: ignore[arg-type]
@@ -151,6 +159,7 @@ class S3MediaStore(BaseMediaStore):
             max_attempts=max_attempts,
             retry_max_backoff=retry_max_backoff,
             read_attempts=read_attempts,
+            known_ttl=known_ttl,
         )
         self._bucket = bucket
         self._key_prefix = key_prefix
@@ -165,6 +174,7 @@ class S3MediaStore(BaseMediaStore):
         self._retry_max_backoff = retry_max_backoff
         self._read_attempts = read_attempts
         self._spool_directory = spool_directory
+        self._known = KnownKeys(known_ttl) if known_ttl is not None else None
         self._endpoint_url = endpoint_url
         self._region_name = region_name
         self._credentials = _Credentials(aws_access_key_id, aws_secret_access_key, aws_session_token)
@@ -225,14 +235,21 @@ class S3MediaStore(BaseMediaStore):
         return self._client
 
     def _client_config(self) -> AioConfig:
-        options: dict[str, Any] = {
-            'signature_version': 's3v4',
-            'retries': {'mode': 'standard', 'total_max_attempts': self._max_attempts},
-            'max_pool_connections': max(10, 4 * self._max_concurrency),
-        }
+        s3_options: dict[str, Any] = {'payload_signing_enabled': False}
         if self._endpoint_url:
-            options['s3'] = {'addressing_style': 'path'}
-        base = AioConfig(**options)
+            s3_options['addressing_style'] = 'path'
+        base = AioConfig(
+            signature_version='s3v4',
+            retries={'mode': 'standard', 'total_max_attempts': self._max_attempts},
+            max_pool_connections=max(10, 4 * self._max_concurrency),
+            # Every upload carries our own x-amz-checksum-sha256 (a signed header the server checks the
+            # body against) and every read is checked against the URI's sha256, so the SDK's own body
+            # hash for the signature, its default CRC32 and its response checksum check would each hash
+            # every byte once more for nothing (see docs/s3.md, "What the SDK is asked not to do").
+            s3=s3_options,
+            request_checksum_calculation='when_required',
+            response_checksum_validation='when_required',
+        )
         merged = base if self._user_config is None else base.merge(cast(AioConfig, self._user_config))
         version = getattr(merged, 'signature_version', None)
         if version not in ('s3v4', None):
@@ -244,6 +261,8 @@ class S3MediaStore(BaseMediaStore):
     async def aclose(self) -> None:
         """Close the client the store created (a caller's client stays open). Later calls raise ``StoreClosedError``."""
         self._closed = True
+        if self._known is not None:
+            self._known.clear()
         async with self._opening:
             context, self._client_context = self._client_context, None
             if self._owns_client:
@@ -295,12 +314,15 @@ class S3MediaStore(BaseMediaStore):
         extra: dict[str, Any],
     ) -> None:
         """Upload unless already stored: one PUT, or a multipart upload from ``multipart_threshold`` bytes."""
+        if self._known is not None and key in self._known:
+            return
         client = await self._s3()
         multipart = size >= self._multipart_threshold
         overwrite = False
         if self._put_check == 'head' or multipart:
             stored = await self._stored(client, key, size, digest)
             if stored is _Stored.SAME:
+                self._remember(key)
                 return
             overwrite = stored is _Stored.DIFFERENT
         conditional = self._conditional_writes and not overwrite
@@ -316,6 +338,7 @@ class S3MediaStore(BaseMediaStore):
                 extra=extra,
                 if_none_match=conditional,
             )
+            self._remember(key)
             return
         arguments: dict[str, Any] = {
             'Bucket': self._bucket,
@@ -331,6 +354,11 @@ class S3MediaStore(BaseMediaStore):
         except ClientError as exc:
             if not (conditional and _is_precondition_failed(exc)):
                 raise
+        self._remember(key)
+
+    def _remember(self, key: str) -> None:
+        if self._known is not None:
+            self._known.add(key)
 
     async def _stored(self, client: S3Client, key: str, size: int, digest: str) -> _Stored:
         """Whether ``key`` holds this blob: same size, and same SHA-256 when the server reports a whole-object one."""
@@ -347,6 +375,28 @@ class S3MediaStore(BaseMediaStore):
         if checksum and whole and checksum != base64.b64encode(bytes.fromhex(digest)).decode('ascii'):
             return _Stored.DIFFERENT
         return _Stored.SAME
+
+    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
+        """The blob's bytes, verified against the URI's sha256 (``IntegrityError`` on mismatch).
+
+        Large bodies are hashed while they arrive (in a worker thread, one block
+        behind the reader), so the check ends almost when the download does.
+        """
+        digest = parse_media_uri(uri)
+        key = self._key_for(digest, context)
+        hasher = PipelinedSha256()
+        pieces: list[bytes] = []
+        try:
+            async with aclosing(self._object_chunks(digest, key, _READ_CHUNK)) as chunks:
+                async for chunk in chunks:
+                    pieces.append(chunk)
+                    await hasher.feed(chunk)
+            actual = await hasher.hexdigest()
+        finally:
+            await hasher.aclose()
+        if actual != digest:
+            raise IntegrityError(MEDIA_URI_SCHEME + digest, actual_digest=actual, where=self._describe())
+        return b''.join(pieces)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         key = self._key_for(digest, context)
@@ -461,6 +511,8 @@ class S3MediaStore(BaseMediaStore):
         digest = parse_media_uri(uri)
         key = self._key_for(digest, context)
         self._note_deleted()
+        if self._known is not None:
+            self._known.forget([key])
         if await self._head(key) is None:
             return False
         client = await self._s3()
@@ -474,6 +526,8 @@ class S3MediaStore(BaseMediaStore):
             return 0
         client = await self._s3()
         self._note_deleted()
+        if self._known is not None:
+            self._known.forget(keys)
         gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
 
         async def present(key: str) -> bool:
@@ -638,6 +692,7 @@ def _check_configuration(
     max_attempts: int,
     retry_max_backoff: float | None,
     read_attempts: int,
+    known_ttl: float | None,
 ) -> None:
     """Refuse contradictory or out-of-range options at construction (``InvalidStoreConfiguration``)."""
     if not isinstance(bucket, str) or not bucket:
@@ -669,6 +724,10 @@ def _check_configuration(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidStoreConfiguration(f'{name} must be an int of at least 1, got {value!r}')
+    if known_ttl is not None and (isinstance(known_ttl, bool) or not 0 < known_ttl <= _MAX_KNOWN_TTL):
+        raise InvalidStoreConfiguration(
+            f'known_ttl must be None or between 0 (exclusive) and {_MAX_KNOWN_TTL} seconds, got {known_ttl!r}'
+        )
     if retry_max_backoff is not None and not 0 <= retry_max_backoff <= 60:
         raise InvalidStoreConfiguration(
             f'retry_max_backoff must be between 0 and 60 seconds, got {retry_max_backoff!r}'

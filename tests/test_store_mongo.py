@@ -1,0 +1,538 @@
+"""``MongoMediaStore`` against a real MongoDB-wire server: the conformance suite plus chunking,
+concurrency, crash and corruption tests, and pydantic-ai-harness's ``MongoStepStore`` on top.
+
+The server comes from ``MEDIASTASH_MONGO_URI`` or is started by ``scripts/mongo-server``
+(see ``tests/mongo_support.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient
+
+import mediastash.stores.mongo as mongo_module
+from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for
+from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration, StoreClosedError
+from mediastash.stores.mongo import MAX_CHUNK_SIZE_BYTES, MongoMediaStore
+from mediastash.stores.mongo_layout import new_chunk_set
+from mediastash.urls import PublicUrlResolver
+from tests.mongo_support import (
+    TEST_DATABASE,
+    Document,
+    RawCollections,
+    mongo_uri,
+    raw_client,
+    unique_name,
+)
+from tests.store_conformance import StoreConformance, blob, chunked, collect
+
+__all__ = ['mongo_uri']  # the session fixture, imported so pytest finds it here
+
+MiB = 1 << 20
+
+
+class TestMongoStore(StoreConformance):
+    """The suite with the default chunk size: every conformance blob but one is stored inline."""
+
+    chunk_size: int | None = None
+
+    @pytest.fixture(autouse=True)
+    async def _server(self, mongo_uri: str) -> AsyncIterator[None]:
+        self.uri = mongo_uri
+        self.client = raw_client(mongo_uri)
+        self.raw: dict[int, RawCollections] = {}
+        yield
+        for raw in self.raw.values():
+            await raw.drop()
+        await self.client.close()
+
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> MongoMediaStore:
+        collection = unique_name()
+        options: dict[str, Any] = {} if self.chunk_size is None else {'chunk_size_bytes': self.chunk_size}
+        store = MongoMediaStore(
+            db_url=self.uri, database=TEST_DATABASE, collection=collection, public_url=public_url, **options
+        )
+        self.raw[id(store)] = RawCollections(self.client, TEST_DATABASE, collection)
+        return store
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        return await self.raw[id(store)].read(uri)
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        await self.raw[id(store)].overwrite(uri, data)
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        await self.raw[id(store)].delete(uri)
+
+    async def raw_count(self, store: Any) -> int | None:
+        return await self.raw[id(store)].count()
+
+
+class TestMongoStoreSmallChunks(TestMongoStore):
+    """The same suite with 4 KiB chunks, so nearly every blob is split into chunk documents."""
+
+    chunk_size = 4096
+
+
+# -- fixtures for the store-specific tests ----------------------------------------------
+
+
+@pytest.fixture
+async def client(mongo_uri: str) -> AsyncIterator[AsyncMongoClient[Document]]:
+    client = raw_client(mongo_uri)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def names(client: AsyncMongoClient[Document]) -> AsyncIterator[list[str]]:
+    """Collection names handed to a test; dropped (with their chunk collections) afterwards."""
+    created: list[str] = []
+    yield created
+    for name in created:
+        await RawCollections(client, TEST_DATABASE, name).drop()
+
+
+@pytest.fixture
+def make(client: AsyncMongoClient[Document], names: list[str]) -> Any:
+    """``make(chunk_size_bytes=..., collection=None)`` -> (store on the shared client, raw access)."""
+
+    def factory(*, collection: str | None = None, **options: Any) -> tuple[MongoMediaStore, RawCollections]:
+        if collection is None:
+            collection = unique_name()
+            names.append(collection)
+        store = MongoMediaStore(client=client, database=TEST_DATABASE, collection=collection, **options)
+        return store, RawCollections(client, TEST_DATABASE, collection)
+
+    return factory
+
+
+# -- configuration ----------------------------------------------------------------------
+
+BAD_COLLECTIONS: list[object] = ['', '1media', 'me-dia', 'me.dia', 'a' * 101, 'media$', 'mé', 'a b', None, 3]
+
+
+@pytest.mark.parametrize('collection', BAD_COLLECTIONS, ids=repr)
+def test_bad_collection_names_are_refused(collection: object) -> None:
+    with pytest.raises(InvalidStoreConfiguration) as caught:
+        MongoMediaStore(db_url='mongodb://127.0.0.1:1', database='db', collection=collection)  # type: ignore[arg-type]
+    assert repr(collection) in str(caught.value)
+
+
+@pytest.mark.parametrize('database', [None, '', 'a.b', 'a/b', 'a b', 'a$b', 'x' * 64, 7], ids=repr)
+def test_bad_database_names_are_refused(database: object) -> None:
+    with pytest.raises(InvalidStoreConfiguration):
+        MongoMediaStore(db_url='mongodb://127.0.0.1:1', database=database)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize('size', [0, -1, MAX_CHUNK_SIZE_BYTES + 1, 16 * MiB, 1.5, True, '1024'], ids=repr)
+def test_bad_chunk_sizes_are_refused(size: object) -> None:
+    with pytest.raises(InvalidStoreConfiguration, match='chunk_size_bytes'):
+        MongoMediaStore(db_url='mongodb://127.0.0.1:1', database='db', chunk_size_bytes=size)  # type: ignore[arg-type]
+
+
+def test_exactly_one_connection_source(client: AsyncMongoClient[Document]) -> None:
+    with pytest.raises(InvalidStoreConfiguration, match='exactly one'):
+        MongoMediaStore(database='db')
+    with pytest.raises(InvalidStoreConfiguration, match='exactly one') as caught:
+        MongoMediaStore(client=client, db_url='mongodb://user:secret@127.0.0.1:1', database='db')
+    assert 'secret' not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    'url', ['', 'http://user:secret@host', 'mongodb://user:secret@', 'mongodb://user:secret@host:notaport']
+)
+def test_bad_db_url_is_refused_without_echoing_it(url: str) -> None:
+    with pytest.raises(InvalidStoreConfiguration) as caught:
+        MongoMediaStore(db_url=url, database='db')
+    assert 'secret' not in str(caught.value)
+    assert caught.value.__cause__ is None
+
+
+async def test_largest_chunk_size_fits_a_document(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=MAX_CHUNK_SIZE_BYTES)
+    data = os.urandom(MAX_CHUNK_SIZE_BYTES + 10)
+    uri = await store.put(data, context=MediaContext(metadata={'k': 'v' * 1000}))
+    assert await store.get(uri) == data
+    manifest = await raw.manifest(uri)
+    assert manifest is not None
+    assert manifest['chunk_count'] == 2
+
+
+async def test_closed_store_refuses_calls_and_leaves_callers_client_open(
+    make: Any, client: AsyncMongoClient[Document]
+) -> None:
+    store, _raw = make()
+    uri = await store.put(b'before close')
+    await store.aclose()
+    await store.aclose()
+    with pytest.raises(StoreClosedError):
+        await store.get(uri)
+    with pytest.raises(StoreClosedError):
+        await store.put(b'after close')
+    assert await client[TEST_DATABASE].command('ping')
+
+
+async def test_store_owned_client_is_closed(mongo_uri: str, names: list[str]) -> None:
+    names.append(collection := unique_name())
+    async with MongoMediaStore(db_url=mongo_uri, database=TEST_DATABASE, collection=collection) as store:
+        uri = await store.put(b'owned client')
+        assert await store.get(uri) == b'owned client'
+    with pytest.raises(StoreClosedError):
+        await store.exists(uri)
+
+
+# -- layout and chunking ----------------------------------------------------------------
+
+
+async def test_small_blob_is_one_inline_document(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=1000)
+    uri = await store.put(b'x' * 1000, context=MediaContext(media_type='text/plain', metadata={'k': 'v'}))
+    manifest = await raw.manifest(uri)
+    assert manifest is not None
+    assert manifest['data'] == b'x' * 1000
+    assert (manifest['size'], manifest['media_type'], manifest['metadata']) == (1000, 'text/plain', [['k', 'v']])
+    assert await raw.chunks.count_documents({}) == 0
+    assert await store.media_type_of(uri) == 'text/plain'
+
+
+@pytest.mark.parametrize('via', ['put', 'put_stream'])
+async def test_exactly_one_chunk_and_one_byte_more(make: Any, via: str) -> None:
+    size = 1000
+    store, raw = make(chunk_size_bytes=size)
+    one_chunk, one_more = blob(size, seed=1), blob(size + 1, seed=2)
+    for data in (one_chunk, one_more):
+        uri = await store.put(data) if via == 'put' else await store.put_stream(chunked(data, 333))
+        assert uri == media_uri_for(data)
+        assert await store.get(uri) == data
+        assert b''.join(await collect(store.get_stream(uri, chunk_size=250))) == data
+    assert 'data' in (await raw.manifest(media_uri_for(one_chunk)) or {})
+    manifest = await raw.manifest(media_uri_for(one_more))
+    assert manifest is not None
+    assert (manifest['size'], manifest['chunk_size'], manifest['chunk_count']) == (size + 1, size, 2)
+    assert 'data' not in manifest
+    assert [len(doc['data']) for doc in await raw.chunk_docs(manifest['chunk_set'])] == [size, 1]
+    assert [doc['n'] for doc in await raw.chunk_docs(manifest['chunk_set'])] == [0, 1]
+
+
+async def test_64_mib_blob_in_1_mib_chunks(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=MiB)
+    data = os.urandom(64 * MiB)
+    uri = await store.put(data, context=MediaContext(media_type='video/mp4'))
+    assert uri == media_uri_for(data)
+    manifest = await raw.manifest(uri)
+    assert manifest is not None
+    assert (manifest['size'], manifest['chunk_count']) == (64 * MiB, 64)
+    assert await raw.chunks.count_documents({'set': manifest['chunk_set']}) == 64
+    assert await store.get(uri) == data
+    digest = hashlib.sha256()
+    async for piece in store.get_stream(uri, chunk_size=3 * MiB):
+        assert 0 < len(piece) <= 3 * MiB
+        digest.update(piece)
+    assert digest.hexdigest() == uri.removeprefix('media+sha256://')
+
+
+async def test_streamed_64_mib_blob_in_1_mib_chunks(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=MiB)
+    data = os.urandom(64 * MiB + 5)
+    uri = await store.put_stream(chunked(data, 700_000))
+    manifest = await raw.manifest(uri)
+    assert manifest is not None
+    assert manifest['chunk_count'] == 65
+    assert await store.get(uri) == data
+
+
+async def test_metadata_keys_with_dots_and_dollars(make: Any) -> None:
+    store, _raw = make(chunk_size_bytes=100)
+    metadata = {'a.b': '1', '$set': '2', '$': '', '.': '.', 'x.$y': 'z'}
+    small = await store.put(b'inline', context=MediaContext(metadata=metadata))
+    big = await store.put(blob(1000), context=MediaContext(metadata=metadata))
+    assert dict(await store.get_metadata(small)) == metadata
+    assert dict(await store.get_metadata(big)) == metadata
+
+
+async def test_corrupt_metadata_is_reported(make: Any) -> None:
+    store, raw = make()
+    uri = await store.put(b'meta', context=MediaContext(metadata={'k': 'v'}))
+    for bad in ('not json', '["k"]', '{"k": 1}', [['k']], [['k', 1]], {'k': 'v'}, 7):
+        await raw.manifests.update_one({'_id': uri[-64:]}, {'$set': {'metadata': bad}})
+        with pytest.raises(CorruptMetadataError, match=re.escape(uri)):
+            await store.get_metadata(uri)
+
+
+# -- concurrency ------------------------------------------------------------------------
+
+
+async def test_thirty_concurrent_puts_store_one_manifest_and_one_chunk_set(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    data = blob(1 * MiB + 123, seed=30)
+    uris = await asyncio.gather(*(store.put(data) for _ in range(30)))
+    assert set(uris) == {media_uri_for(data)}
+    assert await raw.count() == 1
+    manifest = await raw.manifest(uris[0])
+    assert manifest is not None
+    assert await raw.chunk_sets() == {manifest['chunk_set']}
+    assert await raw.chunks.count_documents({}) == manifest['chunk_count'] == 17
+    assert await store.get(uris[0]) == data
+
+
+async def test_concurrent_writers_with_different_chunk_sizes(make: Any) -> None:
+    small, raw = make(chunk_size_bytes=1000)
+    large, _ = make(chunk_size_bytes=3000, collection=raw.manifests.name)
+    data = blob(20_000, seed=31)
+    uris = await asyncio.gather(*(store.put(data) for _ in range(5) for store in (small, large)))
+    assert set(uris) == {media_uri_for(data)}
+    manifest = await raw.manifest(uris[0])
+    assert manifest is not None
+    assert await raw.chunk_sets() == {manifest['chunk_set']}
+    assert await small.get(uris[0]) == data
+    assert await large.get(uris[0]) == data
+
+
+async def test_streamed_copy_of_a_stored_blob_leaves_no_chunks_behind(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=1000)
+    data = blob(10_000, seed=32)
+    uri = await store.put(data)
+    sets = await raw.chunk_sets()
+    assert await store.put_stream(chunked(data, 4096)) == uri
+    assert await raw.chunk_sets() == sets
+    assert await store.get(uri) == data
+
+
+# -- crashes and corruption -------------------------------------------------------------
+
+
+async def _cancel_before_manifest(store: MongoMediaStore, data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start a put, wait until its chunks are written, cancel it before the manifest lands."""
+    chunks_written = asyncio.Event()
+    never = asyncio.Event()
+
+    async def stalled_manifest(self: MongoMediaStore, manifest: Document) -> bool:
+        chunks_written.set()
+        await never.wait()
+        raise AssertionError('unreachable')
+
+    monkeypatch.setattr(MongoMediaStore, '_insert_manifest', stalled_manifest)
+    task = asyncio.create_task(store.put(data))
+    await asyncio.wait_for(chunks_written.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    monkeypatch.undo()
+
+
+async def test_put_cancelled_between_chunks_and_manifest(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, raw = make(chunk_size_bytes=1000)
+    data = blob(5000, seed=40)
+    await _cancel_before_manifest(store, data, monkeypatch)
+    uri = media_uri_for(data)
+    assert not await store.exists(uri)
+    with pytest.raises(MediaNotFoundError):
+        await store.get(uri)
+    assert await raw.chunks.count_documents({}) == 0  # the cancelled put removed its chunk set
+    assert await store.put(data) == uri
+    assert await store.get(uri) == data
+
+
+async def test_put_killed_between_chunks_and_manifest(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that dies cannot clean up: its chunks stay, unreachable, and never shadow a later put."""
+
+    async def no_cleanup(self: Any) -> None:
+        return None
+
+    store, raw = make(chunk_size_bytes=1000)
+    data = blob(5000, seed=41)
+    with monkeypatch.context() as patch:
+        patch.setattr(mongo_module._OwnedChunkSet, 'discard', no_cleanup)
+        patch.setattr(mongo_module, 'new_chunk_set', lambda: new_chunk_set(time.time() - 7200))  # two hours ago
+        await _cancel_before_manifest(store, data, monkeypatch)
+    uri = media_uri_for(data)
+    orphans = await raw.chunk_sets()
+    assert len(orphans) == 1
+    assert not await store.exists(uri)
+    with pytest.raises(MediaNotFoundError):
+        await store.get(uri)
+    assert [u async for u in store.iter_uris()] == []
+    # Corrupt the orphan: a later put must not pick it up.
+    await raw.chunks.update_many({}, {'$set': {'data': b'garbage'}})
+    assert await store.put(data) == uri
+    assert await store.get(uri) == data
+    manifest = await raw.manifest(uri)
+    assert manifest is not None
+    assert manifest['chunk_set'] not in orphans
+    # A sweep removes the orphan once it is older than the grace period, and nothing else.
+    assert await store.sweep_orphan_chunks() == 0  # younger than the default grace of one day
+    assert await store.sweep_orphan_chunks(older_than_seconds=3600) == 1
+    assert await raw.chunk_sets() == {manifest['chunk_set']}
+    assert await store.get(uri) == data
+
+
+async def test_deleted_manifest_leaves_no_readable_blob(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=1000)
+    data = blob(5000, seed=42)
+    uri = await store.put(data)
+    await raw.manifests.delete_one({'_id': uri[-64:]})
+    assert not await store.exists(uri)
+    with pytest.raises(MediaNotFoundError):
+        await store.get(uri)
+    with pytest.raises(MediaNotFoundError):
+        await collect(store.get_stream(uri))
+    with pytest.raises(MediaNotFoundError):
+        await store.get_metadata(uri)
+    assert await store.put(data) == uri
+    assert await store.get(uri) == data
+
+
+@pytest.mark.parametrize('damage', ['flipped byte', 'missing chunk', 'extra chunk', 'short chunk', 'not bytes'])
+async def test_damaged_chunks_are_detected(make: Any, damage: str) -> None:
+    store, raw = make(chunk_size_bytes=1000)
+    data = blob(5000, seed=43)
+    uri = await store.put(data)
+    manifest = await raw.manifest(uri)
+    assert manifest is not None
+    chunk_set = manifest['chunk_set']
+    second = {'_id': f'{chunk_set}:1'}
+    if damage == 'flipped byte':
+        stored = bytearray(data[1000:2000])
+        stored[500] ^= 0x01
+        await raw.chunks.update_one(second, {'$set': {'data': bytes(stored)}})
+    elif damage == 'missing chunk':
+        await raw.chunks.delete_one(second)
+    elif damage == 'extra chunk':
+        await raw.chunks.insert_one({'_id': f'{chunk_set}:5', 'set': chunk_set, 'n': 5, 'data': b'!'})
+    elif damage == 'short chunk':
+        await raw.chunks.update_one(second, {'$set': {'data': data[1000:1999]}})
+    else:
+        await raw.chunks.update_one(second, {'$set': {'data': 'text, not binary'}})
+    with pytest.raises(IntegrityError, match=re.escape(uri)):
+        await store.get(uri)
+    received: list[bytes] = []
+
+    async def consume() -> None:
+        async for piece in store.get_stream(uri, chunk_size=1000):
+            received.append(piece)
+
+    with pytest.raises(IntegrityError, match=re.escape(uri)):
+        await consume()
+    if damage == 'extra chunk':
+        assert b''.join(received) == data  # the bogus tail is the withheld final piece
+    else:
+        assert len(b''.join(received)) < len(data)
+    if damage == 'missing chunk':
+        assert received == []  # the stream stops at the gap; the chunk before it is the withheld last one
+
+
+async def test_corrupt_inline_blob_is_detected(make: Any) -> None:
+    store, raw = make()
+    uri = await store.put(b'inline bytes')
+    await raw.manifests.update_one({'_id': uri[-64:]}, {'$set': {'data': b'inline bytez'}})
+    with pytest.raises(IntegrityError):
+        await store.get(uri)
+
+
+# -- pydantic-ai-harness's MongoStepStore with our store as media_store= ---------------
+
+
+async def test_our_store_under_harness_mongo_step_store(
+    make: Any, client: AsyncMongoClient[Document], mongo_uri: str
+) -> None:
+    steps = pytest.importorskip('pydantic_ai_harness.step_persistence')
+    messages_module = pytest.importorskip('pydantic_ai.messages')
+    m = messages_module
+    media, raw = make(chunk_size_bytes=256 * 1024)
+    image = b'\x89PNG\r\n\x1a\n' + blob(600 * 1024, seed=50)
+    photo = b'\xff\xd8\xff\xe0' + blob(90 * 1024, seed=51)
+    tool_text = 'Ünïcode tool output — ' + 'y' * 120_000
+    messages = [
+        m.ModelRequest(
+            parts=[
+                m.UserPromptPart(
+                    content=[
+                        'Compare these pictures.',
+                        m.BinaryContent(data=image, media_type='image/png'),
+                        m.BinaryContent(data=photo, media_type='image/jpeg'),
+                    ]
+                )
+            ]
+        ),
+        m.ModelResponse(parts=[m.ToolCallPart(tool_name='ocr', args={'page': 1}, tool_call_id='c1')]),
+        m.ModelRequest(parts=[m.ToolReturnPart(tool_name='ocr', content=tool_text, tool_call_id='c1')]),
+        m.ModelResponse(parts=[m.TextPart(content='The first is a chart, the second a cat.')]),
+    ]
+    database = unique_name('steps')
+    step_store = steps.MongoStepStore(client=client, database=database, media_store=media)
+    try:
+        await step_store.register_run(steps.RunRecord(run_id='run-mongo', agent_name='interop'))
+        snapshot = steps.ContinuableSnapshot(run_id='run-mongo', step_index=3, messages=messages, agent_name='interop')
+        await step_store.save_snapshot(snapshot)
+        await step_store.save_snapshot(snapshot)  # every step re-saves the history: no new blobs
+        restored = await step_store.latest_snapshot(run_id='run-mongo')
+        assert restored is not None
+        adapter = m.ModelMessagesTypeAdapter
+        assert adapter.dump_python(restored.messages, mode='json') == adapter.dump_python(messages, mode='json')
+        expected = {media_uri_for(image), media_uri_for(photo), media_uri_for(tool_text.encode())}
+        assert {uri async for uri in media.iter_uris()} == expected
+        assert await raw.count() == 3
+        assert await media.get(media_uri_for(image)) == image
+        harness_collections = await client[database].list_collection_names()
+        assert 'media' not in harness_collections  # nothing went to the harness's own media store
+        sizes = [len(str(doc)) async for doc in client[database]['snapshot_messages'].find({})]
+        assert sizes
+        assert max(sizes) < 10_000
+    finally:
+        await client.drop_database(database)
+
+
+# -- blobs pydantic-ai-harness's MongoMediaStore wrote ---------------------------------
+
+
+async def test_reads_blobs_the_harness_mongo_store_wrote(make: Any, client: AsyncMongoClient[Document]) -> None:
+    harness_media = pytest.importorskip('pydantic_ai_harness.media')
+    ours, raw = make(chunk_size_bytes=1000)
+    theirs = harness_media.MongoMediaStore(
+        client=client, database=TEST_DATABASE, collection=raw.manifests.name, chunk_size_bytes=700
+    )
+    context = harness_media.MediaContext(media_type='image/png', metadata={'written_by': 'harness', 'a.b': '$'})
+    data = blob(5000, seed=60)
+    uri = await theirs.put(data, context=context)
+    assert await ours.get(uri) == data
+    assert b''.join(await collect(ours.get_stream(uri, chunk_size=300))) == data
+    assert dict(await ours.get_metadata(uri)) == {'written_by': 'harness', 'a.b': '$'}
+    assert await ours.media_type_of(uri) == 'image/png'
+    assert [u async for u in ours.iter_uris()] == [uri]
+    assert await ours.put(data) == uri  # already stored: nothing written
+    assert await raw.chunks.count_documents({'set': {'$exists': True}}) == 0
+    await raw.chunks.update_one({'files_id': uri[-64:], 'n': 3}, {'$set': {'data': b'x' * 700}})
+    with pytest.raises(IntegrityError):
+        await ours.get(uri)
+    assert await ours.delete(uri) is True
+    assert await raw.chunks.count_documents({}) == 0
+    assert await ours.put(data) == uri
+    assert await ours.get(uri) == data
+
+
+async def test_stream_pieces_larger_and_smaller_than_a_chunk(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    data = os.urandom(3 * MiB + 17)
+
+    async def uneven() -> AsyncIterator[bytes]:
+        yield data[:10]
+        yield data[10 : 2 * MiB]  # one piece spanning 32 chunks
+        yield data[2 * MiB :]
+
+    uri = await store.put_stream(uneven(), context=MediaContext(media_type='audio/wav'))
+    manifest = await raw.manifest(uri)
+    assert manifest is not None
+    assert manifest['chunk_count'] == 49
+    assert [len(doc['data']) for doc in await raw.chunk_docs(manifest['chunk_set'])][-2:] == [64 * 1024, 17]
+    assert await store.get(uri) == data
+    assert await store.media_type_of(uri) == 'audio/wav'
