@@ -3,7 +3,8 @@
 Compares pydantic-ai-harness's FileStepStore (built-in disk media), OffloadingStepStore over
 FileStepStore(media_store=None), KVStepStore(InMemoryAsyncKV()) alone and over OffloadingKV, and
 OffloadingStepStore over KVStepStore. Reports median wall time, bytes written to the inner store,
-bytes and puts sent to the media store. Run: ``python benchmarks/snapshots.py [--steps 50] [--repeats 3]``.
+bytes and puts sent to the media store. Rows run in rounds (each row once per round) so that a
+noisy machine slows all of them alike. Run: ``python benchmarks/snapshots.py [--steps 50] [--repeats 3]``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -152,6 +154,12 @@ def kv_offloading_big_memory(tmp: Path) -> tuple[Any, Callable[[], int], Countin
     return KVStepStore(OffloadingKV(kv, media_store=media, recent_bytes=4 << 30)), lambda: kv.written, media
 
 
+def kv_offloading_half_memory(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+    kv = CountingKV()
+    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    return KVStepStore(OffloadingKV(kv, media_store=media, recent_bytes=512 << 20)), lambda: kv.written, media
+
+
 def offload_kv_step_store(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
     kv = CountingKV()
     media = CountingMedia(DiskMediaStore(tmp / 'media'))
@@ -164,6 +172,7 @@ SETUPS: Mapping[str, Setup] = {
     '(3) KVStepStore(InMemoryAsyncKV())': kv_plain,
     '(4) KVStepStore(OffloadingKV(InMemoryAsyncKV()))': kv_offloading,
     '(4b) KVStepStore(OffloadingKV(InMemoryAsyncKV(), recent_bytes=4 GiB))': kv_offloading_big_memory,
+    '(4c) KVStepStore(OffloadingKV(InMemoryAsyncKV(), recent_bytes=512 MiB))': kv_offloading_half_memory,
     '(5) OffloadingStepStore(KVStepStore(InMemoryAsyncKV()))': offload_kv_step_store,
 }
 
@@ -204,16 +213,17 @@ async def main(argv: list[str] | None = None) -> None:
     )
     print('| store | time (s) | inner store bytes | bytes sent to media put | media puts |')
     print('|---|---:|---:|---:|---:|')
-    for name, setup in SETUPS.items():
-        if wanted and name.split()[0] not in wanted:
-            continue
-        results = [await run_once(setup, steps) for _ in range(args.repeats)]
-        seconds = statistics.median(r.seconds for r in results)
-        last = results[-1]
-        print(
-            f'| {name} | {seconds:.2f} | {mib(last.inner_bytes)} | {mib(last.media_bytes)} | {last.media_puts} |',
-            flush=True,
-        )
+    rows = {name: setup for name, setup in SETUPS.items() if not wanted or name.split()[0] in wanted}
+    # Rounds: every row once per round, so load changes on a shared machine hit all rows alike.
+    results: dict[str, list[Result]] = {name: [] for name in rows}
+    for round_index in range(args.repeats):
+        for name, setup in rows.items():
+            results[name].append(await run_once(setup, steps))
+            print(f'  round {round_index + 1}: {name}: {results[name][-1].seconds:.2f} s', file=sys.stderr, flush=True)
+    for name, runs in results.items():
+        seconds = statistics.median(r.seconds for r in runs)
+        last = runs[-1]
+        print(f'| {name} | {seconds:.2f} | {mib(last.inner_bytes)} | {mib(last.media_bytes)} | {last.media_puts} |')
 
 
 if __name__ == '__main__':

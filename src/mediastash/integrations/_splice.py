@@ -97,9 +97,8 @@ def dumps_spliced(
     """Compact JSON of ``tree`` whose string payloads sit at ``slots`` (``(dict, key)`` pairs).
 
     ``tree`` is borrowed: the slots hold placeholders during the call and
-    their payloads again afterwards. Equivalent to
-    ``json.dumps(tree, ensure_ascii=literals.ensure_ascii, separators=(',', ':'))``
-    up to nothing: the text is the same.
+    their payloads again afterwards. The text is exactly that of
+    ``json.dumps(tree, ensure_ascii=literals.ensure_ascii, separators=(',', ':'))``.
     """
     ensure_ascii = literals.ensure_ascii
     sources: list[str] = []

@@ -42,11 +42,16 @@ class OffloadingKV:
     reserved keys is stored escaped and reads back as equal JSON. Every other
     attribute is ``inner``'s own.
 
+    A restored value is assembled by splicing: the small restored tree is
+    dumped with placeholders for the payloads, which are then replaced by the
+    payloads' JSON literals (quoted base64, or text escaped once and kept in a
+    cache of ``literal_bytes``); the text equals the plain ``json.dumps``.
+
     ``recent_bytes`` bounds a memory of the values this wrapper wrote: reading
     one back while the inner KV still holds exactly the lean value written
     returns the caller's own string without any restore. ``KVStepStore``
     re-reads every snapshot of a run on each save, so a budget that holds a
-    run's snapshots turns that from a restore per snapshot into a lookup.
+    run's snapshots turns that from rebuilding each snapshot into a lookup.
     """
 
     def __init__(
