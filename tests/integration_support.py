@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai.messages import (
     BinaryContent,
     BinaryImage,
@@ -28,14 +29,40 @@ THRESHOLD = 64 * 1024
 
 MediaFactory = Callable[[Path], MediaStore]
 
-# One entry per media store every integration test runs against. The S3 (moto server) and
-# MongoDB stores join this list once their modules land: add e.g. `'s3': make_s3_store` here
-# (a factory taking the test's tmp_path and returning a ready store) and every test picks it up.
+# One entry per media store every integration test runs against. Local stores are built
+# from the test's tmp_path; the S3 (moto server) and MongoDB stores also need the session
+# servers, which `make_media_store` asks pytest for.
 MEDIA_STORES: dict[str, MediaFactory] = {
     'memory': lambda tmp: MemoryMediaStore(),
     'disk': lambda tmp: DiskMediaStore(tmp / 'media'),
     'sqlite': lambda tmp: SqliteMediaStore(database=tmp / 'media.db'),
 }
+SERVER_MEDIA_STORES = ('mongo', 's3')
+ALL_MEDIA_STORES = sorted([*MEDIA_STORES, *SERVER_MEDIA_STORES])
+
+
+async def make_media_store(name: str, tmp: Path, request: pytest.FixtureRequest) -> MediaStore:
+    """A fresh media store of kind ``name``; S3 gets its own bucket, MongoDB its own collection."""
+    if name in MEDIA_STORES:
+        return MEDIA_STORES[name](tmp)
+    if name == 's3':
+        from aiobotocore.session import get_session
+
+        from mediastash import S3MediaStore
+        from tests.s3_servers import S3Endpoint, unique_bucket
+
+        endpoint: S3Endpoint = request.getfixturevalue('moto_server')
+        bucket = unique_bucket('integration')
+        async with get_session().create_client('s3', **endpoint.client_options()) as client:
+            await client.create_bucket(Bucket=bucket)
+        return S3MediaStore(bucket=bucket, **endpoint.client_options())
+    if name == 'mongo':
+        from mediastash import MongoMediaStore
+        from tests.mongo_support import unique_name
+
+        uri: str = request.getfixturevalue('mongo_uri')
+        return MongoMediaStore(db_url=uri, database='mediastash_integration', collection=unique_name('media'))
+    raise ValueError(f'unknown media store kind {name!r}')
 
 
 async def close_store(store: object) -> None:

@@ -20,13 +20,13 @@ from mediastash import MediaNotFoundError, MemoryMediaStore
 from mediastash.integrations import OffloadingKV, _splice
 from mediastash.integrations._splice import LiteralCache, dumps_spliced
 from mediastash.walker import restore_media
-from tests.integration_support import MEDIA_STORES, close_store, history, roundtrip
+from tests.integration_support import ALL_MEDIA_STORES, close_store, history, make_media_store, roundtrip
 from tests.json_trees import json_trees
 
 
-@pytest.fixture(params=sorted(MEDIA_STORES))
+@pytest.fixture(params=ALL_MEDIA_STORES)
 async def media_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    store = MEDIA_STORES[request.param](tmp_path)
+    store = await make_media_store(request.param, tmp_path, request)
     yield store
     await close_store(store)
 

@@ -14,6 +14,7 @@ from pydantic_ai_harness.step_persistence import (
     ContinuableSnapshot,
     FileStepStore,
     InMemoryStepStore,
+    MongoStepStore,
     RunRecord,
     SqliteStepStore,
     StepStore,
@@ -24,7 +25,16 @@ from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 
 from mediastash import MediaNotFoundError, MemoryMediaStore
 from mediastash.integrations import ENVELOPE_KEY, EnvelopeError, OffloadingKV, OffloadingStepStore
-from tests.integration_support import MEDIA_STORES, THRESHOLD, big_strings, close_store, history, roundtrip
+from tests.integration_support import (
+    ALL_MEDIA_STORES,
+    THRESHOLD,
+    big_strings,
+    close_store,
+    history,
+    make_media_store,
+    roundtrip,
+)
+from tests.mongo_support import unique_name
 
 InnerFactory = Callable[[Path, Any], Any]
 
@@ -33,19 +43,25 @@ INNER_STORES: dict[str, InnerFactory] = {
     'file': lambda tmp, media: FileStepStore(tmp / 'steps', media_store=None),
     'sqlite': lambda tmp, media: SqliteStepStore(database=str(tmp / 'steps.db'), media_store=None),
     'kv': lambda tmp, media: KVStepStore(OffloadingKV(InMemoryAsyncKV(), media_store=media)),
+    'mongo': lambda tmp, media: None,  # built in `inner` below: it needs the session MongoDB server
 }
 
 
-@pytest.fixture(params=sorted(MEDIA_STORES))
+@pytest.fixture(params=ALL_MEDIA_STORES)
 async def media_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    store = MEDIA_STORES[request.param](tmp_path)
+    store = await make_media_store(request.param, tmp_path, request)
     yield store
     await close_store(store)
 
 
 @pytest.fixture(params=sorted(INNER_STORES))
-def inner(request: pytest.FixtureRequest, tmp_path: Path, media_store: Any) -> Any:
-    return INNER_STORES[request.param](tmp_path, media_store)
+async def inner(request: pytest.FixtureRequest, tmp_path: Path, media_store: Any) -> AsyncIterator[Any]:
+    if request.param != 'mongo':
+        yield INNER_STORES[request.param](tmp_path, media_store)
+        return
+    store = MongoStepStore(db_url=request.getfixturevalue('mongo_uri'), database=unique_name('steps'), media_store=None)
+    yield store
+    await store.aclose()
 
 
 def snapshot(messages: list[Any], *, step: int = 1, state: str = 'complete', run_id: str = 'run-1') -> Any:
