@@ -1,17 +1,31 @@
-"""S3 benchmark: mediastash's ``S3MediaStore`` against pydantic-ai-harness's, on one moto server.
+"""S3 benchmark: mediastash's ``S3MediaStore`` against pydantic-ai-harness's, and plain SDK calls, on one moto server.
 
 Run from the repository root with the project venv active::
 
     python benchmarks/s3.py              # 3 runs: 200 x 1 MiB, 25 x 8 MiB, 1 x 64 MiB
     python benchmarks/s3.py --quick      # smoke run on fewer, smaller blobs
+    python benchmarks/s3.py --runs 5 --verbose
 
-One ``moto_server`` process on 127.0.0.1 serves both stores; each run gives
-each store a fresh bucket (emptied and removed afterwards so moto's memory stays
-flat) and alternates which store goes first. Per workload it times the first
-put of every blob, the second put of the same blobs (already stored) and the
-get of every blob, all at concurrency 8 on one event loop, and reports the
-median over runs. A second table compares our two put checks (HEAD first vs a
-conditional PUT with ``If-None-Match: *``).
+One ``moto_server`` process on 127.0.0.1 serves every contender. Each run gives
+each contender a fresh bucket (emptied and removed afterwards so moto's memory
+stays flat) and rotates the order in which the contenders go. Per workload it
+times the first put of every blob, the second put of the same blobs (already
+stored) and the get of every blob, all at concurrency 8 on one event loop, and
+reports medians over runs. The contenders:
+
+- ``harness``: pydantic-ai-harness's ``S3MediaStore`` on an httpx client (the anchor).
+- ``plain SDK``: bare aiobotocore calls with the SDK's defaults (SigV4, path
+  style, standard retries, same connection pool): the key is the sha256 (hashed
+  in a worker thread like ours), a first put is one ``put_object``, a second put
+  is one ``head_object``, a get is one ``get_object`` read whole, not verified.
+  It is the floor the SDK sets on this machine, not a usable store.
+- ``ours``: mediastash's ``S3MediaStore`` with its defaults.
+- ``ours, If-None-Match``: ours with ``put_check='if-none-match'`` (second table).
+- ``ours, known_ttl``: ours with ``known_ttl=300``, which trusts keys it saw
+  stored for five minutes instead of sending a HEAD (opt-in; second table).
+
+Besides wall time it records the CPU seconds moto's process used per phase, so
+the tables show when moto, not the client, is the limit.
 """
 
 from __future__ import annotations
@@ -19,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import os
 import platform
 import socket
 import statistics
@@ -32,8 +47,8 @@ from importlib import metadata
 from typing import Any
 
 import httpx
+from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
-from botocore.config import Config
 from pydantic_ai_harness.media import S3MediaStore as HarnessS3MediaStore
 
 from mediastash.stores.s3 import S3MediaStore
@@ -41,7 +56,10 @@ from mediastash.stores.s3 import S3MediaStore
 MiB = 1 << 20
 CONCURRENCY = 8
 KEY, SECRET, REGION = 'bench-key', 'bench-secret', 'us-east-1'
+PHASES = ('put', 'put again', 'get')
 TARGETS = {'put': 2.5, 'put again': 10.0, 'get': 3.0}
+MAIN = ('harness', 'plain SDK', 'ours')
+VARIANTS = ('ours, If-None-Match', 'ours, known_ttl')
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,40 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError('moto server did not start')
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process used so far; 0.0 where ``/proc`` is missing."""
+    try:
+        with open(f'/proc/{pid}/stat') as stat:
+            fields = stat.read().rsplit(')', 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+class PlainSDK:
+    """The fewest aiobotocore calls per phase: ``put_object``, then ``head_object`` once stored; ``get_object``."""
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self._client = client
+        self._bucket = bucket
+        self._stored: set[str] = set()
+
+    async def put(self, data: bytes) -> str:
+        digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
+        key = f'{digest}.bin'
+        if key in self._stored:
+            await self._client.head_object(Bucket=self._bucket, Key=key)
+        else:
+            await self._client.put_object(Bucket=self._bucket, Key=key, Body=data)
+            self._stored.add(key)
+        return 'media+sha256://' + digest
+
+    async def get(self, uri: str) -> bytes:
+        response = await self._client.get_object(Bucket=self._bucket, Key=uri[-64:] + '.bin')
+        async with response['Body'] as body:
+            return bytes(await body.read())
+
+
 async def bounded(calls: Sequence[Callable[[], Awaitable[Any]]]) -> float:
     """Run ``calls`` at most ``CONCURRENCY`` at a time; seconds taken."""
     gate = asyncio.Semaphore(CONCURRENCY)
@@ -97,22 +149,29 @@ async def bounded(calls: Sequence[Callable[[], Awaitable[Any]]]) -> float:
     return time.perf_counter() - started
 
 
-async def time_store(store: Any, blobs: list[bytes]) -> dict[str, float]:
+async def time_store(store: Any, blobs: list[bytes], moto_pid: int) -> dict[str, tuple[float, float, float]]:
+    """``phase -> (wall seconds, client CPU seconds, moto CPU seconds)``."""
     uris: list[str] = []
+    results: list[bytes] = []
 
     async def put(data: bytes) -> None:
         uris.append(await store.put(data))
 
-    times = {'put': await bounded([lambda d=d: put(d) for d in blobs])}
-    times['put again'] = await bounded([lambda d=d: store.put(d) for d in blobs])
-    expected = {hashlib.sha256(d).hexdigest(): d for d in blobs}
-    results: list[bytes] = []
-
     async def get(uri: str) -> None:
         results.append(await store.get(uri))
 
-    times['get'] = await bounded([lambda u=u: get(u) for u in uris])
-    assert sorted(results) == sorted(expected.values()), 'a store returned wrong bytes'
+    phases: dict[str, Callable[[], Sequence[Callable[[], Awaitable[Any]]]]] = {
+        'put': lambda: [lambda d=d: put(d) for d in blobs],
+        'put again': lambda: [lambda d=d: store.put(d) for d in blobs],
+        'get': lambda: [lambda u=u: get(u) for u in uris],
+    }
+    times: dict[str, tuple[float, float, float]] = {}
+    for phase, calls in phases.items():
+        client_cpu, moto_cpu = time.process_time(), process_cpu(moto_pid)
+        wall = await bounded(calls())
+        times[phase] = (wall, time.process_time() - client_cpu, process_cpu(moto_pid) - moto_cpu)
+    expected = {hashlib.sha256(d).hexdigest(): d for d in blobs}
+    assert sorted(results) == sorted(expected.values()), 'a contender returned wrong bytes'
     return times
 
 
@@ -121,115 +180,132 @@ async def empty_bucket(client: Any, bucket: str) -> None:
         keys = [{'Key': item['Key']} for item in page.get('Contents', [])]
         if keys:
             await client.delete_objects(Bucket=bucket, Delete={'Objects': keys, 'Quiet': True})
+    uploads = await client.list_multipart_uploads(Bucket=bucket)
+    assert not uploads.get('Uploads'), 'a multipart upload was left behind'
     await client.delete_bucket(Bucket=bucket)
 
 
-async def run(workloads: list[Workload], runs: int, endpoint: str) -> None:
+Samples = dict[tuple[str, str, str], list[tuple[float, float, float]]]
+
+
+async def run(workloads: list[Workload], runs: int, endpoint: str, moto_pid: int, verbose: bool) -> Samples:
     session = get_session()
-    config = Config(signature_version='s3v4', s3={'addressing_style': 'path'})
-    samples: dict[tuple[str, str, str], list[float]] = {}
+    plain_config = AioConfig(
+        signature_version='s3v4',
+        s3={'addressing_style': 'path'},
+        retries={'mode': 'standard', 'total_max_attempts': 5},
+        max_pool_connections=4 * CONCURRENCY,
+    )
+    connection = {
+        'endpoint_url': endpoint,
+        'region_name': REGION,
+        'aws_access_key_id': KEY,
+        'aws_secret_access_key': SECRET,
+    }
+    samples: Samples = {}
     async with (
-        session.create_client(
-            's3',
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id=KEY,
-            aws_secret_access_key=SECRET,
-            config=config,
-        ) as admin,
+        session.create_client('s3', config=plain_config, **connection) as plain,
         httpx.AsyncClient(limits=httpx.Limits(max_connections=32), timeout=120) as http,
     ):
+        makers: dict[str, Callable[[str], Any]] = {
+            'harness': lambda b: HarnessS3MediaStore(
+                bucket=b, endpoint=endpoint, region=REGION, access_key_id=KEY, secret_access_key=SECRET, client=http
+            ),
+            'plain SDK': lambda b: PlainSDK(plain, b),
+            'ours': lambda b: S3MediaStore(bucket=b, **connection),
+            'ours, If-None-Match': lambda b: S3MediaStore(bucket=b, put_check='if-none-match', **connection),
+            'ours, known_ttl': lambda b: S3MediaStore(bucket=b, known_ttl=300, **connection),
+        }
         for workload in workloads:
             blobs = workload.blobs()
             for index in range(runs):
-                contenders: list[tuple[str, Callable[[str], Any]]] = [
-                    (
-                        'harness',
-                        lambda b: HarnessS3MediaStore(
-                            bucket=b,
-                            endpoint=endpoint,
-                            region=REGION,
-                            access_key_id=KEY,
-                            secret_access_key=SECRET,
-                            client=http,
-                        ),
-                    ),
-                    (
-                        'ours',
-                        lambda b: S3MediaStore(
-                            bucket=b,
-                            endpoint_url=endpoint,
-                            region_name=REGION,
-                            aws_access_key_id=KEY,
-                            aws_secret_access_key=SECRET,
-                        ),
-                    ),
-                    (
-                        'ours, If-None-Match',
-                        lambda b: S3MediaStore(
-                            bucket=b,
-                            endpoint_url=endpoint,
-                            region_name=REGION,
-                            aws_access_key_id=KEY,
-                            aws_secret_access_key=SECRET,
-                            put_check='if-none-match',
-                        ),
-                    ),
-                ]
-                if index % 2:
-                    contenders[:2] = contenders[1::-1]
-                for name, make in contenders:
+                shift = index % len(MAIN)
+                order = [*MAIN[shift:], *MAIN[:shift], *VARIANTS]
+                for name in order:
                     bucket = f'bench-{uuid.uuid4().hex[:16]}'
-                    await admin.create_bucket(Bucket=bucket)
-                    store = make(bucket)
+                    await plain.create_bucket(Bucket=bucket)
+                    store = makers[name](bucket)
                     if isinstance(store, S3MediaStore):
                         await store.exists('media+sha256://' + '0' * 64)  # open the client outside the timing
                     try:
-                        for phase, seconds in (await time_store(store, blobs)).items():
-                            samples.setdefault((workload.name, phase, name), []).append(seconds)
+                        for phase, sample in (await time_store(store, blobs, moto_pid)).items():
+                            samples.setdefault((workload.name, phase, name), []).append(sample)
+                            if verbose:
+                                wall, client, moto = sample
+                                print(
+                                    f'    {workload.name} {phase:9} {name:20} {wall:.3f} s'
+                                    f'  client CPU {client:.2f} s  moto CPU {moto:.2f} s',
+                                    file=sys.stderr,
+                                )
                     finally:
                         if isinstance(store, S3MediaStore):
                             await store.aclose()
-                        await empty_bucket(admin, bucket)
+                        await empty_bucket(plain, bucket)
                 print(f'  {workload.name}: run {index + 1}/{runs} done', file=sys.stderr)
-    report(workloads, samples, runs)
+    return samples
 
 
-def report(workloads: list[Workload], samples: dict[tuple[str, str, str], list[float]], runs: int) -> None:
-    med = {key: statistics.median(values) for key, values in samples.items()}
-    print(f'\nS3 stores on one moto server, concurrency {CONCURRENCY}, median of {runs} runs (seconds)\n')
-    print('| workload | phase | pydantic-ai-harness | mediastash | speed-up | target | result |')
-    print('|---|---|---:|---:|---:|---:|---|')
+def report(workloads: list[Workload], samples: Samples, runs: int) -> None:
+    def med(workload: str, phase: str, name: str, field: int = 0) -> float:
+        return statistics.median(sample[field] for sample in samples[(workload, phase, name)])
+
+    def ratio(workload: str, phase: str, name: str) -> float:
+        """Median over runs of harness time / ``name``'s time in the same run (robust to load drifting between runs)."""
+        pairs = zip(samples[(workload, phase, 'harness')], samples[(workload, phase, name)], strict=True)
+        return statistics.median(theirs[0] / mine[0] for theirs, mine in pairs)
+
+    print(f'\nS3 on one moto server, concurrency {CONCURRENCY}, median of {runs} runs (seconds)')
+    print('(speed-ups: median over runs of the harness time divided by the other time in the same run)\n')
+    print('| workload | phase | harness | plain SDK | ours | plain vs harness | ours vs harness | target | result |')
+    print('|---|---|---:|---:|---:|---:|---:|---:|---|')
     for workload in workloads:
-        for phase, target in TARGETS.items():
-            theirs, ours = med[(workload.name, phase, 'harness')], med[(workload.name, phase, 'ours')]
-            ratio = theirs / ours
-            verdict = 'PASS' if ratio >= target else 'MISS'
-            print(f'| {workload.name} | {phase} | {theirs:.3f} | {ours:.3f} | {ratio:.1f}x | {target:g}x | {verdict} |')
-    print('\nPut check: HEAD first (default) vs conditional PUT (`put_check="if-none-match"`), median seconds\n')
-    print('| workload | phase | HEAD first | If-None-Match |')
-    print('|---|---|---:|---:|')
+        for phase in PHASES:
+            theirs, plain, ours = (med(workload.name, phase, name) for name in MAIN)
+            plain_ratio, ours_ratio = ratio(workload.name, phase, 'plain SDK'), ratio(workload.name, phase, 'ours')
+            verdict = 'PASS' if ours_ratio >= TARGETS[phase] else 'MISS'
+            print(
+                f'| {workload.name} | {phase} | {theirs:.3f} | {plain:.3f} | {ours:.3f} | {plain_ratio:.1f}x '
+                f'| {ours_ratio:.1f}x | {TARGETS[phase]:g}x | {verdict} |'
+            )
+    print('\nCPU seconds per phase, median: client process (all threads) / moto process\n')
+    print('| workload | phase | harness | plain SDK | ours |')
+    print('|---|---|---:|---:|---:|')
+    for workload in workloads:
+        for phase in PHASES:
+            cells = ' | '.join(
+                f'{med(workload.name, phase, name, 1):.2f} / {med(workload.name, phase, name, 2):.2f}' for name in MAIN
+            )
+            print(f'| {workload.name} | {phase} | {cells} |')
+    print('\nPut check, median seconds: HEAD first (default), conditional PUT, and HEAD skipped by `known_ttl=300`\n')
+    print('| workload | phase | harness | HEAD first | If-None-Match | known_ttl | known_ttl vs harness |')
+    print('|---|---|---:|---:|---:|---:|---:|')
     for workload in workloads:
         for phase in ('put', 'put again'):
-            head, cond = med[(workload.name, phase, 'ours')], med[(workload.name, phase, 'ours, If-None-Match')]
-            print(f'| {workload.name} | {phase} | {head:.3f} | {cond:.3f} |')
-    versions = ', '.join(
-        f'{name} {metadata.version(name)}' for name in ('aiobotocore', 'moto', 'pydantic-ai-harness', 'httpx')
-    )
+            theirs, head, cond, known = (med(workload.name, phase, name) for name in ('harness', 'ours', *VARIANTS))
+            print(
+                f'| {workload.name} | {phase} | {theirs:.3f} | {head:.3f} | {cond:.3f} | {known:.3f} '
+                f'| {ratio(workload.name, phase, VARIANTS[1]):.1f}x |'
+            )
+    names = ('aiobotocore', 'botocore', 'moto', 'pydantic-ai-harness', 'httpx')
+    versions = ', '.join(f'{name} {metadata.version(name)}' for name in names)
     print(f'\n{platform.python_implementation()} {platform.python_version()}, {platform.machine()}, {versions}')
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or '').split('\n\n')[0])
     parser.add_argument('--runs', type=int, default=3)
     parser.add_argument('--quick', action='store_true', help='fewer, smaller blobs (smoke run)')
+    parser.add_argument('--verbose', action='store_true', help='print every sample to stderr')
     options = parser.parse_args()
+    workloads = QUICK if options.quick else FULL
+    runs = 2 if options.quick else options.runs
     process, endpoint = start_moto()
     try:
-        asyncio.run(run(QUICK if options.quick else FULL, 2 if options.quick else options.runs, endpoint))
+        samples = asyncio.run(run(workloads, runs, endpoint, process.pid, options.verbose))
     finally:
         process.terminate()
         process.wait(timeout=10)
+    report(workloads, samples, runs)
 
 
 if __name__ == '__main__':

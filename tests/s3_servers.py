@@ -217,6 +217,7 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
 
 FaultKind = Literal['slowdown', 'reset', 'lost_response', 'truncate']
 
+_RECORDED_HEADERS = {'x-amz-content-sha256', 'x-amz-checksum-sha256', 'x-amz-checksum-mode', 'if-none-match'}
 _HOP_HEADERS = {'host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'expect'}
 _SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
@@ -237,12 +238,13 @@ class Fault:
 
 @dataclass(frozen=True)
 class Seen:
-    """One request the proxy received: method, path with query, Range header, and the fault applied."""
+    """One request the proxy received: method, path with query, Range header, the fault applied, checksum headers."""
 
     method: str
     target: str
     range: str | None
     fault: FaultKind | None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class FaultProxy:
@@ -311,20 +313,24 @@ class FaultProxy:
 
     # the proxy itself
 
-    def _pick(self, method: str, target: str, range_header: str | None) -> FaultKind | None:
+    def _pick(
+        self, method: str, target: str, range_header: str | None, headers: dict[str, str] | None = None
+    ) -> FaultKind | None:
+        recorded = headers or {}
         with self._lock:
             for fault in self._faults:
                 if fault.hits < fault.times and fault.method == method and fault.contains in target:
                     fault.hits += 1
-                    self._seen.append(Seen(method, target, range_header, fault.kind))
+                    self._seen.append(Seen(method, target, range_header, fault.kind, recorded))
                     return fault.kind
-            self._seen.append(Seen(method, target, range_header, None))
+            self._seen.append(Seen(method, target, range_header, None, recorded))
         return None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         target = request.raw_path
         body = await request.read()
-        kind = self._pick(request.method, target, request.headers.get('Range'))
+        recorded = {k.lower(): v for k, v in request.headers.items() if k.lower() in _RECORDED_HEADERS}
+        kind = self._pick(request.method, target, request.headers.get('Range'), recorded)
         if kind == 'slowdown':
             return web.Response(status=503, body=_SLOW_DOWN, content_type='application/xml')
         if kind == 'reset':

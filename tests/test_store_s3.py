@@ -20,7 +20,7 @@ import pytest
 from aiobotocore.session import get_session
 from botocore.config import Config
 
-from mediastash import MediaContext, MediaNotFoundError, media_uri_for, sharded_key_strategy
+from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for, sharded_key_strategy
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.urls import PublicUrlResolver
@@ -364,6 +364,10 @@ async def test_presign_expiry_bounds(make: Any, expires_in: Any) -> None:
         ({'retry_max_backoff': -1}, 'retry_max_backoff'),
         ({'client': object(), 'retry_max_backoff': 0.1}, 'retry_max_backoff'),
         ({'key_prefix': '/root/'}, 'key_prefix'),
+        ({'known_ttl': 0}, 'known_ttl'),
+        ({'known_ttl': -1.0}, 'known_ttl'),
+        ({'known_ttl': True}, 'known_ttl'),
+        ({'known_ttl': '60'}, 'known_ttl'),
     ],
 )
 def test_invalid_configuration(options: dict[str, Any], message: str) -> None:
@@ -410,3 +414,15 @@ async def test_under_pydantic_ai_harness_file_step_store(make: Any, raw: RawBuck
     assert adapter.dump_python(restored.messages, mode='json') == adapter.dump_python(history, mode='json')
     assert await raw.keys() == [f'{hashlib.sha256(image).hexdigest()}.bin']
     assert await raw.read(store.key_for(media_uri_for(image))) == image
+
+
+@pytest.mark.parametrize('tamper', ['flipped', 'truncated'])
+async def test_large_blob_hashed_while_it_arrives_is_still_verified(make: Any, raw: RawBucket, tamper: str) -> None:
+    store = make()
+    data = blob(9 * MiB, seed=12)
+    uri = await store.put(data)
+    stored = data[: 5 * MiB] + bytes([data[5 * MiB] ^ 1]) + data[5 * MiB + 1 :] if tamper == 'flipped' else data[:-1]
+    await raw.write(store.key_for(uri), stored)
+    with pytest.raises(IntegrityError) as caught:
+        await store.get(uri)
+    assert uri in str(caught.value)

@@ -8,6 +8,9 @@ Retry backoff is capped near zero so these tests stay fast.
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import hashlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -217,3 +220,70 @@ async def test_get_request_fault_is_retried(make: Any, proxy: FaultProxy) -> Non
     proxy.inject('slowdown', 'GET')
     proxy.inject('reset', 'GET')
     assert await store.get(uri) == data
+
+
+async def test_truncated_large_get_resumes_and_is_verified(make: Any, proxy: FaultProxy) -> None:
+    store = make()
+    data = blob(11 * MiB, seed=10)  # hashed while it arrives, in blocks (see s3_hashing)
+    uri = await store.put(data)
+    proxy.inject('truncate', 'GET', times=2)
+    assert await store.get(uri) == data
+    assert [seen.fault for seen in proxy.seen('GET')] == ['truncate', 'truncate', None]
+
+
+# -- what goes on the wire --------------------------------------------------------------
+
+
+async def test_uploads_carry_our_checksum_and_no_second_body_hash(make: Any, proxy: FaultProxy) -> None:
+    store = make(multipart_threshold=5 * MiB, part_size=5 * MiB)
+    small, large = blob(200_000, seed=11), blob(11 * MiB, seed=12)
+    uris = [await store.put(small), await store.put(large)]
+    uploads = proxy.seen('PUT')
+    assert len(uploads) == 4  # one PUT, then three parts
+    for seen in uploads:
+        # the body's integrity rests on the signed x-amz-checksum-sha256 header, which the server checks
+        assert seen.headers['x-amz-content-sha256'] == 'UNSIGNED-PAYLOAD'
+        assert seen.headers['x-amz-checksum-sha256']
+    assert uploads[0].headers['x-amz-checksum-sha256'] == base64.b64encode(hashlib.sha256(small).digest()).decode()
+    assert uploads[0].headers['if-none-match'] == '*'
+    assert [await store.get(uri) for uri in uris] == [small, large]
+    assert all('x-amz-checksum-mode' not in seen.headers for seen in proxy.seen('GET'))
+
+
+# -- known_ttl (opt-in) -----------------------------------------------------------------
+
+
+async def test_known_ttl_skips_the_head_of_a_repeated_put(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
+    store = make(known_ttl=60)
+    data = blob(100_000, seed=13)
+    uri = await store.put(data)
+    for _ in range(3):
+        assert await store.put(data) == uri
+    assert (requests(proxy, 'HEAD'), requests(proxy, 'PUT')) == (1, 1)
+    assert await store.delete(uri)  # a deletion through the store forgets the key at once
+    assert await store.put(data) == uri
+    assert requests(proxy, 'PUT') == 2
+    assert await raw.read(store.key_for(uri)) == data
+
+
+async def test_known_ttl_trusts_a_key_until_it_expires(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
+    store = make(known_ttl=0.3)
+    data = blob(50_000, seed=14)
+    uri = await store.put(data)
+    await raw.delete(store.key_for(uri))  # behind the store's back: the documented trade-off
+    assert await store.put(data) == uri
+    assert requests(proxy, 'PUT') == 1
+    assert await store.exists(uri) is False
+    await asyncio.sleep(0.35)
+    assert await store.put(data) == uri
+    assert requests(proxy, 'PUT') == 2
+    assert await raw.read(store.key_for(uri)) == data
+
+
+async def test_known_ttl_remembers_a_blob_found_stored(make: Any, proxy: FaultProxy) -> None:
+    data = blob(70_000, seed=15)
+    uri = await make().put(data)
+    store = make(known_ttl=60, put_check='if-none-match')
+    assert await store.put(data) == uri  # 412: already stored
+    assert await store.put(data) == uri
+    assert requests(proxy, 'PUT') == 2

@@ -17,6 +17,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import aiohttp
 import pytest
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
 from botocore.exceptions import ClientError
 
 from mediastash import MediaContext, media_uri_for
@@ -185,3 +187,19 @@ async def test_public_url_resolver_still_works(seaweedfs: S3Endpoint, raw: RawBu
     async with S3MediaStore(bucket=raw.bucket, public_url=public_url, **seaweedfs.client_options()) as store:
         uri = await store.put(b'cdn')
         assert await store.public_url(uri) == f'https://cdn.example.com/{uri[-64:]}.bin'
+
+
+async def test_unsigned_body_with_a_wrong_checksum_is_refused(seaweedfs: S3Endpoint, raw: RawBucket) -> None:
+    """The store sends UNSIGNED-PAYLOAD over plain HTTP: the signed checksum header is what protects the body."""
+    data = blob(10_000, seed=13)
+    config = AioConfig(
+        signature_version='s3v4',
+        s3={'addressing_style': 'path', 'payload_signing_enabled': False},
+        request_checksum_calculation='when_required',
+    )
+    async with get_session().create_client('s3', config=config, **seaweedfs.client_options()) as client:
+        wrong = base64.b64encode(hashlib.sha256(data[:-1] + b'?').digest()).decode()
+        with pytest.raises(ClientError) as caught:
+            await client.put_object(Bucket=raw.bucket, Key='tampered.bin', Body=data, ChecksumSHA256=wrong)
+    assert caught.value.response['ResponseMetadata']['HTTPStatusCode'] == 400
+    assert await raw.keys() == []

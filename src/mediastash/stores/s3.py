@@ -724,7 +724,9 @@ def _check_configuration(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidStoreConfiguration(f'{name} must be an int of at least 1, got {value!r}')
-    if known_ttl is not None and (isinstance(known_ttl, bool) or not 0 < known_ttl <= _MAX_KNOWN_TTL):
+    if known_ttl is not None and (
+        isinstance(known_ttl, bool) or not isinstance(known_ttl, int | float) or not 0 < known_ttl <= _MAX_KNOWN_TTL
+    ):
         raise InvalidStoreConfiguration(
             f'known_ttl must be None or between 0 (exclusive) and {_MAX_KNOWN_TTL} seconds, got {known_ttl!r}'
         )

@@ -28,12 +28,15 @@ class KnownKeys:
         self._seen: OrderedDict[str, float] = OrderedDict()
 
     def __contains__(self, key: object) -> bool:
-        seen = self._seen.get(key) if isinstance(key, str) else None
+        """True while ``key`` was seen stored less than ``ttl`` seconds ago (an expired key is dropped)."""
+        if not isinstance(key, str):
+            return False
+        seen = self._seen.get(key)
         if seen is None:
             return False
         if time.monotonic() - seen < self._ttl:
             return True
-        del self._seen[key]  # type: ignore[arg-type]
+        del self._seen[key]
         return False
 
     def __len__(self) -> int:
