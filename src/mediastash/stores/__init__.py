@@ -3,7 +3,7 @@
 import importlib
 from typing import TYPE_CHECKING
 
-from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.base import BaseMediaStore, ChunkedMediaStore
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import (
@@ -28,6 +28,7 @@ _OPTIONAL = {
 
 __all__ = [
     'BaseMediaStore',
+    'ChunkedMediaStore',
     'DeletableMediaStore',
     'DiskMediaStore',
     'ListableMediaStore',

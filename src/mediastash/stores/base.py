@@ -8,7 +8,7 @@ can forget to verify what it returns.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import ClassVar, Self
 
@@ -18,7 +18,7 @@ from mediastash.stores._blob import as_bytes, sha256_hex, verified_stream, verif
 from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
-__all__ = ['BaseMediaStore']
+__all__ = ['BaseMediaStore', 'ChunkedMediaStore']
 
 
 class BaseMediaStore(ABC):
@@ -135,3 +135,32 @@ class BaseMediaStore(ABC):
 
     def __repr__(self) -> str:
         return f'{self._describe()}()'
+
+
+class ChunkedMediaStore(BaseMediaStore):
+    """A store that can hand out its raw bytes piece by piece; provides a verified ``get_stream``.
+
+    Subclasses implement ``_raw_chunks``; ``get_stream`` validates the call,
+    checks the pieces against the URI's sha256 (withholding the last one until
+    it matches) and closes both generators however the consumer stops.
+    """
+
+    @abstractmethod
+    def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        """Yield the stored bytes unverified, at most ``chunk_size`` at a time; raise ``MediaNotFoundError``."""
+
+    async def get_stream(
+        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        """Yield the blob in pieces of at most ``chunk_size`` bytes, verified (see ``StreamingMediaStore``)."""
+        digest = parse_media_uri(uri)
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
+        raw = self._raw_chunks(digest, context, chunk_size)
+        verified = verified_stream(digest, raw, where=self._describe())
+        try:
+            async for chunk in verified:
+                yield chunk
+        finally:
+            await verified.aclose()
+            await raw.aclose()

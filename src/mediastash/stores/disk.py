@@ -21,6 +21,7 @@ import shutil
 import stat
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Generator, Iterator, Mapping
+from contextlib import aclosing
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import aiofiles
@@ -29,7 +30,7 @@ from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import CorruptMetadataError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
-from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.base import ChunkedMediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -47,7 +48,7 @@ _EMBEDDED_DIGEST = re.compile(r'(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])')
 _LIST_BATCH = 1024
 
 
-class DiskMediaStore(BaseMediaStore):
+class DiskMediaStore(ChunkedMediaStore):
     """Content-addressed blobs as files under ``directory``.
 
     ``key_strategy`` maps a URI to a relative path; the result is refused with
@@ -326,23 +327,11 @@ class DiskMediaStore(BaseMediaStore):
                 _fsync_directory(path.parent)
         self._update_sidecar(path, context)
 
-    async def get_stream(
-        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
-    ) -> AsyncIterator[bytes]:
-        """Yield the blob in ``chunk_size`` pieces, verified (see ``StreamingMediaStore``)."""
-        digest = parse_media_uri(uri)
-        if chunk_size < 1:
-            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
-        key = self._key_for(digest, context)
-        path = await asyncio.to_thread(self._path_for_key, key)
-        raw = self._file_chunks(digest, path, chunk_size)
-        verified = self._verified(digest, raw)
-        try:
-            async for chunk in verified:
+    async def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        path = await asyncio.to_thread(self._path_for_key, self._key_for(digest, context))
+        async with aclosing(self._file_chunks(digest, path, chunk_size)) as chunks:
+            async for chunk in chunks:
                 yield chunk
-        finally:
-            await verified.aclose()
-            await raw.aclose()
 
     async def _file_chunks(self, digest: str, path: Path, chunk_size: int) -> AsyncGenerator[bytes, None]:
         try:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
 from types import MappingProxyType
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.base import ChunkedMediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['MemoryMediaStore']
 
 
-class MemoryMediaStore(BaseMediaStore):
+class MemoryMediaStore(ChunkedMediaStore):
     """Blobs in a dict. Supports listing, deleting and streaming.
 
     Metadata of the first ``put`` wins, as with the database-backed stores.
@@ -71,22 +71,11 @@ class MemoryMediaStore(BaseMediaStore):
         await self._write(digest, data, context)
         return MEDIA_URI_SCHEME + digest
 
-    async def get_stream(
-        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
-    ) -> AsyncIterator[bytes]:
-        """Yield the blob in ``chunk_size`` pieces, verified (see ``StreamingMediaStore``)."""
-        digest = parse_media_uri(uri)
-        if chunk_size < 1:
-            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
+    async def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
         data = await self._read(digest, context)
-
-        async def pieces() -> AsyncIterator[bytes]:
-            view = memoryview(data)
-            for start in range(0, len(data), chunk_size):
-                yield bytes(view[start : start + chunk_size])
-
-        async for chunk in self._verified(digest, pieces()):
-            yield chunk
+        view = memoryview(data)
+        for start in range(0, len(data), chunk_size):
+            yield bytes(view[start : start + chunk_size])
 
     def corrupt_for_tests(self, uri: str, data: bytes) -> None:
         """Replace stored bytes behind the store's back (used by the conformance suite)."""

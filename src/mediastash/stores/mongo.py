@@ -27,7 +27,7 @@ from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
-from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.base import ChunkedMediaStore
 from mediastash.stores.mongo_layout import (
     DEFAULT_CHUNK_SIZE_BYTES,
     MAX_CHUNK_SIZE_BYTES,
@@ -63,7 +63,7 @@ _MANIFEST_SET_INDEX = 'mediastash_chunk_set'
 _DEFAULT_SWEEP_GRACE_SECONDS = 24 * 3600.0
 
 
-class MongoMediaStore(BaseMediaStore):
+class MongoMediaStore(ChunkedMediaStore):
     """Content-addressed blobs in the MongoDB collections ``collection`` and ``<collection>_chunks``.
 
     Pass exactly one of ``client`` (your ``AsyncMongoClient``; never closed by
@@ -387,26 +387,10 @@ class MongoMediaStore(BaseMediaStore):
         await owned.discard()
         return MEDIA_URI_SCHEME + digest
 
-    async def get_stream(
-        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
-    ) -> AsyncIterator[bytes]:
-        """Yield the blob in pieces of at most ``chunk_size`` bytes, verified (see ``StreamingMediaStore``).
-
-        Reads one stored chunk after another; the stream stops at a missing
-        chunk, so verification fails before a gap's later bytes are handed out.
-        """
-        digest = parse_media_uri(uri)
-        if chunk_size < 1:
-            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
+    def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        """Stored chunks one after another; a missing chunk ends the stream, so verification fails before a gap."""
         self._check_open()
-        raw = self._stored_pieces(digest, chunk_size)
-        verified = self._verified(digest, raw)
-        try:
-            async for piece in verified:
-                yield piece
-        finally:
-            await verified.aclose()
-            await raw.aclose()
+        return self._stored_pieces(digest, chunk_size)
 
     async def _stored_pieces(self, digest: str, piece_size: int) -> AsyncGenerator[bytes, None]:
         manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0})

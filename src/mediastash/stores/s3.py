@@ -26,7 +26,7 @@ from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_ty
 from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
-from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.base import ChunkedMediaStore
 from mediastash.stores.s3_hashing import PipelinedSha256
 from mediastash.stores.s3_known import KnownKeys
 from mediastash.stores.s3_metadata import decode_metadata, encode_metadata
@@ -92,7 +92,7 @@ class _Credentials:
         return '<credentials hidden>'
 
 
-class S3MediaStore(BaseMediaStore):
+class S3MediaStore(ChunkedMediaStore):
     """Content-addressed blobs as objects ``<key_prefix><key_strategy(uri)>`` in one bucket.
 
     Pass ``client=`` (an aiobotocore S3 client you own and close) or connection
@@ -570,21 +570,8 @@ class S3MediaStore(BaseMediaStore):
             await spool.close()
         return MEDIA_URI_SCHEME + digest
 
-    async def get_stream(
-        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
-    ) -> AsyncIterator[bytes]:
-        """Yield the blob in pieces of at most ``chunk_size``, verified (see ``StreamingMediaStore``)."""
-        digest = parse_media_uri(uri)
-        if chunk_size < 1:
-            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
-        raw = self._object_chunks(digest, self._key_for(digest, context), chunk_size)
-        verified = self._verified(digest, raw)
-        try:
-            async for chunk in verified:
-                yield chunk
-        finally:
-            await verified.aclose()
-            await raw.aclose()
+    def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        return self._object_chunks(digest, self._key_for(digest, context), chunk_size)
 
 
 class _Spool:

@@ -30,7 +30,7 @@ from typing import IO, Any, TypeVar
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
 from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration, StoreClosedError
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
-from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.base import ChunkedMediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -52,7 +52,7 @@ _LIST_PAGE = 1000
 _SAVEPOINT = 'mediastash_write'
 
 
-class SqliteMediaStore(BaseMediaStore):
+class SqliteMediaStore(ChunkedMediaStore):
     """Content-addressed blobs in the table ``table`` of a SQLite database.
 
     Pass exactly one of ``database`` (a path; the store opens, configures with
@@ -365,25 +365,8 @@ class SqliteMediaStore(BaseMediaStore):
                 while piece := spool.read(_COPY_CHUNK):
                     blob.write(piece)
 
-    async def get_stream(
-        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
-    ) -> AsyncIterator[bytes]:
-        """Yield the blob in ``chunk_size`` pieces, verified (see ``StreamingMediaStore``).
-
-        Up to 8 MiB are read per trip to the worker thread; no read transaction
-        stays open while the consumer is busy.
-        """
-        digest = parse_media_uri(uri)
-        if chunk_size < 1:
-            raise ValueError(f'chunk_size must be at least 1, got {chunk_size}')
-        raw = self._blob_chunks(digest, chunk_size)
-        verified = self._verified(digest, raw)
-        try:
-            async for chunk in verified:
-                yield chunk
-        finally:
-            await verified.aclose()
-            await raw.aclose()
+    def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        return self._blob_chunks(digest, chunk_size)
 
     async def _blob_chunks(self, digest: str, chunk_size: int) -> AsyncGenerator[bytes, None]:
         # Reopening a blob at an offset walks its overflow pages from the start, so read
