@@ -87,7 +87,10 @@ class KnownBlobCache:
 
     The cache is bound to the first store it is used with (a cache that said
     "already stored" about a different store would silently lose media), and it
-    empties itself when that store reports a deletion.
+    empties itself when that store reports a deletion (mediastash stores bump
+    ``deletion_generation``). A blob removed behind the store's back, or by a
+    third-party store that does not report deletions, is not noticed: pass
+    ``known_blobs=False`` to the walks when another process deletes blobs.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
