@@ -239,14 +239,7 @@ async def externalize_with_stored(
     threshold = check_threshold(threshold_bytes)
     gate = asyncio.Semaphore(check_concurrency(max_concurrency))
     cache = select_cache(known_blobs, media_store)
-    walker = _PresetExternalizer(threshold, cache, stored)
-    try:
-        lean = walker.walk_other(tree)
-    except NotJSON as error:
-        raise not_json_error('externalize_media', tree, error) from None
-    if walker.job_count:
-        await run_all(_store_job(job, media_store, cache, gate) for bucket in walker.jobs.values() for job in bucket)
-    return lean
+    return await _run(_PresetExternalizer(threshold, cache, stored), tree, media_store, cache, gate)
 
 
 def fill(pending: _Pending, uri: str) -> None:
@@ -316,11 +309,17 @@ async def externalize_media(
     threshold = check_threshold(threshold_bytes)
     gate = asyncio.Semaphore(check_concurrency(max_concurrency))
     cache = select_cache(known_blobs, media_store)
-    walker = _Externalizer(threshold, cache)
+    return await _run(_Externalizer(threshold, cache), tree, media_store, cache, gate)
+
+
+async def _run(
+    walker: _Externalizer, tree: object, store: MediaStore, cache: KnownBlobCache | None, gate: asyncio.Semaphore
+) -> Any:
+    """The synchronous copy, then the store calls for the distinct payloads it found."""
     try:
         lean = walker.walk_other(tree)
     except NotJSON as error:
         raise not_json_error('externalize_media', tree, error) from None
     if walker.job_count:
-        await run_all(_store_job(job, media_store, cache, gate) for bucket in walker.jobs.values() for job in bucket)
+        await run_all(_store_job(job, store, cache, gate) for bucket in walker.jobs.values() for job in bucket)
     return lean
