@@ -13,27 +13,40 @@ entries go first) and the cache can be switched off.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
+import time
 import weakref
-from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Final, Literal
 
 import xxhash
 
+from mediastash._lru import BoundedLRU
+
 __all__ = [
     'DEFAULT_CACHE_BYTES',
+    'DEFAULT_TRUST_SECONDS',
     'KnownBlob',
     'KnownBlobCache',
     'PayloadKind',
     'cache_for_store',
+    'deletion_generation',
     'fingerprint',
     'fingerprint_bytes',
+    'note_deletion',
+    'storage_key_of',
 ]
 
 DEFAULT_CACHE_BYTES: Final = 256 << 20
 """Default budget: the summed size of the payload strings the cache keeps alive."""
+
+DEFAULT_TRUST_SECONDS: Final = 600.0
+"""How long an entry is believed without asking the store again (changes this process cannot see).
+
+Garbage collection's grace period must exceed it; see ``docs/known-blobs.md``."""
 
 PayloadKind = Literal['base64', 'text', 'bytes']
 """``base64`` and ``text`` sources are ``str``; ``bytes`` sources are the raw payload itself."""
@@ -73,35 +86,98 @@ def fingerprint_bytes(payload: bytes) -> int:
 
 @dataclass(slots=True)
 class KnownBlob:
-    """One remembered payload: the exact source (``str``, or ``bytes`` for kind ``bytes``), its URI, its size."""
+    """One remembered payload: the exact source (``str``, or ``bytes`` for kind ``bytes``), its URI, its size.
+
+    ``confirmed`` is the cache clock's time when the store last said the blob is stored.
+    """
 
     kind: PayloadKind
     source: str | bytes
     uri: str
     size: int
     urlsafe: bool
+    confirmed: float = 0.0
+
+
+# -- storage identity and deletions, process-wide ---------------------------------------
+
+_registry_lock = threading.Lock()
+_generations: dict[Hashable, int] = {}
+_foreign_tokens: weakref.WeakKeyDictionary[object, tuple[str, int]] = weakref.WeakKeyDictionary()
+_token_counter = itertools.count()
+
+
+def storage_key_of(store: object) -> Hashable:
+    """What storage ``store`` points at, as a hashable key.
+
+    mediastash stores answer with ``storage_key`` (same folder, database file,
+    bucket and prefix, or collection -> same key, whatever the instance).
+    Other stores get a token unique to the instance for the life of the
+    process (never an ``id()``, which a new object can inherit).
+    """
+    key = getattr(store, 'storage_key', None)
+    if key is not None:
+        return key  # type: ignore[no-any-return]
+    with _registry_lock:
+        try:
+            token = _foreign_tokens.get(store)
+            if token is None:
+                token = _foreign_tokens[store] = ('instance', next(_token_counter))
+        except TypeError:
+            raise TypeError(
+                f'{type(store).__name__} cannot be weakly referenced and has no storage_key; '
+                'pass known_blobs=False or give the store a storage_key'
+            ) from None
+        return token
+
+
+def note_deletion(key: Hashable) -> None:
+    """Record that a blob of the storage ``key`` is being or was deleted: caches of it forget."""
+    with _registry_lock:
+        _generations[key] = _generations.get(key, 0) + 1
+
+
+def deletion_generation(key: Hashable) -> int:
+    """How many deletions were noted for the storage ``key`` in this process."""
+    return _generations.get(key, 0)
+
+
+def _generation_of(store: object, key: Hashable) -> object:
+    own = getattr(store, 'deletion_generation', None)
+    return (deletion_generation(key), own)
 
 
 class KnownBlobCache:
-    """Bounded LRU of payloads already stored in one particular store (thread-safe).
+    """Bounded LRU of payloads already stored in one storage (thread-safe).
 
-    The cache is bound to the first store it is used with (a cache that said
-    "already stored" about a different store would silently lose media), and it
-    empties itself when that store reports a deletion (mediastash stores bump
-    ``deletion_generation``). A blob removed behind the store's back, or by a
-    third-party store that does not report deletions, is not noticed: pass
-    ``known_blobs=False`` to the walks when another process deletes blobs.
+    The cache belongs to the storage of the first store it is used with
+    (``storage_key_of``): any store instance on that same storage may use it,
+    a store on other storage is refused. It empties itself when a deletion
+    is noted for that storage through any mediastash store in the process.
+    Changes it cannot see (another process, a hand deletion) are bounded by
+    ``trust_seconds``: an older entry is re-checked with the store before
+    the walks trust it again. ``clock`` is for tests.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
-        if not isinstance(max_bytes, int) or max_bytes < 0:
+    def __init__(
+        self,
+        max_bytes: int = DEFAULT_CACHE_BYTES,
+        *,
+        trust_seconds: float = DEFAULT_TRUST_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise ValueError(f'max_bytes must be a non-negative int, got {max_bytes!r}')
+        if isinstance(trust_seconds, bool) or not isinstance(trust_seconds, int | float) or not trust_seconds >= 0:
+            raise ValueError(f'trust_seconds must be a non-negative number, got {trust_seconds!r}')
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[PayloadKind, int], list[KnownBlob]] = OrderedDict()
+        self.trust_seconds = float(trust_seconds)
+        self.clock = clock
+        self._entries: BoundedLRU[tuple[PayloadKind, int], list[KnownBlob]] = BoundedLRU(
+            max_cost=max_bytes, on_evict=self._evicted
+        )
         self._by_uri: dict[tuple[str, PayloadKind, bool], KnownBlob] = {}
-        self._bytes = 0
-        self._store_ref: weakref.ref[object] | None = None
-        self._store_id: int | None = None
+        self._storage: Hashable | None = None
         self._generation: object = None
         self.hits = 0
         self.misses = 0
@@ -113,19 +189,24 @@ class KnownBlobCache:
     @property
     def bytes_held(self) -> int:
         """Approximate memory the cached strings account for."""
-        return self._bytes
+        return self._entries.total_cost
+
+    @property
+    def storage_key(self) -> Hashable | None:
+        """The storage this cache belongs to (``None`` until first used)."""
+        return self._storage
 
     def bind(self, store: object) -> None:
-        """Tie the cache to ``store``; refuse a different one; drop entries after a deletion."""
-        if self._store_id is None:
-            try:
-                self._store_ref = weakref.ref(store)
-            except TypeError:
-                self._store_ref = None
-            self._store_id = id(store)
-        elif self._store_id != id(store) or (self._store_ref is not None and self._store_ref() is not store):
-            raise ValueError('this KnownBlobCache belongs to another media store; use one cache per store')
-        generation = getattr(store, 'deletion_generation', None)
+        """Tie the cache to ``store``'s storage; refuse other storage; forget everything after a deletion."""
+        key = storage_key_of(store)
+        with self._lock:
+            if self._storage is None:
+                self._storage = key
+            elif self._storage != key:
+                raise ValueError(
+                    'this KnownBlobCache belongs to the storage of another media store; use one cache per storage'
+                )
+        generation = _generation_of(store, key)
         if generation != self._generation:
             self.clear()
             self._generation = generation
@@ -135,16 +216,34 @@ class KnownBlobCache:
         with self._lock:
             self._entries.clear()
             self._by_uri.clear()
-            self._bytes = 0
+
+    def is_trusted(self, entry: KnownBlob) -> bool:
+        """Whether ``entry`` was confirmed by the store recently enough to skip asking again."""
+        return self.clock() - entry.confirmed <= self.trust_seconds
+
+    def confirm(self, entry: KnownBlob) -> None:
+        """The store just said ``entry``'s blob is stored: trust it for another ``trust_seconds``."""
+        entry.confirmed = self.clock()
+
+    def forget(self, entry: KnownBlob) -> None:
+        """Drop one entry (its blob turned out to be missing)."""
+        with self._lock:
+            key = (entry.kind, fingerprint_of(entry))
+            bucket = self._entries.peek(key)
+            if bucket is not None and entry in bucket:
+                bucket.remove(entry)
+                if not bucket:
+                    self._entries.pop(key)
+            if self._by_uri.get(_uri_key(entry)) is entry:
+                del self._by_uri[_uri_key(entry)]
 
     def lookup(self, kind: PayloadKind, payload: str | bytes, fp: int) -> KnownBlob | None:
-        """The entry whose source equals ``payload`` exactly, or ``None``."""
+        """The entry whose source equals ``payload`` exactly, or ``None`` (trusted or not: see ``is_trusted``)."""
         with self._lock:
             bucket = self._entries.get((kind, fp))
             if bucket is not None:
                 for entry in bucket:
                     if entry.source is payload or entry.source == payload:
-                        self._entries.move_to_end((kind, fp))
                         self.hits += 1
                         return entry
             self.misses += 1
@@ -155,43 +254,69 @@ class KnownBlobCache:
         return self._by_uri.get((uri, kind, urlsafe and kind == 'base64'))
 
     def remember(self, kind: PayloadKind, payload: str | bytes, fp: int, uri: str, size: int, urlsafe: bool) -> None:
-        """Record that ``payload`` is stored under ``uri`` (confirmed by the store's ``put``)."""
+        """Record that ``payload`` is stored under ``uri`` (the store just confirmed it)."""
         cost = sys.getsizeof(payload)
         if cost > self.max_bytes:
             return
         key = (kind, fp)
+        now = self.clock()
         with self._lock:
             bucket = self._entries.get(key)
-            if bucket is None:
-                bucket = self._entries[key] = []
-            elif any(entry.source == payload for entry in bucket):
-                return
-            entry = KnownBlob(kind, payload, uri, size, urlsafe)
-            bucket.append(entry)
-            self._entries.move_to_end(key)
+            if bucket is not None:
+                for entry in bucket:
+                    if entry.source == payload:
+                        entry.confirmed = now
+                        return
+            entry = KnownBlob(kind, payload, uri, size, urlsafe, now)
             self._by_uri[_uri_key(entry)] = entry
-            self._bytes += cost
-            while self._bytes > self.max_bytes and self._entries:
-                _, evicted = self._entries.popitem(last=False)
-                for old in evicted:
-                    self._bytes -= sys.getsizeof(old.source)
-                    if self._by_uri.get(_uri_key(old)) is old:
-                        del self._by_uri[_uri_key(old)]
+            if bucket is None:
+                self._entries.put(key, [entry], cost)
+            else:
+                bucket.append(entry)
+                self._entries.add_cost(key, cost)
+
+    def _evicted(self, key: tuple[PayloadKind, int], bucket: list[KnownBlob]) -> None:
+        for old in bucket:
+            if self._by_uri.get(_uri_key(old)) is old:
+                del self._by_uri[_uri_key(old)]
+
+
+def fingerprint_of(entry: KnownBlob) -> int:
+    """The fingerprint ``entry`` is filed under."""
+    source = entry.source
+    return fingerprint_bytes(source) if isinstance(source, bytes) else fingerprint(source)
 
 
 def _uri_key(entry: KnownBlob) -> tuple[str, PayloadKind, bool]:
     return (entry.uri, entry.kind, entry.urlsafe and entry.kind == 'base64')
 
 
-_DEFAULT_CACHES: weakref.WeakKeyDictionary[object, KnownBlobCache] = weakref.WeakKeyDictionary()
+# One default cache per storage, alive while any store instance on that storage is.
+_caches_by_store: weakref.WeakKeyDictionary[object, KnownBlobCache] = weakref.WeakKeyDictionary()
+_caches_by_storage: weakref.WeakValueDictionary[Hashable, KnownBlobCache] = weakref.WeakValueDictionary()
 
 
 def cache_for_store(store: object) -> KnownBlobCache | None:
-    """The process-wide default cache of ``store`` (``None`` when the store cannot be weakly referenced)."""
+    """The process-wide default cache of ``store``'s storage (``None`` when the store cannot be weakly referenced).
+
+    Two instances on the same folder, database, bucket and prefix, or
+    collection share one cache, so a deletion through either is seen by both.
+    """
+    with _registry_lock:
+        try:
+            cache = _caches_by_store.get(store)
+        except TypeError:
+            return None
+    if cache is not None:
+        return cache
     try:
-        cache = _DEFAULT_CACHES.get(store)
-        if cache is None:
-            cache = _DEFAULT_CACHES[store] = KnownBlobCache()
+        key = storage_key_of(store)
     except TypeError:
         return None
+    with _registry_lock:
+        cache = _caches_by_storage.get(key)
+        if cache is None:
+            cache = KnownBlobCache()
+            _caches_by_storage[key] = cache
+        _caches_by_store[store] = cache
     return cache

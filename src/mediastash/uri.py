@@ -7,10 +7,25 @@ import re
 
 from mediastash.errors import InvalidMediaURI
 
-__all__ = ['MEDIA_URI_SCHEME', 'digest_of', 'is_media_uri', 'media_uri_for', 'parse_media_uri', 'uri_for_digest']
+__all__ = [
+    'DIGEST_PATTERN',
+    'EMBEDDED_DIGEST_PATTERN',
+    'MEDIA_URI_SCHEME',
+    'digest_of',
+    'is_digest',
+    'is_media_uri',
+    'media_uri',
+    'media_uri_for',
+    'parse_media_uri',
+    'uri_for_digest',
+]
 
 MEDIA_URI_SCHEME = 'media+sha256://'
-_DIGEST = re.compile(r'[0-9a-f]{64}')
+DIGEST_PATTERN = re.compile(r'[0-9a-f]{64}')
+"""A lowercase hex sha256 digest (use ``fullmatch``); the one definition every module shares."""
+EMBEDDED_DIGEST_PATTERN = re.compile(r'(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])')
+"""A digest inside a longer name (a file or object key); use ``search``."""
+_DIGEST = DIGEST_PATTERN
 _PREFIX_LEN = len(MEDIA_URI_SCHEME)
 _URI_LEN = _PREFIX_LEN + 64
 
@@ -18,6 +33,16 @@ _URI_LEN = _PREFIX_LEN + 64
 def digest_of(data: bytes | bytearray | memoryview) -> str:
     """Lowercase hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
+
+
+def media_uri(digest: str) -> str:
+    """URI for a digest the caller already validated (the hot path: no check)."""
+    return MEDIA_URI_SCHEME + digest
+
+
+def is_digest(value: object) -> bool:
+    """True when ``value`` is 64 lowercase hex characters."""
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
 
 
 def uri_for_digest(digest: str) -> str:

@@ -1,32 +1,97 @@
-"""``BaseMediaStore``: the shared skeleton of every mediastash store.
+"""``BaseMediaStore``: the rules every mediastash store keeps, in one place.
 
-Subclasses implement a handful of digest-level primitives; the base class does
-URI parsing, context checks, hashing and read verification once, so no store
-can forget to verify what it returns.
+A backend supplies raw primitives over a validated hex digest (``_write``,
+``_read`` or ``_raw_chunks``, ``_contains``, ``_read_metadata``, and optionally
+``_delete``, ``_list_digests``, ``_write_stream``, ``_aclose``). The base does
+the rest, so no backend can forget it: URI parsing, context checks, the closed
+state, hashing, verification of every read, deletion bookkeeping for the
+known-blob cache, and which optional capabilities the store advertises.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import itertools
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Final, Self
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
-from mediastash.errors import MediaNotFoundError
-from mediastash.stores._blob import as_bytes, sha256_hex, verified_stream, verify_digest
-from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.errors import MediaNotFoundError, StoreClosedError
+from mediastash.known_blobs import deletion_generation, note_deletion
+from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verified_stream, verify_digest
+from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
-__all__ = ['BaseMediaStore', 'ChunkedMediaStore']
+__all__ = ['DEFAULT_EXISTS_CONCURRENCY', 'BaseMediaStore', 'ChunkedMediaStore', 'Ingest']
+
+DEFAULT_EXISTS_CONCURRENCY: Final = 16
+"""How many existence checks ``exists_many`` keeps in flight by default."""
+
+_instances = itertools.count()
+
+# Public capability method -> the primitive that provides it. A subclass that does
+# not supply the primitive has the method set to ``None`` on its class, which is how
+# ``typing`` protocols are told a method is absent: ``isinstance(store,
+# DeletableMediaStore)`` is then False.
+_CAPABILITIES: Final = {
+    'delete': '_delete',
+    'delete_many': '_delete',
+    'iter_uris': '_list_digests',
+    'put_stream': '_write_stream',
+    'get_stream': '_raw_chunks',
+}
+
+
+class Ingest:
+    """A stream of chunks being hashed as a backend consumes it (the input of ``_write_stream``).
+
+    Iterate it once; each piece is ``bytes`` (``bytearray``/``memoryview``
+    accepted and copied, anything else raises ``TypeError``). Large pieces are
+    hashed in a worker thread. ``digest`` and ``size`` are known once the
+    iteration has finished.
+    """
+
+    def __init__(self, chunks: AsyncIterable[bytes]) -> None:
+        self._chunks = chunks
+        self._hasher = hashlib.sha256()
+        self._finished = False
+        self.size = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        hasher = self._hasher
+        async for chunk in self._chunks:
+            piece = as_bytes(chunk)
+            if len(piece) >= OFFLOAD_BYTES:
+                await asyncio.to_thread(hasher.update, piece)
+            else:
+                hasher.update(piece)
+            self.size += len(piece)
+            yield piece
+        self._finished = True
+
+    @property
+    def digest(self) -> str:
+        """Hex sha256 of everything read (only after the iteration finished)."""
+        if not self._finished:
+            raise RuntimeError('Ingest.digest is only known after the whole stream was read')
+        return self._hasher.hexdigest()
+
+    async def read_all(self) -> bytes:
+        """Collect the stream into memory (for backends without native streaming writes)."""
+        return b''.join([piece async for piece in self])
 
 
 class BaseMediaStore(ABC):
-    """Template for content-addressed stores.
+    """Template for content-addressed stores (see the module docstring for what a backend supplies).
 
-    Subclasses implement ``_write``, ``_read``, ``_contains`` and ``_read_metadata``
-    over a validated hex digest. Every ``get`` is checked against the digest and
-    raises ``IntegrityError`` on mismatch.
+    Every public method raises ``StoreClosedError`` after ``aclose``; every
+    ``get`` is checked against the digest (``IntegrityError`` on mismatch);
+    every deletion is noted for the store's storage identity before and after
+    it happens, so known-blob caches of every store instance on the same
+    storage forget what they knew.
     """
 
     verifies_reads: ClassVar[bool] = True
@@ -34,12 +99,18 @@ class BaseMediaStore(ABC):
 
     def __init__(self, *, public_url: PublicUrlResolver | None = None) -> None:
         self._public_url = public_url
-        self.deletion_generation = 0
-        """Bumped on every deletion so caches of "already stored" payloads know to forget."""
+        self._closed = False
+        self._instance_key: Hashable = ('instance', type(self).__name__, next(_instances))
 
-    def _note_deleted(self) -> None:
-        """Call after removing a blob: invalidates known-blob caches bound to this store."""
-        self.deletion_generation += 1
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for method, primitive in _CAPABILITIES.items():
+            defined = next(vars(klass)[method] for klass in cls.__mro__ if method in vars(klass))
+            standard = vars(BaseMediaStore)[method]
+            if defined is not None and defined is not standard:
+                continue  # the backend wrote the public method itself
+            supplied = getattr(cls, primitive) is not getattr(BaseMediaStore, primitive)
+            setattr(cls, method, standard if supplied else None)
 
     # -- primitives a backend provides -------------------------------------------------
 
@@ -47,9 +118,18 @@ class BaseMediaStore(ABC):
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         """Store ``data`` (already known to hash to ``digest``) idempotently."""
 
-    @abstractmethod
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
-        """Return the raw stored bytes, or raise ``MediaNotFoundError``. No verification here."""
+        """The raw stored bytes, or raise ``MediaNotFoundError``. No verification here.
+
+        Default: join ``_raw_chunks``; a backend supplies one or the other.
+        """
+        if type(self)._raw_chunks is BaseMediaStore._raw_chunks:
+            raise NotImplementedError(f'{type(self).__name__} must implement _read or _raw_chunks')
+        chunks = self._raw_chunks(digest, context, 1 << 20)
+        try:
+            return b''.join([chunk async for chunk in chunks])
+        finally:
+            await chunks.aclose()
 
     @abstractmethod
     async def _contains(self, digest: str, context: MediaContextLike) -> bool:
@@ -59,70 +139,95 @@ class BaseMediaStore(ABC):
     async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
         """The user metadata stored with the blob, or raise ``MediaNotFoundError``."""
 
+    async def _read_verified(self, digest: str, context: MediaContextLike) -> bytes:
+        """``_read`` checked against ``digest``. Override only to verify while reading (never to skip it)."""
+        data = await self._read(digest, context)
+        return await verify_digest(digest, data, where=self._describe())
+
+    async def _contains_many(self, digests: list[str], max_concurrency: int) -> set[str]:
+        """The subset of ``digests`` that is stored. Default: ``_contains`` calls, concurrently under a bound."""
+        gate = asyncio.Semaphore(max_concurrency)
+
+        async def one(digest: str) -> str | None:
+            async with gate:
+                return digest if await self._contains(digest, EMPTY_CONTEXT) else None
+
+        found = await asyncio.gather(*(one(digest) for digest in digests))
+        return {digest for digest in found if digest is not None}
+
+    # Optional primitives: supplying one turns on the matching public capability.
+
+    async def _delete(self, digest: str, context: MediaContextLike) -> bool:
+        """Remove the blob; ``False`` when it was not stored."""
+        raise NotImplementedError
+
+    async def _delete_many(self, digests: list[str]) -> int:
+        """Remove several blobs; how many were removed. Default: ``_delete`` one by one."""
+        removed = 0
+        for digest in digests:
+            if await self._delete(digest, EMPTY_CONTEXT):
+                removed += 1
+        return removed
+
+    def _list_digests(self) -> AsyncIterator[str]:
+        """Yield the digest of every stored blob."""
+        raise NotImplementedError
+
+    async def _write_stream(self, ingest: Ingest, context: MediaContextLike) -> None:
+        """Consume ``ingest`` and store it under ``ingest.digest`` (known once consumed); leave nothing on failure."""
+        raise NotImplementedError
+
+    def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        """Yield the stored bytes unverified, at most ``chunk_size`` at a time; raise ``MediaNotFoundError``."""
+        raise NotImplementedError
+
+    async def _aclose(self) -> None:
+        """Release what the store owns (connections, clients, threads). Called once."""
+
+    def _storage_identity(self) -> Hashable | None:
+        """The storage this instance points at (folder, database, bucket and prefix, collection).
+
+        Two instances with equal identities share known-blob bookkeeping, so a
+        deletion through one is seen by the other. ``None``: the storage is
+        private to this instance (an in-memory dict, a ``:memory:`` database).
+        """
+        return None
+
     def _describe(self) -> str:
         """Short, secret-free description used in error messages."""
         return type(self).__name__
 
-    # -- the MediaStore protocol -------------------------------------------------------
+    # -- identity and lifecycle --------------------------------------------------------
 
-    async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
-        """Store ``data`` and return its ``media+sha256://`` URI (a no-op write when already stored)."""
-        payload = as_bytes(data)
-        context_metadata(context)
-        digest = await sha256_hex(payload)
-        await self._write(digest, payload, context)
-        return MEDIA_URI_SCHEME + digest
+    @property
+    def storage_key(self) -> Hashable:
+        """Hashable identity of the storage behind this store (see ``_storage_identity``)."""
+        identity = self._storage_identity()
+        return self._instance_key if identity is None else identity
 
-    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
-        """Return the bytes stored under ``uri``, verified against its sha256."""
-        digest = parse_media_uri(uri)
-        data = await self._read(digest, context)
-        return await verify_digest(digest, data, where=self._describe())
+    @property
+    def deletion_generation(self) -> int:
+        """How many deletions were noted for this store's storage in this process."""
+        return deletion_generation(self.storage_key)
 
-    async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        """True when a blob is stored under ``uri``."""
-        return await self._contains(parse_media_uri(uri), context)
+    @property
+    def closed(self) -> bool:
+        """True once ``aclose`` was called."""
+        return self._closed
 
-    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
-        """A URL a model provider can fetch, from the configured resolver, or ``None``."""
-        return await resolve_public_url(self._public_url, uri, context)
-
-    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
-        """The user metadata passed with the blob's ``put``."""
-        return await self._read_metadata(parse_media_uri(uri), context)
-
-    # -- helpers for the optional capabilities -----------------------------------------
-
-    def _not_found(self, digest: str) -> MediaNotFoundError:
-        return MediaNotFoundError(MEDIA_URI_SCHEME + digest, where=self._describe())
-
-    async def delete_many(self, uris: Iterable[str]) -> int:
-        """Delete each URI (see ``delete``); returns how many blobs were removed."""
-        delete = getattr(self, 'delete', None)
-        if delete is None:
-            raise NotImplementedError(f'{type(self).__name__} does not support deleting blobs')
-        removed = 0
-        for uri in uris:
-            if await delete(uri):
-                removed += 1
-        return removed
-
-    async def _digest_stream(self, chunks: AsyncIterable[bytes]) -> tuple[str, bytes]:
-        """Collect a stream into memory (fallback for stores without native streaming)."""
-        parts = [as_bytes(chunk) async for chunk in chunks]
-        data = b''.join(parts)
-        return await sha256_hex(data), data
-
-    def _verified(self, digest: str, chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
-        """Wrap a raw chunk stream so it is checked against ``digest`` (last chunk withheld until it matches)."""
-        return verified_stream(digest, chunks, where=self._describe())
-
-    # -- lifecycle ---------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f'{self._describe()} is closed')
 
     async def aclose(self) -> None:
-        """Release what the store owns (connections, clients). Safe to call twice."""
+        """Close the store and release what it owns. Safe to call twice; later calls raise ``StoreClosedError``."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._aclose()
 
     async def __aenter__(self) -> Self:
+        self._check_open()
         return self
 
     async def __aexit__(
@@ -136,18 +241,91 @@ class BaseMediaStore(ABC):
     def __repr__(self) -> str:
         return f'{self._describe()}()'
 
+    # -- the MediaStore protocol -------------------------------------------------------
 
-class ChunkedMediaStore(BaseMediaStore):
-    """A store that can hand out its raw bytes piece by piece; provides a verified ``get_stream``.
+    async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        """Store ``data`` and return its ``media+sha256://`` URI (a no-op write when already stored)."""
+        self._check_open()
+        payload = as_bytes(data)
+        context_metadata(context)
+        digest = await sha256_hex(payload)
+        await self._write(digest, payload, context)
+        return media_uri(digest)
 
-    Subclasses implement ``_raw_chunks``; ``get_stream`` validates the call,
-    checks the pieces against the URI's sha256 (withholding the last one until
-    it matches) and closes both generators however the consumer stops.
-    """
+    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
+        """Return the bytes stored under ``uri``, verified against its sha256."""
+        digest = parse_media_uri(uri)
+        self._check_open()
+        return await self._read_verified(digest, context)
 
-    @abstractmethod
-    def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
-        """Yield the stored bytes unverified, at most ``chunk_size`` at a time; raise ``MediaNotFoundError``."""
+    async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        """True when a blob is stored under ``uri``."""
+        digest = parse_media_uri(uri)
+        self._check_open()
+        return await self._contains(digest, context)
+
+    async def exists_many(
+        self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
+    ) -> frozenset[str]:
+        """The subset of ``uris`` that is stored, in one batched check (every URI validated first)."""
+        digests = {parse_media_uri(uri): uri for uri in uris}
+        self._check_open()
+        if not digests:
+            return frozenset()
+        found = await self._contains_many(list(digests), max_concurrency)
+        return frozenset(digests[digest] for digest in found)
+
+    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
+        """A URL a model provider can fetch, from the configured resolver, or ``None``."""
+        parse_media_uri(uri)
+        self._check_open()
+        return await resolve_public_url(self._public_url, uri, context)
+
+    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
+        """The user metadata passed with the blob's first ``put``."""
+        digest = parse_media_uri(uri)
+        self._check_open()
+        return await self._read_metadata(digest, context)
+
+    # -- optional capabilities (present only when the backend supplies the primitive) ---
+
+    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        """Remove the blob; ``False`` when it was not stored. Only garbage collection should call this."""
+        digest = parse_media_uri(uri)
+        self._check_open()
+        key = self.storage_key
+        note_deletion(key)
+        try:
+            return await self._delete(digest, context)
+        finally:
+            note_deletion(key)
+
+    async def delete_many(self, uris: Iterable[str]) -> int:
+        """Delete several blobs (every URI validated before anything is removed); how many were removed."""
+        digests = list(dict.fromkeys(parse_media_uri(uri) for uri in uris))
+        self._check_open()
+        if not digests:
+            return 0
+        key = self.storage_key
+        note_deletion(key)
+        try:
+            return await self._delete_many(digests)
+        finally:
+            note_deletion(key)
+
+    async def iter_uris(self) -> AsyncIterator[str]:
+        """Every stored URI."""
+        self._check_open()
+        async for digest in self._list_digests():
+            yield media_uri(digest)
+
+    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        """Store a blob given as an async iterable of byte chunks, without holding it whole in memory."""
+        self._check_open()
+        context_metadata(context)
+        ingest = Ingest(chunks)
+        await self._write_stream(ingest, context)
+        return media_uri(ingest.digest)
 
     async def get_stream(
         self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
@@ -156,6 +334,7 @@ class ChunkedMediaStore(BaseMediaStore):
         digest = parse_media_uri(uri)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
+        self._check_open()
         raw = self._raw_chunks(digest, context, chunk_size)
         verified = verified_stream(digest, raw, where=self._describe())
         try:
@@ -164,3 +343,12 @@ class ChunkedMediaStore(BaseMediaStore):
         finally:
             await verified.aclose()
             await raw.aclose()
+
+    # -- helpers for backends ----------------------------------------------------------
+
+    def _not_found(self, digest: str) -> MediaNotFoundError:
+        return MediaNotFoundError(media_uri(digest), where=self._describe())
+
+
+class ChunkedMediaStore(BaseMediaStore):
+    """Kept for backends written against earlier releases: ``BaseMediaStore`` now does what it did."""

@@ -7,12 +7,12 @@ Optional capabilities are separate protocols; test for them with ``isinstance``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 
-__all__ = ['DeletableMediaStore', 'ListableMediaStore', 'MediaStore', 'StreamingMediaStore']
+__all__ = ['CacheAwareMediaStore', 'DeletableMediaStore', 'ListableMediaStore', 'MediaStore', 'StreamingMediaStore']
 
 
 @runtime_checkable
@@ -65,3 +65,32 @@ class StreamingMediaStore(Protocol):
     def get_stream(
         self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
     ) -> AsyncIterator[bytes]: ...
+
+
+@runtime_checkable
+class CacheAwareMediaStore(Protocol):
+    """What the walks use beyond ``MediaStore`` when a store offers it (every mediastash store does).
+
+    * ``verifies_reads``: ``get`` already checks sha256, so the walk does not hash again.
+    * ``storage_key``: hashable identity of the storage (folder, database file,
+      bucket and prefix, collection); store instances with equal keys share one
+      known-blob cache and see each other's deletions.
+    * ``deletion_generation``: changes whenever a blob of that storage is deleted
+      through any store in this process; the known-blob cache empties itself then.
+    * ``exists_many``: one batched existence check, used to re-confirm cache
+      entries older than their trust age.
+
+    A store without these still works: the walks verify reads themselves,
+    give it a cache of its own, and check existence one URI at a time.
+    """
+
+    @property
+    def verifies_reads(self) -> bool: ...
+
+    @property
+    def storage_key(self) -> Hashable: ...
+
+    @property
+    def deletion_generation(self) -> int: ...
+
+    async def exists_many(self, uris: Iterable[str]) -> frozenset[str]: ...

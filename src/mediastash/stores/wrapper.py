@@ -1,0 +1,141 @@
+"""``WrapperMediaStore``: forward every call to another store; subclasses override what they need.
+
+Counting, logging, latency-injecting or caching stores are wrappers. The
+wrapper forwards the walker's extras (``verifies_reads``, ``storage_key``,
+``deletion_generation``, ``exists_many``) and advertises exactly the optional
+capabilities of the store it wraps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+from mediastash.context import EMPTY_CONTEXT, MediaContextLike
+from mediastash.known_blobs import storage_key_of
+from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY
+from mediastash.stores.protocols import (
+    DeletableMediaStore,
+    ListableMediaStore,
+    MediaStore,
+    StreamingMediaStore,
+)
+
+__all__ = ['WrapperMediaStore']
+
+_OPTIONAL_METHODS = (
+    (DeletableMediaStore, ('delete', 'delete_many')),
+    (ListableMediaStore, ('iter_uris',)),
+    (StreamingMediaStore, ('put_stream', 'get_stream')),
+)
+
+
+class WrapperMediaStore:
+    """A ``MediaStore`` that hands every call to ``inner``.
+
+    Override a method and call ``super()`` to observe or change one call. A
+    wrapper that changes the bytes ``get`` returns must set
+    ``verifies_reads = False`` so the walks check them again.
+    """
+
+    def __init__(self, inner: MediaStore) -> None:
+        self.inner = inner
+        for protocol, methods in _OPTIONAL_METHODS:
+            if not isinstance(inner, protocol):
+                for name in methods:
+                    setattr(self, name, None)  # absent, as far as isinstance checks go
+
+    # -- what the walks use beyond MediaStore -----------------------------------------
+
+    @property
+    def verifies_reads(self) -> bool:
+        return bool(getattr(self.inner, 'verifies_reads', False))
+
+    @property
+    def storage_key(self) -> Hashable:
+        return storage_key_of(self.inner)
+
+    @property
+    def deletion_generation(self) -> object:
+        return getattr(self.inner, 'deletion_generation', None)
+
+    async def exists_many(
+        self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
+    ) -> frozenset[str]:
+        batched = getattr(self.inner, 'exists_many', None)
+        if batched is not None:
+            return frozenset(await batched(uris, max_concurrency=max_concurrency))
+        wanted = list(uris)
+        gate = asyncio.Semaphore(max_concurrency)
+
+        async def one(uri: str) -> bool:
+            async with gate:
+                return await self.inner.exists(uri)
+
+        answers = await asyncio.gather(*(one(uri) for uri in wanted))
+        return frozenset(uri for uri, present in zip(wanted, answers, strict=True) if present)
+
+    # -- MediaStore ---------------------------------------------------------------------
+
+    async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        return await self.inner.put(data, context=context)
+
+    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
+        return await self.inner.get(uri, context=context)
+
+    async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        return await self.inner.exists(uri, context=context)
+
+    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
+        return await self.inner.public_url(uri, context=context)
+
+    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
+        return await self.inner.get_metadata(uri, context=context)
+
+    # -- optional capabilities (set to None in __init__ when ``inner`` lacks them) -------
+
+    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        inner: Any = self.inner
+        return bool(await inner.delete(uri, context=context))
+
+    async def delete_many(self, uris: Iterable[str]) -> int:
+        inner: Any = self.inner
+        return int(await inner.delete_many(uris))
+
+    def iter_uris(self) -> AsyncIterator[str]:
+        inner: Any = self.inner
+        return inner.iter_uris()  # type: ignore[no-any-return]
+
+    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        inner: Any = self.inner
+        return str(await inner.put_stream(chunks, context=context))
+
+    def get_stream(
+        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        inner: Any = self.inner
+        return inner.get_stream(uri, context=context, chunk_size=chunk_size)  # type: ignore[no-any-return]
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the wrapped store (when it can be closed)."""
+        close = getattr(self.inner, 'aclose', None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}({self.inner!r})'
