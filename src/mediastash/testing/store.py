@@ -1,0 +1,526 @@
+"""The conformance suite every mediastash store passes.
+
+How to use it for a new backend (S3, MongoDB, ...)::
+
+    class TestMyStore(StoreTests):
+        async def make_store(self, folder, *, public_url=None):
+            return MyStore(..., public_url=public_url)   # a fresh, empty store
+
+        async def raw_read(self, store, uri): ...         # bytes as stored, or None
+        async def raw_overwrite(self, store, uri, data): ...
+        async def raw_delete(self, store, uri): ...
+
+The three ``raw_*`` helpers reach the backend directly, bypassing the store
+(files, a second database connection, the SDK client), so the suite can check
+what really landed and can corrupt or remove blobs behind the store's back.
+``raw_count`` is optional: return how many blobs the backend holds to let the
+dedup tests check that identical bytes are stored once.
+
+``folder`` is an empty temporary directory the store may use. Stores are
+released by ``close_store`` after each test (default: ``aclose`` when the store
+has one; override it to also close clients the test module created). Tests of optional
+capabilities (listing, deleting, streaming) skip when the store does not
+implement the matching protocol. The class name has no ``Test`` prefix, so
+pytest only collects it through subclasses. Keep it backend-agnostic and fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediastash import (
+    EMPTY_CONTEXT,
+    IntegrityError,
+    InvalidMediaURI,
+    MediaContext,
+    MediaNotFoundError,
+    MediaStore,
+    make_static_public_url,
+    media_uri_for,
+)
+from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
+from mediastash.urls import PublicUrlResolver
+
+StoreFactory = Callable[..., Awaitable[Any]]
+
+BAD_URIS: list[object] = [
+    'https://example.com/cat.png',
+    'media+sha1://' + 'a' * 64,
+    'media+sha256://' + 'A' * 64,
+    'media+sha256://' + 'a' * 63,
+    'media+sha256://' + 'a' * 65,
+    'media+sha256://' + 'g' * 64,
+    'media+sha256://',
+    '',
+    12345,
+    None,
+    b'media+sha256://' + b'a' * 64,
+]
+MISSING_URI = media_uri_for(b'never stored in any conformance test')
+
+
+@dataclass(frozen=True)
+class ForeignContext:
+    """A context type mediastash has never heard of: only the three attributes."""
+
+    media_type: str | None = None
+    filename: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+def blob(size: int, seed: int = 0) -> bytes:
+    """Deterministic, incompressible-looking bytes of ``size`` (fast: sha256 in counter mode)."""
+    out = bytearray()
+    counter = 0
+    while len(out) < size:
+        out += hashlib.sha256(f'{seed}:{counter}'.encode()).digest() * 64
+        counter += 1
+    return bytes(out[:size])
+
+
+async def collect(stream: AsyncIterator[bytes]) -> list[bytes]:
+    return [chunk async for chunk in stream]
+
+
+async def chunked(data: bytes, size: int) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+class StoreTests:
+    """Behaviour shared by every ``MediaStore``; subclass it once per backend (see module docstring)."""
+
+    # -- what a backend's test module provides -----------------------------------------
+
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> Any:
+        """A fresh, empty store that may keep its data in ``folder``."""
+        raise NotImplementedError
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        """The bytes the backend holds for ``uri``, bypassing the store; ``None`` when absent."""
+        raise NotImplementedError
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        """Replace the stored bytes of ``uri`` behind the store's back."""
+        raise NotImplementedError
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        """Remove the stored bytes of ``uri`` behind the store's back."""
+        raise NotImplementedError
+
+    async def raw_count(self, store: Any) -> int | None:
+        """How many blobs the backend holds, or ``None`` when that cannot be checked."""
+        return None
+
+    async def close_store(self, store: Any) -> None:
+        """Release a store made by ``make_store`` (default: ``aclose`` when it has one)."""
+        aclose = getattr(store, 'aclose', None)
+        if aclose is not None:
+            await aclose()
+
+    # -- fixtures ----------------------------------------------------------------------
+
+    @pytest.fixture
+    async def store_factory(self, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+        created: list[Any] = []
+
+        async def factory(**options: Any) -> Any:
+            folder = tmp_path / f'store-{len(created)}'
+            folder.mkdir()
+            store = await self.make_store(folder, **options)
+            created.append(store)
+            return store
+
+        yield factory
+        for store in reversed(created):
+            await self.close_store(store)
+
+    @pytest.fixture
+    async def store(self, store_factory: StoreFactory) -> Any:
+        return await store_factory()
+
+    # -- the protocol ------------------------------------------------------------------
+
+    async def test_is_a_media_store(self, store: Any) -> None:
+        assert isinstance(store, MediaStore)
+
+    async def test_put_get_round_trip(self, store: Any) -> None:
+        data = blob(10_000)
+        uri = await store.put(data)
+        assert uri == media_uri_for(data)
+        assert await store.get(uri) == data
+        assert await self.raw_read(store, uri) == data
+
+    async def test_put_get_with_explicit_context(self, store: Any) -> None:
+        data = blob(300, seed=1)
+        context = MediaContext(media_type='image/png', filename='cat.png')
+        uri = await store.put(data, context=context)
+        assert await store.get(uri, context=context) == data
+        assert await store.get(uri) == data
+
+    async def test_exists(self, store: Any) -> None:
+        uri = await store.put(b'present')
+        assert await store.exists(uri) is True
+        assert await store.exists(MISSING_URI) is False
+
+    async def test_metadata_round_trip(self, store: Any) -> None:
+        metadata = {'tenant': 'acme', 'caption': 'Çà et là — 猫 🐈', 'empty': ''}
+        uri = await store.put(b'with metadata', context=MediaContext(media_type='text/plain', metadata=metadata))
+        assert dict(await store.get_metadata(uri)) == metadata
+
+    async def test_metadata_defaults_to_empty(self, store: Any) -> None:
+        uri = await store.put(b'without metadata', context=MediaContext(media_type='text/plain'))
+        assert dict(await store.get_metadata(uri)) == {}
+
+    async def test_metadata_does_not_include_media_type(self, store: Any) -> None:
+        context = MediaContext(media_type='image/png', filename='a.png', metadata={'k': 'v'})
+        uri = await store.put(b'typed', context=context)
+        assert dict(await store.get_metadata(uri)) == {'k': 'v'}
+
+    async def test_metadata_of_missing_blob(self, store: Any) -> None:
+        with pytest.raises(MediaNotFoundError) as caught:
+            await store.get_metadata(MISSING_URI)
+        assert isinstance(caught.value, FileNotFoundError)
+        assert MISSING_URI in str(caught.value)
+
+    async def test_bad_metadata_is_refused(self, store: Any) -> None:
+        with pytest.raises(TypeError):
+            await store.put(b'x', context=ForeignContext(metadata={'n': 1}))  # type: ignore[dict-item]
+
+    async def test_get_missing_blob(self, store: Any) -> None:
+        with pytest.raises(MediaNotFoundError) as caught:
+            await store.get(MISSING_URI)
+        assert isinstance(caught.value, FileNotFoundError)
+        assert MISSING_URI in str(caught.value)
+
+    @pytest.mark.parametrize('bad_uri', BAD_URIS, ids=repr)
+    @pytest.mark.parametrize('method', ['get', 'exists', 'get_metadata', 'public_url'])
+    async def test_invalid_uri(self, store: Any, method: str, bad_uri: object) -> None:
+        with pytest.raises(InvalidMediaURI) as caught:
+            await getattr(store, method)(bad_uri)
+        assert isinstance(caught.value, ValueError)
+        assert repr(bad_uri) in str(caught.value)
+
+    async def test_dedup(self, store: Any) -> None:
+        data = blob(5000, seed=2)
+        first = await store.put(data)
+        second = await store.put(bytearray(data))
+        assert first == second
+        assert await store.get(first) == data
+        count = await self.raw_count(store)
+        if count is not None:
+            assert count == 1
+
+    async def test_later_puts_keep_the_blob_readable(self, store: Any) -> None:
+        data = blob(2000, seed=3)
+        uri = await store.put(data, context=MediaContext(metadata={'a': '1'}))
+        await store.put(data, context=MediaContext(metadata={'a': '2'}))
+        await store.put(data)
+        assert await store.get(uri) == data
+        assert dict(await store.get_metadata(uri)) in ({'a': '1'}, {'a': '2'})
+
+    async def test_empty_blob(self, store: Any) -> None:
+        uri = await store.put(b'')
+        assert uri == media_uri_for(b'')
+        assert await store.get(uri) == b''
+        assert await store.exists(uri)
+
+    async def test_large_blob(self, store: Any) -> None:
+        data = os.urandom(20 << 20)
+        uri = await store.put(data)
+        assert uri == media_uri_for(data)
+        assert await store.get(uri) == data
+
+    async def test_concurrent_puts(self, store: Any) -> None:
+        shared = blob(200_000, seed=4)
+        distinct = [blob(3000 + i, seed=100 + i) for i in range(50)]
+        uris = await asyncio.gather(*(store.put(shared) for _ in range(50)), *(store.put(d) for d in distinct))
+        assert set(uris[:50]) == {media_uri_for(shared)}
+        assert uris[50:] == [media_uri_for(d) for d in distinct]
+        reads = await asyncio.gather(*(store.get(uri) for uri in uris[49:]))
+        assert reads == [shared, *distinct]
+        count = await self.raw_count(store)
+        if count is not None:
+            assert count == 51
+
+    async def test_bytearray_and_memoryview_payloads(self, store: Any) -> None:
+        data = blob(1234, seed=5)
+        assert await store.put(bytearray(data)) == media_uri_for(data)
+        assert await store.put(memoryview(data)) == media_uri_for(data)
+        assert await store.get(media_uri_for(data)) == data
+
+    @pytest.mark.parametrize('payload', ['text', 12, [1, 2], None], ids=repr)
+    async def test_non_bytes_payload(self, store: Any, payload: object) -> None:
+        with pytest.raises(TypeError):
+            await store.put(payload)
+
+    # -- verification ------------------------------------------------------------------
+
+    @pytest.mark.parametrize('tamper', ['flipped', 'truncated', 'extended'])
+    async def test_tampered_blob_raises_integrity_error(self, store: Any, tamper: str) -> None:
+        data = blob(10_000, seed=6)
+        uri = await store.put(data)
+        await self.raw_overwrite(store, uri, _tampered(data, tamper))
+        with pytest.raises(IntegrityError) as caught:
+            await store.get(uri)
+        assert uri in str(caught.value)
+
+    async def test_blob_deleted_behind_the_back(self, store: Any) -> None:
+        uri = await store.put(b'soon gone', context=MediaContext(metadata={'k': 'v'}))
+        await self.raw_delete(store, uri)
+        assert await store.exists(uri) is False
+        with pytest.raises(MediaNotFoundError):
+            await store.get(uri)
+        with pytest.raises(MediaNotFoundError):
+            await store.get_metadata(uri)
+
+    async def test_rewrite_after_loss(self, store: Any) -> None:
+        data = blob(4000, seed=7)
+        uri = await store.put(data)
+        await self.raw_delete(store, uri)
+        assert await store.put(data) == uri
+        assert await store.get(uri) == data
+
+    # -- public URLs -------------------------------------------------------------------
+
+    async def test_public_url_without_resolver(self, store: Any) -> None:
+        uri = await store.put(b'no url')
+        assert await store.public_url(uri) is None
+
+    async def test_public_url_with_static_resolver(self, store_factory: StoreFactory) -> None:
+        store = await store_factory(public_url=make_static_public_url('https://cdn.example.com/media/'))
+        data = b'served from a CDN'
+        uri = await store.put(data)
+        digest = hashlib.sha256(data).hexdigest()
+        assert await store.public_url(uri) == f'https://cdn.example.com/media/{digest}.bin'
+
+    async def test_public_url_with_async_resolver(self, store_factory: StoreFactory) -> None:
+        seen: list[object] = []
+
+        async def resolver(uri: str, context: Any) -> str | None:
+            seen.append(context)
+            return None if context.media_type is None else f'https://files.example.com/{uri[-8:]}'
+
+        store = await store_factory(public_url=resolver)
+        uri = await store.put(b'async url')
+        context = MediaContext(media_type='image/png')
+        assert await store.public_url(uri, context=context) == f'https://files.example.com/{uri[-8:]}'
+        assert await store.public_url(uri) is None
+        assert seen == [context, EMPTY_CONTEXT]
+
+    # -- foreign contexts --------------------------------------------------------------
+
+    async def test_foreign_context_object(self, store: Any) -> None:
+        context = ForeignContext(media_type='audio/wav', filename='a.wav', metadata={'who': 'them'})
+        data = blob(777, seed=8)
+        uri = await store.put(data, context=context)
+        assert await store.get(uri, context=context) == data
+        assert await store.exists(uri, context=context)
+        assert dict(await store.get_metadata(uri, context=context)) == {'who': 'them'}
+        assert await store.public_url(uri, context=context) is None
+
+    async def test_pydantic_ai_harness_context(self, store: Any) -> None:
+        media = pytest.importorskip('pydantic_ai_harness.media')
+        context = media.MediaContext(media_type='image/jpeg', filename='x.jpg', metadata={'run': 'r1'})
+        uri = await store.put(b'harness context', context=context)
+        assert await store.get(uri, context=context) == b'harness context'
+        assert dict(await store.get_metadata(uri, context=context)) == {'run': 'r1'}
+
+    # -- optional: listing -------------------------------------------------------------
+
+    async def test_listing(self, store: Any) -> None:
+        if not isinstance(store, ListableMediaStore):
+            pytest.skip(f'{type(store).__name__} cannot list')
+        assert [uri async for uri in store.iter_uris()] == []
+        uris = {
+            await store.put(b'one'),
+            await store.put(b'two', context=MediaContext(metadata={'k': 'v'})),
+            await store.put(b'', context=MediaContext(media_type='text/plain')),
+        }
+        await store.put(b'one')
+        listed = [uri async for uri in store.iter_uris()]
+        assert sorted(listed) == sorted(uris)
+
+    async def test_listing_many(self, store: Any) -> None:
+        if not isinstance(store, ListableMediaStore):
+            pytest.skip(f'{type(store).__name__} cannot list')
+        uris = await asyncio.gather(*(store.put(f'blob {i}'.encode()) for i in range(1500)))
+        listed = [uri async for uri in store.iter_uris()]
+        assert sorted(listed) == sorted(uris)
+
+    # -- optional: deleting ------------------------------------------------------------
+
+    async def test_delete(self, store: Any) -> None:
+        if not isinstance(store, DeletableMediaStore):
+            pytest.skip(f'{type(store).__name__} cannot delete')
+        data = b'to be collected'
+        uri = await store.put(data, context=MediaContext(metadata={'k': 'v'}))
+        keep = await store.put(b'kept')
+        assert await store.delete(uri) is True
+        assert await store.exists(uri) is False
+        with pytest.raises(MediaNotFoundError):
+            await store.get(uri)
+        with pytest.raises(MediaNotFoundError):
+            await store.get_metadata(uri)
+        assert await store.delete(uri) is False
+        assert await store.get(keep) == b'kept'
+        assert await store.put(data, context=MediaContext(metadata={'k': 'new'})) == uri
+        assert dict(await store.get_metadata(uri)) == {'k': 'new'}
+        if isinstance(store, ListableMediaStore):
+            await store.delete(uri)
+            assert [u async for u in store.iter_uris()] == [keep]
+
+    @pytest.mark.parametrize('bad_uri', BAD_URIS[:4], ids=repr)
+    async def test_delete_invalid_uri(self, store: Any, bad_uri: object) -> None:
+        if not isinstance(store, DeletableMediaStore):
+            pytest.skip(f'{type(store).__name__} cannot delete')
+        with pytest.raises(InvalidMediaURI):
+            await store.delete(bad_uri)  # type: ignore[arg-type]
+
+    async def test_delete_many(self, store: Any) -> None:
+        if not isinstance(store, DeletableMediaStore):
+            pytest.skip(f'{type(store).__name__} cannot delete')
+        first, second, third = [await store.put(f'many {i}'.encode()) for i in range(3)]
+        assert await store.delete_many([first, second, MISSING_URI]) == 2
+        assert await store.delete_many([]) == 0
+        assert not await store.exists(first)
+        assert not await store.exists(second)
+        assert await store.get(third) == b'many 2'
+
+    # -- optional: streaming -----------------------------------------------------------
+
+    def _streaming(self, store: Any) -> Any:
+        if not isinstance(store, StreamingMediaStore):
+            pytest.skip(f'{type(store).__name__} cannot stream')
+        return store
+
+    async def test_stream_round_trip_many_small_chunks(self, store: Any) -> None:
+        store = self._streaming(store)
+        data = blob(50_000, seed=9)
+        uri = await store.put_stream(chunked(data, 97), context=MediaContext(metadata={'via': 'stream'}))
+        assert uri == media_uri_for(data)
+        assert await store.get(uri) == data
+        assert await self.raw_read(store, uri) == data
+        assert dict(await store.get_metadata(uri)) == {'via': 'stream'}
+        chunks = await collect(store.get_stream(uri, chunk_size=4096))
+        assert b''.join(chunks) == data
+        assert all(0 < len(chunk) <= 4096 for chunk in chunks)
+
+    async def test_stream_mixed_chunk_types(self, store: Any) -> None:
+        store = self._streaming(store)
+
+        async def parts() -> AsyncIterator[Any]:
+            yield b'abc'
+            yield bytearray(b'def')
+            yield b''
+            yield memoryview(b'ghi')
+
+        assert await store.put_stream(parts()) == media_uri_for(b'abcdefghi')
+        assert await store.get(media_uri_for(b'abcdefghi')) == b'abcdefghi'
+
+    async def test_stream_of_zero_chunks(self, store: Any) -> None:
+        store = self._streaming(store)
+
+        async def nothing() -> AsyncIterator[bytes]:
+            return
+            yield b''  # pragma: no cover
+
+        uri = await store.put_stream(nothing())
+        assert uri == media_uri_for(b'')
+        assert await store.get(uri) == b''
+        assert b''.join(await collect(store.get_stream(uri))) == b''
+
+    async def test_stream_dedup_with_put(self, store: Any) -> None:
+        store = self._streaming(store)
+        data = blob(100_000, seed=10)
+        uri = await store.put(data)
+        assert await store.put_stream(chunked(data, 10_000)) == uri
+        assert b''.join(await collect(store.get_stream(uri, chunk_size=7000))) == data
+        count = await self.raw_count(store)
+        if count is not None:
+            assert count == 1
+
+    async def test_stream_larger_blob(self, store: Any) -> None:
+        store = self._streaming(store)
+        data = os.urandom(3 << 20)
+        uri = await store.put_stream(chunked(data, 1 << 20))
+        assert uri == media_uri_for(data)
+        assert b''.join(await collect(store.get_stream(uri, chunk_size=256 << 10))) == data
+
+    async def test_stream_failure_midway_stores_nothing(self, store: Any) -> None:
+        store = self._streaming(store)
+
+        async def broken() -> AsyncIterator[bytes]:
+            yield b'first half'
+            raise RuntimeError('producer died')
+
+        with pytest.raises(RuntimeError, match='producer died'):
+            await store.put_stream(broken())
+        assert not await store.exists(media_uri_for(b'first half'))
+        if isinstance(store, ListableMediaStore):
+            assert [uri async for uri in store.iter_uris()] == []
+
+    async def test_stream_refuses_non_bytes_chunks(self, store: Any) -> None:
+        store = self._streaming(store)
+
+        async def bad() -> AsyncIterator[Any]:
+            yield b'ok'
+            yield 'not bytes'
+
+        with pytest.raises(TypeError):
+            await store.put_stream(bad())
+
+    async def test_get_stream_missing_and_invalid(self, store: Any) -> None:
+        store = self._streaming(store)
+        with pytest.raises(MediaNotFoundError) as caught:
+            await collect(store.get_stream(MISSING_URI))
+        assert MISSING_URI in str(caught.value)
+        with pytest.raises(InvalidMediaURI):
+            await collect(store.get_stream('media+sha256://' + 'A' * 64))
+        uri = await store.put(b'x')
+        with pytest.raises(ValueError, match='chunk_size'):
+            await collect(store.get_stream(uri, chunk_size=0))
+
+    @pytest.mark.parametrize('tamper', ['flipped', 'truncated', 'extended'])
+    async def test_get_stream_withholds_final_chunk_of_tampered_blob(self, store: Any, tamper: str) -> None:
+        store = self._streaming(store)
+        data = blob(10_000, seed=11)
+        uri = await store.put(data)
+        stored = _tampered(data, tamper)
+        await self.raw_overwrite(store, uri, stored)
+        received: list[bytes] = []
+
+        async def consume() -> None:
+            async for chunk in store.get_stream(uri, chunk_size=1000):
+                received.append(chunk)
+
+        with pytest.raises(IntegrityError) as caught:
+            await consume()
+        assert uri in str(caught.value)
+        assert len(b''.join(received)) < len(stored)
+
+    async def test_get_stream_early_exit(self, store: Any) -> None:
+        store = self._streaming(store)
+        data = blob(20_000, seed=12)
+        uri = await store.put(data)
+        stream = store.get_stream(uri, chunk_size=1000)
+        first = await anext(stream)
+        await stream.aclose()
+        assert first == data[:1000]
+        assert await store.get(uri) == data
+
+
+def _tampered(data: bytes, how: str) -> bytes:
+    if how == 'flipped':
+        return data[:-1] + bytes([data[-1] ^ 0xFF])
+    if how == 'truncated':
+        return data[: len(data) // 2]
+    return data + b'!'
