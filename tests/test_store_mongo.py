@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-import mediastash.stores.mongo as mongo_module
+import mediastash.stores.mongo._store as mongo_module
 from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for
 from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration, StoreClosedError
 from mediastash.stores.mongo import MAX_CHUNK_SIZE_BYTES, MongoMediaStore
-from mediastash.stores.mongo_layout import new_chunk_set
+from mediastash.stores.mongo._layout import new_chunk_set
 from mediastash.urls import PublicUrlResolver
 from tests.mongo_support import (
     TEST_DATABASE,

@@ -224,7 +224,7 @@ async def test_get_request_fault_is_retried(make: Any, proxy: FaultProxy) -> Non
 
 async def test_truncated_large_get_resumes_and_is_verified(make: Any, proxy: FaultProxy) -> None:
     store = make()
-    data = blob(11 * MiB, seed=10)  # hashed while it arrives, in blocks (see s3_hashing)
+    data = blob(11 * MiB, seed=10)  # hashed while it arrives, in blocks (see stores/s3/_hashing.py)
     uri = await store.put(data)
     proxy.inject('truncate', 'GET', times=2)
     assert await store.get(uri) == data

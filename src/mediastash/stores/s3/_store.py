@@ -27,12 +27,12 @@ from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreCl
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
 from mediastash.stores.base import ChunkedMediaStore
-from mediastash.stores.s3_hashing import PipelinedSha256
-from mediastash.stores.s3_known import KnownKeys
-from mediastash.stores.s3_metadata import decode_metadata, encode_metadata
-from mediastash.stores.s3_multipart import MIN_PART_SIZE, ReadRange, error_code, error_status, upload_multipart
-from mediastash.stores.s3_presign import PresignedUrls, presign_get
-from mediastash.stores.s3_redact import redact_in_sdk_logs
+from mediastash.stores.s3._hashing import PipelinedSha256
+from mediastash.stores.s3._known import KnownKeys
+from mediastash.stores.s3._metadata import decode_metadata, encode_metadata
+from mediastash.stores.s3._multipart import MIN_PART_SIZE, ReadRange, error_code, error_status, upload_multipart
+from mediastash.stores.s3._presign import PresignedUrls, presign_get
+from mediastash.stores.s3._redact import redact_in_sdk_logs
 from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -227,7 +227,7 @@ class S3MediaStore(ChunkedMediaStore):
                 )
                 client = await context.__aenter__()
                 if self._retry_max_backoff is not None:
-                    from mediastash.stores.s3_retries import cap_retry_backoff
+                    from mediastash.stores.s3._retries import cap_retry_backoff
 
                     cap_retry_backoff(client, max_attempts=self._max_attempts, max_backoff=self._retry_max_backoff)
                 self._client_context = context

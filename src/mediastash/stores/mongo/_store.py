@@ -28,7 +28,7 @@ from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
 from mediastash.stores.base import ChunkedMediaStore
-from mediastash.stores.mongo_layout import (
+from mediastash.stores.mongo._layout import (
     DEFAULT_CHUNK_SIZE_BYTES,
     MAX_CHUNK_SIZE_BYTES,
     Document,

@@ -1,0 +1,11 @@
+"""S3 (and S3-compatible) media store on aiobotocore; needs the ``s3`` extra.
+
+The store lives in ``_store``; the other private modules are its parts
+(multipart upload, presigning, metadata headers, pipelined hashing, retries,
+log redaction, the opt-in known-keys cache).
+"""
+
+from mediastash.stores.s3._presign import PresignedUrls
+from mediastash.stores.s3._store import PutCheck, S3MediaStore
+
+__all__ = ['PresignedUrls', 'PutCheck', 'S3MediaStore']
