@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai.messages import (
     BinaryImage,
@@ -36,25 +36,9 @@ from pydantic_ai_harness.media import DiskMediaStore as HarnessDiskMediaStore
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot, FileStepStore
 from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 
-from mediastash import DiskMediaStore
+from mediastash import DiskMediaStore, MediaStore
 from mediastash.integrations import OffloadingKV, OffloadingStepStore
-
-
-class CountingMedia:
-    """Forwards to a media store, counting puts and the bytes they carry."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.puts = 0
-        self.bytes = 0
-
-    async def put(self, data: bytes, *, context: Any = None) -> str:
-        self.puts += 1
-        self.bytes += len(data)
-        return str(await (self.inner.put(data, context=context) if context is not None else self.inner.put(data)))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+from mediastash.testing.counting import CountingMediaStore
 
 
 class CountingKV(InMemoryAsyncKV):
@@ -115,7 +99,7 @@ class Result:
     media_puts: int
 
 
-Setup = Callable[[Path], tuple[Any, Callable[[], int], CountingMedia | None]]
+Setup = Callable[[Path], tuple[Any, Callable[[], int], CountingMediaStore | None]]
 
 
 def dir_bytes(path: Path, skip: str | None = None) -> int:
@@ -126,43 +110,43 @@ def dir_bytes(path: Path, skip: str | None = None) -> int:
     )
 
 
-def harness_file(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
-    media = CountingMedia(HarnessDiskMediaStore(tmp / 'media'))
+def harness_file(tmp: Path) -> tuple[Any, Callable[[], int], CountingMediaStore | None]:
+    media = CountingMediaStore(cast(MediaStore, HarnessDiskMediaStore(tmp / 'media')))  # their context type is narrower
     return FileStepStore(tmp / 'steps', media_store=media), lambda: dir_bytes(tmp / 'steps'), media
 
 
-def offload_file(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
-    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+def offload_file(tmp: Path) -> tuple[Any, Callable[[], int], CountingMediaStore | None]:
+    media = CountingMediaStore(DiskMediaStore(tmp / 'media'))
     store = OffloadingStepStore(FileStepStore(tmp / 'steps', media_store=None), media_store=media)
     return store, lambda: dir_bytes(tmp / 'steps'), media
 
 
-def kv_plain(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+def kv_plain(tmp: Path) -> tuple[Any, Callable[[], int], CountingMediaStore | None]:
     kv = CountingKV()
     return KVStepStore(kv), lambda: kv.written, None
 
 
-def kv_offloading(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+def kv_offloading(tmp: Path) -> tuple[Any, Callable[[], int], CountingMediaStore | None]:
     kv = CountingKV()
-    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    media = CountingMediaStore(DiskMediaStore(tmp / 'media'))
     return KVStepStore(OffloadingKV(kv, media_store=media)), lambda: kv.written, media
 
 
-def kv_offloading_big_memory(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+def kv_offloading_big_memory(tmp: Path) -> tuple[Any, Callable[[], int], CountingMediaStore | None]:
     kv = CountingKV()
-    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    media = CountingMediaStore(DiskMediaStore(tmp / 'media'))
     return KVStepStore(OffloadingKV(kv, media_store=media, recent_bytes=4 << 30)), lambda: kv.written, media
 
 
-def kv_offloading_half_memory(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+def kv_offloading_half_memory(tmp: Path) -> tuple[Any, Callable[[], int], CountingMediaStore | None]:
     kv = CountingKV()
-    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    media = CountingMediaStore(DiskMediaStore(tmp / 'media'))
     return KVStepStore(OffloadingKV(kv, media_store=media, recent_bytes=512 << 20)), lambda: kv.written, media
 
 
-def offload_kv_step_store(tmp: Path) -> tuple[Any, Callable[[], int], CountingMedia | None]:
+def offload_kv_step_store(tmp: Path) -> tuple[Any, Callable[[], int], CountingMediaStore | None]:
     kv = CountingKV()
-    media = CountingMedia(DiskMediaStore(tmp / 'media'))
+    media = CountingMediaStore(DiskMediaStore(tmp / 'media'))
     return OffloadingStepStore(KVStepStore(kv), media_store=media), lambda: kv.written, media
 
 
@@ -189,7 +173,7 @@ async def run_once(setup: Setup, steps: list[list[ModelMessage]]) -> Result:
         elapsed = time.perf_counter() - start
         latest = await store.latest_snapshot(run_id='bench')
         assert latest is not None and len(latest.messages) == len(history)
-        return Result(elapsed, inner_bytes(), media.bytes if media else 0, media.puts if media else 0)
+        return Result(elapsed, inner_bytes(), media.bytes_put if media else 0, media.calls['put'] if media else 0)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

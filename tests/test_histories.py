@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from mediastash.histories import (
+from mediastash.testing.histories import (
     KiB,
     MiB,
     agent_history,

@@ -5,47 +5,52 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from mediastash import MediaContextLike, MemoryMediaStore
 from mediastash.context import EMPTY_CONTEXT
+from mediastash.testing.counting import CountingMediaStore
 
 
-class CountingStore(MemoryMediaStore):
-    """A MemoryMediaStore that counts calls and tracks how many run at once."""
+class CountingStore(CountingMediaStore):
+    """A ``MemoryMediaStore`` behind a counting wrapper that also lists URIs and tracks how many calls run at once."""
 
     def __init__(self, *, delay: float = 0.0) -> None:
-        super().__init__()
+        self.memory = MemoryMediaStore()
+        super().__init__(self.memory)
         self.puts: list[str] = []
         self.gets: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self.delay = delay
 
-    async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+    @asynccontextmanager
+    async def _tracked(self) -> AsyncIterator[None]:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             if self.delay:
                 await asyncio.sleep(self.delay)
-            uri = await super().put(data, context=context)
+            yield
         finally:
             self.in_flight -= 1
+
+    async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        async with self._tracked():
+            uri = await super().put(data, context=context)
         self.puts.append(uri)
         return uri
 
     async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            if self.delay:
-                await asyncio.sleep(self.delay)
+        async with self._tracked():
             data = await super().get(uri, context=context)
-        finally:
-            self.in_flight -= 1
         self.gets.append(uri)
         return data
+
+    def media_type_of(self, uri: str) -> str | None:
+        return self.memory.media_type_of(uri)
 
 
 class UntouchableStore:

@@ -13,21 +13,20 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from mediastash.context import EMPTY_CONTEXT, MediaContextLike
-from mediastash.histories import KiB, MiB, agent_history, describe_history, json_size, step_snapshots
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import URI_KEY
 from mediastash.stores.disk import DiskMediaStore
-from mediastash.stores.protocols import MediaStore
+from mediastash.testing.counting import CountingMediaStore
+from mediastash.testing.histories import KiB, MiB, agent_history, describe_history, json_size, step_snapshots
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
-__all__ = ['CountingMediaStore', 'DemoOptions', 'format_bytes', 'format_seconds', 'run_demo']
+__all__ = ['DemoOptions', 'format_bytes', 'format_seconds', 'run_demo']
 
 IMAGE_BYTES_PER_STEP = 4 * MiB // 5
 """Default image volume: 0.8 MiB of distinct images per step (40 MiB for 50 steps)."""
@@ -43,48 +42,6 @@ class DemoOptions:
     seed: int = 0
     image_bytes: int | None = None
     """Total bytes of distinct images; ``None`` means ``IMAGE_BYTES_PER_STEP * steps``."""
-
-
-class CountingMediaStore:
-    """A pass-through ``MediaStore`` that counts calls, so the demo can show store traffic.
-
-    It forwards ``verifies_reads`` and ``deletion_generation`` so the walker
-    treats it exactly like the store it wraps.
-    """
-
-    def __init__(self, inner: MediaStore) -> None:
-        self.inner = inner
-        self.puts = 0
-        self.gets = 0
-        self.put_sizes: dict[str, int] = {}
-        """Every URI ``put`` returned, with the size of its bytes."""
-
-    @property
-    def verifies_reads(self) -> bool:
-        return bool(getattr(self.inner, 'verifies_reads', False))
-
-    @property
-    def deletion_generation(self) -> object:
-        return getattr(self.inner, 'deletion_generation', None)
-
-    async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
-        self.puts += 1
-        uri = await self.inner.put(data, context=context)
-        self.put_sizes[uri] = len(data)
-        return uri
-
-    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
-        self.gets += 1
-        return await self.inner.get(uri, context=context)
-
-    async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        return await self.inner.exists(uri, context=context)
-
-    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
-        return await self.inner.public_url(uri, context=context)
-
-    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
-        return await self.inner.get_metadata(uri, context=context)
 
 
 def format_bytes(size: float) -> str:
@@ -196,12 +153,13 @@ async def run_demo(options: DemoOptions, out: TextIO | None = None) -> int:
         took = time.perf_counter() - started
         before, after = stats.json_bytes, json_size(lean)
         stored_bytes = sum(store.put_sizes.values())
+        put_calls = store.calls['put']
         console.line(f'  externalize took      {format_seconds(took)}')
         console.line(f'  JSON before           {format_bytes(before)} ({before:,} bytes)')
         ratio = f'{before / after:,.1f}x smaller' if after else 'n/a'
         console.line(f'  JSON after            {format_bytes(after)} ({after:,} bytes), {ratio}')
         console.line(
-            f'  blobs stored          {len(store.put_sizes)} ({format_bytes(stored_bytes)}) in {store.puts} put calls'
+            f'  blobs stored          {len(store.put_sizes)} ({format_bytes(stored_bytes)}) in {put_calls} put calls'
         )
         marker = _example_marker(lean)
         if marker is not None:
@@ -214,7 +172,8 @@ async def run_demo(options: DemoOptions, out: TextIO | None = None) -> int:
         started = time.perf_counter()
         restored = await restore_media(lean, media_store=store, known_blobs=False)
         took = time.perf_counter() - started
-        console.line(f'  restore took          {format_seconds(took)} ({store.gets} get calls)')
+        get_calls = store.calls['get']
+        console.line(f'  restore took          {format_seconds(took)} ({get_calls} get calls)')
         same_tree = restored == history
         same_json = _canonical(restored) == _canonical(history)
         same_order = json.dumps(restored) == json.dumps(history)
@@ -245,7 +204,7 @@ async def _resave_steps(
     lean_by_mode: list[list[object]] = []
     for label, known_blobs in (('with cache', cache), ('no cache', False)):
         seconds = 0.0
-        puts_before = store.puts
+        puts_before = store.calls['put']
         lean_total = 0
         leans: list[object] = []
         for index, snapshot in enumerate(step_snapshots(history), start=1):
@@ -259,7 +218,7 @@ async def _resave_steps(
             seconds += time.perf_counter() - started
             lean_total += json_size(lean)
             leans.append(lean)
-        results.append((seconds, store.puts - puts_before, lean_total))
+        results.append((seconds, store.calls['put'] - puts_before, lean_total))
         lean_by_mode.append(leans)
     (cached_s, cached_puts, lean_total), (uncached_s, uncached_puts, _) = results
     console.line(f'  inline, these snapshots would be     {format_bytes(inline_total)} of JSON')
