@@ -16,10 +16,11 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-import mediastash.integrations._typed as typed_module
+import mediastash.walker._payloads as payloads_module
 from mediastash import MemoryMediaStore, externalize_media
-from mediastash.integrations._typed import Offloader, urlsafe_alphabet_used
+from mediastash.integrations._typed import Offloader
 from mediastash.markers import MARKER_KEY
+from mediastash.walker._payloads import urlsafe_alphabet_used
 from tests.integration_support import THRESHOLD, history, roundtrip
 
 
@@ -75,7 +76,7 @@ async def test_no_base64_for_typed_payloads(monkeypatch: pytest.MonkeyPatch) -> 
         calls.append(len(data))
         return real(data, *args, **kwargs)
 
-    monkeypatch.setattr(typed_module.pybase64, 'b64encode', counting)
+    monkeypatch.setattr(payloads_module.pybase64, 'b64encode', counting)
     off = offloader(MemoryMediaStore())
     messages = [
         ModelRequest(parts=[UserPromptPart(content=[BinaryImage(data=b'\xff' * 300_000, media_type='image/png')])])

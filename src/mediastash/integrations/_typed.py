@@ -14,79 +14,28 @@ lean JSON is validated with the bytes already in place.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 import hashlib
-from collections import Counter, OrderedDict
-from dataclasses import dataclass
+from collections import Counter
 from typing import Any, Final
 
-import pybase64
 from pydantic import ValidationError
-from pydantic_ai.messages import (
-    BinaryContent,
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    StructuredContent,
-    TextContent,
-)
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter
 
-from mediastash.codec import text_to_bytes
-from mediastash.context import MediaContext
+from mediastash._lru import BoundedLRU
 from mediastash.errors import MalformedMarker, MediaNotFoundError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope import EnvelopeError, envelope_for, has_reserved_key, lean_json_of
-from mediastash.known_blobs import KnownBlobCache, fingerprint, fingerprint_bytes
-from mediastash.markers import TEXT_MEDIA_TYPE
+from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import externalize_media
-from mediastash.walker._common import run_all, select_cache
-from mediastash.walker.externalize import AmbiguousReference, StoredPayload, externalize_with_stored
-from mediastash.walker.restore import restore_collecting
+from mediastash.walker._common import select_cache
+from mediastash.walker._payloads import Job, PayloadBatch, TypedPayload, typed_payloads
+from mediastash.walker.externalize import _externalize_emptied
+from mediastash.walker.restore import _restore_collecting
 
 __all__ = ['Offloader']
 
-_URLSAFE_PROBE: Final = 3 << 16
-"""Bytes encoded per step when checking whether URL-safe base64 of a payload uses ``-`` or ``_``."""
-
 _IDENTIFIERS_KEPT: Final = 1 << 16
-
-Path = tuple[int | str, ...]
-
-
-@dataclass(slots=True)
-class _Found:
-    """One large payload found in a typed message, and where its dict sits in the message's JSON."""
-
-    message: int
-    path: Path
-    text: bool
-    source: bytes | str
-    media_type: str | None
-    original: object
-    fp: int = 0
-    uri: str = ''
-    urlsafe: bool = False
-
-
-def _text_size(text: str, threshold: int) -> int:
-    if len(text) * 4 < threshold:
-        return 0
-    return len(text) if text.isascii() else len(text_to_bytes(text))
-
-
-def urlsafe_alphabet_used(raw: bytes) -> bool:
-    """Whether the URL-safe base64 of ``raw`` contains ``-`` or ``_`` (what decides the marker's stamp).
-
-    Encodes ``raw`` in 3-byte-aligned slices and stops at the first hit, so
-    ordinary media costs one small slice; only degenerate payloads are scanned whole.
-    """
-    view = memoryview(raw)
-    for start in range(0, len(raw), _URLSAFE_PROBE):
-        encoded = pybase64.b64encode(view[start : start + _URLSAFE_PROBE], altchars=b'-_')
-        if b'-' in encoded or b'_' in encoded:
-            return True
-    return False
 
 
 class Offloader:
@@ -104,42 +53,34 @@ class Offloader:
         self.threshold = threshold_bytes
         self.known_blobs = known_blobs
         self.max_concurrency = max_concurrency
-        self._identifiers: OrderedDict[str, str] = OrderedDict()
+        self._identifiers: BoundedLRU[str, str] = BoundedLRU(max_items=_IDENTIFIERS_KEPT)
 
     # -- saving ------------------------------------------------------------------------
 
     async def lean_json(self, messages: list[ModelMessage]) -> tuple[list[Any], list[bool]]:
-        """Each message's lean JSON and whether it differs from the message's plain JSON."""
-        found = self._scan(messages)
+        """Each message's lean JSON and whether it differs from the message's plain JSON.
+
+        The typed payloads join the same batch as anything the walk of the
+        emptied dump finds; one flush stores them all.
+        """
+        found = typed_payloads(messages, self.threshold)
         cache = select_cache(self.known_blobs, self.media_store)
-        await self._resolve(found, cache)
-        small = self._emptied_copies(messages, found)
+        batch = PayloadBatch(self.media_store, cache, self.max_concurrency)
+        for item in found:
+            item.job = batch.add('text' if item.text else 'bytes', item.source, item.size, item.media_type)
+        small, computed = self._emptied_copies(messages, found)
         dumped: list[Any] = ModelMessagesTypeAdapter.dump_python(small, mode='json')
-        stored: dict[int, StoredPayload] = {}
+        emptied: dict[int, tuple[str, Job]] = {}
         for item in found:
             node = dumped[item.message]
             for step in item.path:
                 node = node[step]
-            stored[id(node)] = StoredPayload('content' if item.text else 'data', item.text, item.urlsafe, item.uri)
-        try:
-            lean = await externalize_with_stored(
-                dumped,
-                stored,
-                media_store=self.media_store,
-                threshold_bytes=self.threshold,
-                known_blobs=cache if cache is not None else False,
-                max_concurrency=self.max_concurrency,
-            )
-        except AmbiguousReference:
-            full = ModelMessagesTypeAdapter.dump_python(messages, mode='json')
-            lean = await externalize_media(
-                full,
-                media_store=self.media_store,
-                threshold_bytes=self.threshold,
-                known_blobs=cache if cache is not None else False,
-                max_concurrency=self.max_concurrency,
-            )
-            return lean, [a != b for a, b in zip(lean, full, strict=True)]
+            assert item.job is not None
+            emptied[id(node)] = ('content' if item.text else 'data', item.job)
+        lean = await _externalize_emptied(dumped, batch, emptied, self.threshold)
+        for job, identifier in computed:
+            if job.uri is not None:
+                self._identifiers.put(job.uri, identifier)
         with_payload = {item.message for item in found}
         changed = [i in with_payload or lean[i] != dumped[i] for i in range(len(messages))]
         return lean, changed
@@ -155,144 +96,72 @@ class Offloader:
                 out.append(message)
         return out
 
-    def _scan(self, messages: list[ModelMessage]) -> list[_Found]:
-        threshold = self.threshold
-        found: list[_Found] = []
-        for index, message in enumerate(messages):
-            for j, part in enumerate(message.parts):
-                if not _content_is_field(type(part)):
-                    continue
-                content = getattr(part, 'content', None)
-                if isinstance(content, str):
-                    if _text_size(content, threshold) >= threshold:
-                        found.append(_Found(index, ('parts', j), True, content, TEXT_MEDIA_TYPE, part))
-                elif isinstance(content, BinaryContent):
-                    if len(content.data) >= threshold:
-                        found.append(
-                            _Found(index, ('parts', j, 'content'), False, content.data, content.media_type, content)
-                        )
-                elif isinstance(content, list):
-                    for k, item in enumerate(content):
-                        if isinstance(item, BinaryContent):
-                            if len(item.data) >= threshold:
-                                path: Path = ('parts', j, 'content', k)
-                                found.append(_Found(index, path, False, item.data, item.media_type, item))
-                        elif (
-                            isinstance(item, TextContent | StructuredContent)
-                            and isinstance(item.content, str)
-                            and _text_size(item.content, threshold) >= threshold
-                        ):
-                            found.append(
-                                _Found(index, ('parts', j, 'content', k), True, item.content, TEXT_MEDIA_TYPE, item)
-                            )
-        return found
+    def _identifier(self, content: BinaryContent, job: Job | None, computed: list[tuple[Job, str]]) -> str:
+        """``content.identifier`` without re-hashing a payload whose default identifier is remembered by URI.
 
-    async def _resolve(self, found: list[_Found], cache: KnownBlobCache | None) -> None:
-        """Give every payload its URI: from the cache, from another payload of this save, or by storing it."""
-        fresh: dict[tuple[bool, int], list[_Found]] = {}
-        waiting: list[tuple[_Found, _Found]] = []
-        for item in found:
-            source = item.source
-            if isinstance(source, bytes):
-                item.fp = fingerprint_bytes(source)
-                known = cache.lookup('bytes', source, item.fp) if cache is not None else None
-            else:
-                item.fp = fingerprint(source)
-                known = cache.lookup('text', source, item.fp) if cache is not None else None
-            if known is not None:
-                item.uri, item.urlsafe = known.uri, known.urlsafe
-                continue
-            bucket = fresh.setdefault((item.text, item.fp), [])
-            twin = next((other for other in bucket if other.source is source or other.source == source), None)
-            if twin is None:
-                bucket.append(item)
-            else:
-                waiting.append((item, twin))
-        if not fresh:
-            return
-        gate = asyncio.Semaphore(self.max_concurrency)
-        await run_all(self._store(item, cache, gate) for bucket in fresh.values() for item in bucket)
-        for item, twin in waiting:
-            item.uri, item.urlsafe = twin.uri, twin.urlsafe
-
-    async def _store(self, item: _Found, cache: KnownBlobCache | None, gate: asyncio.Semaphore) -> None:
-        source = item.source
-        async with gate:
-            if isinstance(source, bytes):
-                raw = source
-                item.urlsafe = (
-                    await asyncio.to_thread(urlsafe_alphabet_used, raw)
-                    if len(raw) >= 1 << 22
-                    else (urlsafe_alphabet_used(raw))
-                )
-            else:
-                raw = text_to_bytes(source)
-            uri = await self.media_store.put(raw, context=MediaContext(media_type=item.media_type))
-        if not isinstance(uri, str):
-            raise TypeError(f'{type(self.media_store).__name__}.put returned {type(uri).__name__}, expected a URI str')
-        item.uri = uri
-        if cache is not None:
-            if isinstance(source, bytes):
-                cache.remember('bytes', source, item.fp, uri, len(raw), item.urlsafe)
-            else:
-                cache.remember('text', source, item.fp, uri, len(raw), False)
-
-    def _identifier(self, content: BinaryContent, uri: str) -> str:
-        """``content.identifier`` without re-hashing a payload whose identifier is remembered by URI."""
+        The default identifier is a function of the bytes alone, so it is safe
+        to remember it under the blob's URI; an explicit one is read as is.
+        """
         own = content._identifier
         if own:
             return own
-        known = self._identifiers.get(uri)
-        if known is None:
-            known = hashlib.sha1(content.data, usedforsecurity=False).hexdigest()[:6]
-            if known != content.identifier:  # pragma: no cover - pydantic-ai changed its identifier rule
-                known = content.identifier
-            self._identifiers[uri] = known
-            if len(self._identifiers) > _IDENTIFIERS_KEPT:
-                self._identifiers.popitem(last=False)
-        else:
-            self._identifiers.move_to_end(uri)
-        return known
+        if job is not None and job.uri is not None:
+            known = self._identifiers.get(job.uri)
+            if known is not None:
+                return known
+        identifier = hashlib.sha1(content.data, usedforsecurity=False).hexdigest()[:6]
+        if identifier != content.identifier:  # pragma: no cover - pydantic-ai changed its identifier rule
+            identifier = content.identifier
+        if job is not None:
+            computed.append((job, identifier))
+        return identifier
 
-    def _emptied_copies(self, messages: list[ModelMessage], found: list[_Found]) -> list[ModelMessage]:
-        """Shallow copies of the messages that hold payloads, with those payload fields emptied."""
-        by_message: dict[int, list[_Found]] = {}
+    def _emptied_copies(
+        self, messages: list[ModelMessage], found: list[TypedPayload]
+    ) -> tuple[list[ModelMessage], list[tuple[Job, str]]]:
+        """Shallow copies of the messages that hold payloads, with those payload fields emptied.
+
+        Only public fields are set on shallow copies; a ``BinaryContent`` is
+        rebuilt with ``dataclasses.replace`` and its public ``identifier``
+        argument, never by writing pydantic-ai's private attributes.
+        Also returns the identifiers computed on the way, to remember by URI.
+        """
+        by_message: dict[int, list[TypedPayload]] = {}
         for item in found:
             by_message.setdefault(item.message, []).append(item)
+        computed: list[tuple[Job, str]] = []
         small = list(messages)
         for index, items in by_message.items():
-            message: Any = copy.copy(messages[index])
-            parts: list[Any] = list(message.parts)
-            copied: dict[int, Any] = {}
+            parts: list[Any] = list(messages[index].parts)
+            changes: dict[int, dict[str, Any]] = {}
             for item in items:
                 j = item.path[1]
                 assert isinstance(j, int)
-                part = copied.get(j)
-                if part is None:
-                    part = copied[j] = copy.copy(parts[j])
-                    if isinstance(part.content, list):
-                        part.content = list(part.content)
-                    parts[j] = part
+                part = parts[j]
+                change = changes.setdefault(j, {})
                 if item.text and len(item.path) == 2:
-                    part.content = ''
+                    change['content'] = ''
                     continue
                 target = item.original
-                empty: Any = copy.copy(target)
-                if isinstance(empty, BinaryContent):
-                    assert isinstance(target, BinaryContent)
-                    empty._identifier = self._identifier(target, item.uri)
-                    empty.data = b''
+                if isinstance(target, BinaryContent):
+                    # `identifier` is BinaryContent's public constructor argument (the field is private).
+                    identifier = self._identifier(target, item.job, computed)
+                    empty: Any = dataclasses.replace(target, data=b'', identifier=identifier)  # type: ignore[call-arg]
                 else:
-                    empty.content = ''
+                    empty = _replaced(target, {'content': ''})
                 if len(item.path) == 3:
-                    part.content = empty
+                    change['content'] = empty
                 else:
                     k = item.path[3]
                     assert isinstance(k, int)
-                    part.content[k] = empty
-            message.parts = parts
-            small[index] = message
-        return small
+                    content = change.get('content')
+                    if content is None:
+                        content = change['content'] = list(part.content)
+                    content[k] = empty
+            for j, change in changes.items():
+                parts[j] = _replaced(parts[j], change)
+            small[index] = _replaced(messages[index], {'parts': parts})
+        return small, computed
 
     # -- restoring ---------------------------------------------------------------------
 
@@ -326,7 +195,7 @@ class Offloader:
         self, leans: list[dict[str, Any]], raw: bool, run_id: str, step_index: int, first: int
     ) -> tuple[Any, list[tuple[dict[str, Any], str]]]:
         try:
-            return await restore_collecting(
+            return await _restore_collecting(
                 leans,
                 media_store=self.media_store,
                 known_blobs=self.known_blobs,
@@ -354,18 +223,6 @@ class Offloader:
             ) from error
 
 
-_CONTENT_FIELD: dict[type, bool] = {}
-
-
-def _content_is_field(cls: type) -> bool:
-    """Whether ``content`` is a dataclass field of the part class (not, say, a derived property)."""
-    answer = _CONTENT_FIELD.get(cls)
-    if answer is None:
-        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
-        answer = _CONTENT_FIELD[cls] = any(field.name == 'content' for field in fields)
-    return answer
-
-
 def _binary_data_ids(messages: list[ModelMessage], wanted: Counter[int]) -> Counter[int]:
     """How often each wanted ``bytes`` object is the ``data`` of a typed ``BinaryContent``."""
     ids: Counter[int] = Counter()
@@ -377,3 +234,11 @@ def _binary_data_ids(messages: list[ModelMessage], wanted: Counter[int]) -> Coun
                 if isinstance(item, BinaryContent) and id(item.data) in wanted:
                     ids[id(item.data)] += 1
     return ids
+
+
+def _replaced(obj: Any, changes: dict[str, Any]) -> Any:
+    """A shallow copy of a part or message with public fields in ``changes`` set (no re-validation)."""
+    clone = copy.copy(obj)
+    for name, value in changes.items():
+        setattr(clone, name, value)
+    return clone

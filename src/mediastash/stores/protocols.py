@@ -7,12 +7,20 @@ Optional capabilities are separate protocols; test for them with ``isinstance``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 
-__all__ = ['CacheAwareMediaStore', 'DeletableMediaStore', 'ListableMediaStore', 'MediaStore', 'StreamingMediaStore']
+__all__ = [
+    'CacheAwareMediaStore',
+    'DeletableMediaStore',
+    'ListableMediaStore',
+    'MediaStore',
+    'StreamingMediaStore',
+    'exists_in',
+]
 
 
 @runtime_checkable
@@ -94,3 +102,19 @@ class CacheAwareMediaStore(Protocol):
     def deletion_generation(self) -> int: ...
 
     async def exists_many(self, uris: Iterable[str]) -> frozenset[str]: ...
+
+
+async def exists_in(store: MediaStore, uris: Iterable[str], *, max_concurrency: int = 16) -> frozenset[str]:
+    """The subset of ``uris`` stored in ``store``: its ``exists_many`` when it has one, else ``exists`` calls."""
+    batched = getattr(store, 'exists_many', None)
+    if batched is not None:
+        return frozenset(await batched(uris, max_concurrency=max_concurrency))
+    wanted = list(dict.fromkeys(uris))
+    gate = asyncio.Semaphore(max_concurrency)
+
+    async def one(uri: str) -> bool:
+        async with gate:
+            return await store.exists(uri)
+
+    answers = await asyncio.gather(*(one(uri) for uri in wanted))
+    return frozenset(uri for uri, present in zip(wanted, answers, strict=True) if present)

@@ -8,7 +8,6 @@ capabilities of the store it wraps.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
@@ -21,6 +20,7 @@ from mediastash.stores.protocols import (
     ListableMediaStore,
     MediaStore,
     StreamingMediaStore,
+    exists_in,
 )
 
 __all__ = ['WrapperMediaStore']
@@ -64,18 +64,7 @@ class WrapperMediaStore:
     async def exists_many(
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
     ) -> frozenset[str]:
-        batched = getattr(self.inner, 'exists_many', None)
-        if batched is not None:
-            return frozenset(await batched(uris, max_concurrency=max_concurrency))
-        wanted = list(uris)
-        gate = asyncio.Semaphore(max_concurrency)
-
-        async def one(uri: str) -> bool:
-            async with gate:
-                return await self.inner.exists(uri)
-
-        answers = await asyncio.gather(*(one(uri) for uri in wanted))
-        return frozenset(uri for uri, present in zip(wanted, answers, strict=True) if present)
+        return await exists_in(self.inner, uris, max_concurrency=max_concurrency)
 
     # -- MediaStore ---------------------------------------------------------------------
 

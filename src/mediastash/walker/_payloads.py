@@ -1,0 +1,385 @@
+"""The one route from a payload to the store: what counts as a payload, and the job batch.
+
+Recognition rules for the two input forms sit side by side: dicts of a JSON
+tree (``json_payload``) and typed pydantic-ai messages (``typed_payloads``).
+Both feed one ``PayloadBatch``, which decides once per distinct payload
+whether it is already stored (known-blob cache, re-checked with the store
+when older than the cache's trust age), must be stored, or must stay inline,
+and runs the store calls concurrently under one bound. Markers wait for their
+job and are settled after the flush (``settle``): that is the only place a
+payload is put back inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import pybase64
+
+from mediastash.codec import (
+    decode_canonical_base64,
+    encode_base64,
+    is_urlsafe_alphabet,
+    max_decoded_size,
+    text_to_bytes,
+)
+from mediastash.context import MediaContext
+from mediastash.known_blobs import KnownBlob, KnownBlobCache, PayloadKind, fingerprint, fingerprint_bytes
+from mediastash.markers import (
+    ESCAPE_FORMAT,
+    ESCAPE_ORDER,
+    ESCAPED_KEYS,
+    FORMAT_KEY,
+    MARKER_KEY,
+    MARKER_OWNED_KEYS,
+    TEXT_CONTENT_KINDS,
+    TEXT_KEY,
+    TEXT_MEDIA_TYPE,
+    URI_KEY,
+    URLSAFE_KEY,
+    URLSAFE_STAMP,
+    needs_literal_wrap,
+    wrap_literal,
+)
+from mediastash.stores.protocols import MediaStore, exists_in
+from mediastash.walker._common import in_thread_if_large, run_all
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
+__all__ = [
+    'Job',
+    'PayloadBatch',
+    'Pending',
+    'TypedPayload',
+    'binary_size',
+    'json_payload',
+    'new_marker',
+    'settle',
+    'text_size',
+    'typed_payloads',
+    'urlsafe_alphabet_used',
+]
+
+_URLSAFE_PROBE: Final = 3 << 16
+"""Bytes encoded per step when checking whether URL-safe base64 of a payload uses ``-`` or ``_``."""
+
+_URLSAFE_IN_THREAD: Final = 1 << 22
+
+
+# -- sizes: the one threshold rule -------------------------------------------------------
+
+
+def text_size(text: str, threshold: int) -> int:
+    """UTF-8 size of ``text`` when it reaches ``threshold``, else 0 (cheap for short and ASCII text)."""
+    if len(text) * 4 < threshold:
+        return 0
+    size = len(text) if text.isascii() else len(text_to_bytes(text))
+    return size if size >= threshold else 0
+
+
+def binary_size(data: str, threshold: int) -> int:
+    """Decoded size of base64 ``data`` when it reaches ``threshold`` and could be canonical base64, else 0."""
+    length = len(data)
+    if max_decoded_size(length) < threshold or length % 4 or not data.isascii():
+        return 0
+    size = max_decoded_size(length) - (2 if data.endswith('==') else 1 if data.endswith('=') else 0)
+    return size if size >= threshold else 0
+
+
+# -- recognition: JSON trees -------------------------------------------------------------
+
+
+def json_payload(node: dict[str, Any], threshold: int) -> tuple[str, PayloadKind, str, int, str | None] | None:
+    """``(moved_key, kind, source, size, media_type)`` when ``node`` holds a payload to move, else ``None``.
+
+    A ``kind == 'binary'`` dict's base64 ``data``; the string ``content`` of a
+    message part (it has a ``part_kind``) or of ``TextContent`` / ``StructuredContent``.
+    """
+    kind = node.get('kind')
+    if kind == 'binary':
+        data = node.get('data')
+        if isinstance(data, str):
+            size = binary_size(data, threshold)
+            if size:
+                media_type = node.get('media_type')
+                return 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None
+        return None
+    content = node.get('content')
+    if isinstance(content, str) and (isinstance(node.get('part_kind'), str) or kind in TEXT_CONTENT_KINDS):
+        size = text_size(content, threshold)
+        if size:
+            return 'content', 'text', content, size, TEXT_MEDIA_TYPE
+    return None
+
+
+# -- recognition: typed pydantic-ai messages ---------------------------------------------
+
+Path = tuple[int | str, ...]
+
+
+@dataclass(slots=True)
+class TypedPayload:
+    """A large payload of a typed message, and where its dict sits in that message's JSON."""
+
+    message: int
+    path: Path
+    text: bool
+    source: bytes | str
+    size: int
+    media_type: str | None
+    original: object
+    job: Job | None = None
+
+
+def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPayload]:
+    """Every ``BinaryContent.data`` and string ``content`` at or above ``threshold``, the same places
+    ``json_payload`` finds them in the messages' JSON dump."""
+    from pydantic_ai.messages import BinaryContent, StructuredContent, TextContent
+
+    found: list[TypedPayload] = []
+    for index, message in enumerate(messages):
+        for j, part in enumerate(message.parts):
+            if not _content_is_field(type(part)):
+                continue
+            content = getattr(part, 'content', None)
+            if isinstance(content, str):
+                size = text_size(content, threshold)
+                if size:
+                    found.append(TypedPayload(index, ('parts', j), True, content, size, TEXT_MEDIA_TYPE, part))
+            elif isinstance(content, BinaryContent):
+                if len(content.data) >= threshold:
+                    path: Path = ('parts', j, 'content')
+                    size = len(content.data)
+                    found.append(TypedPayload(index, path, False, content.data, size, content.media_type, content))
+            elif isinstance(content, list):
+                for k, item in enumerate(content):
+                    path = ('parts', j, 'content', k)
+                    if isinstance(item, BinaryContent):
+                        if len(item.data) >= threshold:
+                            size = len(item.data)
+                            found.append(TypedPayload(index, path, False, item.data, size, item.media_type, item))
+                    elif isinstance(item, TextContent | StructuredContent) and isinstance(item.content, str):
+                        size = text_size(item.content, threshold)
+                        if size:
+                            found.append(TypedPayload(index, path, True, item.content, size, TEXT_MEDIA_TYPE, item))
+    return found
+
+
+_CONTENT_FIELD: dict[type, bool] = {}
+
+
+def _content_is_field(cls: type) -> bool:
+    """Whether ``content`` is a dataclass field of the part class (not, say, a derived property)."""
+    answer = _CONTENT_FIELD.get(cls)
+    if answer is None:
+        import dataclasses
+
+        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
+        answer = _CONTENT_FIELD[cls] = any(f.name == 'content' for f in fields)
+    return answer
+
+
+def urlsafe_alphabet_used(raw: bytes) -> bool:
+    """Whether the URL-safe base64 of ``raw`` contains ``-`` or ``_`` (what decides a binary marker's stamp).
+
+    Encodes ``raw`` in 3-byte-aligned slices and stops at the first hit, so
+    ordinary media costs one small slice; only degenerate payloads are scanned whole.
+    """
+    view = memoryview(raw)
+    for start in range(0, len(raw), _URLSAFE_PROBE):
+        encoded = pybase64.b64encode(view[start : start + _URLSAFE_PROBE], altchars=b'-_')
+        if b'-' in encoded or b'_' in encoded:
+            return True
+    return False
+
+
+# -- the batch -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Job:
+    """One distinct payload of a batch.
+
+    ``uri`` is known at once for a trusted cache hit, after ``flush`` otherwise;
+    it stays ``None`` when the payload must stay inline (base64 that is not
+    canonical). ``recheck`` is a cache entry past its trust age, confirmed with
+    the store before it is used.
+    """
+
+    kind: PayloadKind
+    source: str | bytes
+    fp: int
+    size: int
+    media_type: str | None
+    urlsafe: bool = False
+    uri: str | None = None
+    recheck: KnownBlob | None = None
+
+
+class PayloadBatch:
+    """Collects payloads of one save, stores each distinct one once, under one concurrency bound."""
+
+    def __init__(self, store: MediaStore, cache: KnownBlobCache | None, max_concurrency: int) -> None:
+        self.store = store
+        self.cache = cache
+        self.max_concurrency = max_concurrency
+        self._jobs: dict[tuple[PayloadKind, int], list[Job]] = {}
+        self._open: list[Job] = []
+
+    def add(self, kind: PayloadKind, source: str | bytes, size: int, media_type: str | None) -> Job | None:
+        """The job that will hold ``source``'s URI, or ``None`` when it must stay inline.
+
+        The cache and this batch's own jobs are consulted before the base64
+        alphabet scan, so a payload seen before costs one fingerprint and one comparison.
+        """
+        fp = fingerprint_bytes(source) if isinstance(source, bytes) else fingerprint(source)
+        cache = self.cache
+        known = cache.lookup(kind, source, fp) if cache is not None else None
+        if known is not None and cache is not None and cache.is_trusted(known):
+            return Job(kind, source, fp, size, media_type, known.urlsafe, known.uri)
+        bucket = self._jobs.get((kind, fp))
+        if bucket is not None:
+            for job in bucket:
+                if job.source is source or job.source == source:
+                    return job
+        if known is not None:
+            job = Job(kind, source, fp, size, media_type, known.urlsafe, None, known)
+        elif kind == 'base64':
+            assert isinstance(source, str)
+            alphabet = is_urlsafe_alphabet(source)
+            if alphabet is None:
+                return None
+            job = Job(kind, source, fp, size, media_type, alphabet)
+        else:
+            job = Job(kind, source, fp, size, media_type)
+        self._jobs.setdefault((kind, fp), []).append(job)
+        self._open.append(job)
+        return job
+
+    async def flush(self) -> None:
+        """Re-check stale cache entries in one batched existence check, then store what is left."""
+        jobs, self._open = self._open, []
+        self._jobs = {}
+        if not jobs:
+            return
+        stale = [job for job in jobs if job.recheck is not None]
+        if stale:
+            await self._recheck(stale)
+        gate = asyncio.Semaphore(self.max_concurrency)
+        await run_all(self._store(job, gate) for job in jobs if job.uri is None)
+
+    async def _recheck(self, stale: list[Job]) -> None:
+        uris = [job.recheck.uri for job in stale if job.recheck is not None]
+        present = await exists_in(self.store, uris, max_concurrency=self.max_concurrency)
+        for job in stale:
+            entry = job.recheck
+            assert entry is not None
+            if entry.uri in present:
+                job.uri = entry.uri
+                if self.cache is not None:
+                    self.cache.confirm(entry)
+            elif self.cache is not None:
+                self.cache.forget(entry)
+
+    async def _store(self, job: Job, gate: asyncio.Semaphore) -> None:
+        source = job.source
+        async with gate:
+            if job.kind == 'base64':
+                assert isinstance(source, str)
+                decoded = await in_thread_if_large(job.size, decode_canonical_base64, source)
+                if decoded is None:
+                    return  # not canonical: stays inline
+                raw = decoded[0]
+            elif job.kind == 'text':
+                assert isinstance(source, str)
+                raw = await in_thread_if_large(job.size, text_to_bytes, source)
+            else:
+                assert isinstance(source, bytes)
+                raw = source
+                if job.recheck is None:
+                    if len(raw) >= _URLSAFE_IN_THREAD:
+                        job.urlsafe = await asyncio.to_thread(urlsafe_alphabet_used, raw)
+                    else:
+                        job.urlsafe = urlsafe_alphabet_used(raw)
+            uri = await self.store.put(raw, context=MediaContext(media_type=job.media_type))
+            del raw
+        if not isinstance(uri, str):
+            raise TypeError(f'{type(self.store).__name__}.put returned {type(uri).__name__}, expected a URI str')
+        job.uri = uri
+        if self.cache is not None:
+            self.cache.remember(job.kind, source, job.fp, uri, job.size, job.urlsafe)
+
+
+# -- markers waiting for their job -----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Pending:
+    """A marker in an output tree waiting for its job's URI.
+
+    ``node`` is the input dict; ``preserved`` its other fields, walked.
+    ``emptied`` is True when the caller removed the payload from ``node``
+    already (the typed path), so putting it back inline takes it from the job.
+    """
+
+    marker: dict[str, Any]
+    node: dict[str, Any]
+    moved_key: str
+    preserved: dict[str, Any]
+    job: Job
+    emptied: bool = False
+
+
+def new_marker(node: dict[str, Any], moved_key: str, preserved: dict[str, Any], job: Job) -> Pending:
+    """The marker standing for ``node`` (every field but ``moved_key``), still without its reference."""
+    marker = dict(preserved)
+    if not marker.keys().isdisjoint(MARKER_OWNED_KEYS):
+        stash = {key: marker.pop(key) for key in ESCAPE_ORDER if key in marker}
+        marker[FORMAT_KEY] = ESCAPE_FORMAT
+        marker[ESCAPED_KEYS] = stash
+    marker[MARKER_KEY] = True
+    if job.kind == 'text':
+        marker[TEXT_KEY] = True
+    return Pending(marker, node, moved_key, preserved, job)
+
+
+def settle(pendings: Iterable[Pending]) -> None:
+    """Give every waiting marker its reference, or turn it back into the inline dict.
+
+    A payload stays inline when it has no URI (not canonical base64) or when
+    the dict's own ``uri`` equals it (a reader would take that field for the
+    marker's mirror and drop it).
+    """
+    for pending in pendings:
+        job = pending.job
+        uri = job.uri
+        node = pending.node
+        if uri is None or node.get('uri') == uri:
+            _revert(pending)
+            continue
+        marker = pending.marker
+        if job.urlsafe and job.kind != 'text':
+            marker[URLSAFE_KEY] = URLSAFE_STAMP
+        marker[URI_KEY] = uri
+        if 'uri' not in node:
+            marker['uri'] = uri
+
+
+def _revert(pending: Pending) -> None:
+    """Turn a marker back into the inline dict it replaced, in place (it is already in the tree)."""
+    node = pending.node
+    moved = pending.moved_key
+    if pending.emptied:
+        source = pending.job.source
+        # pydantic serialises bytes as URL-safe base64 in JSON mode.
+        payload: object = encode_base64(source, urlsafe=True) if isinstance(source, bytes) else source
+    else:
+        payload = node[moved]
+    inline = {key: (payload if key == moved else pending.preserved[key]) for key in node}
+    marker = pending.marker
+    marker.clear()
+    marker.update(wrap_literal(inline) if needs_literal_wrap(node) else inline)
