@@ -24,6 +24,7 @@ from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strat
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores import (
     BaseMediaStore,
+    CacheAwareMediaStore,
     DeletableMediaStore,
     DiskMediaStore,
     ListableMediaStore,
@@ -31,6 +32,7 @@ from mediastash.stores import (
     MemoryMediaStore,
     SqliteMediaStore,
     StreamingMediaStore,
+    WrapperMediaStore,
 )
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_media_uri
 from mediastash.urls import PublicUrlResolver, make_static_public_url
@@ -56,6 +58,7 @@ __all__ = [
     'EMPTY_CONTEXT',
     'MEDIA_URI_SCHEME',
     'BaseMediaStore',
+    'CacheAwareMediaStore',
     'DeletableMediaStore',
     'DiskMediaStore',
     'IntegrityError',
@@ -74,6 +77,7 @@ __all__ = [
     'StreamingMediaStore',
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',
+    'WrapperMediaStore',
     '__version__',
     'default_key_strategy',
     'is_media_uri',

@@ -3,16 +3,18 @@
 import importlib
 from typing import TYPE_CHECKING
 
-from mediastash.stores.base import BaseMediaStore, ChunkedMediaStore
+from mediastash.stores.base import BaseMediaStore, ChunkedMediaStore, Ingest
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import (
+    CacheAwareMediaStore,
     DeletableMediaStore,
     ListableMediaStore,
     MediaStore,
     StreamingMediaStore,
 )
 from mediastash.stores.sqlite import SqliteMediaStore
+from mediastash.stores.wrapper import WrapperMediaStore
 
 if TYPE_CHECKING:
     from mediastash.stores.mongo import MongoMediaStore
@@ -28,9 +30,11 @@ _OPTIONAL = {
 
 __all__ = [
     'BaseMediaStore',
+    'CacheAwareMediaStore',
     'ChunkedMediaStore',
     'DeletableMediaStore',
     'DiskMediaStore',
+    'Ingest',
     'ListableMediaStore',
     'MediaStore',
     'MemoryMediaStore',
@@ -39,6 +43,7 @@ __all__ = [
     'S3MediaStore',
     'SqliteMediaStore',
     'StreamingMediaStore',
+    'WrapperMediaStore',
 ]
 
 
