@@ -1,6 +1,8 @@
-"""The conformance suite every mediastash store passes.
+"""``StoreTests``: the conformance suite every mediastash store passes.
 
-How to use it for a new backend (S3, MongoDB, ...)::
+Needs pytest and pytest-asyncio (``pip install 'mediastash[testing]'``); the
+tests are ``async def`` and expect ``asyncio_mode = "auto"``. Subclass it once
+per backend::
 
     class TestMyStore(StoreTests):
         async def make_store(self, folder, *, public_url=None):
@@ -13,20 +15,23 @@ How to use it for a new backend (S3, MongoDB, ...)::
 The three ``raw_*`` helpers reach the backend directly, bypassing the store
 (files, a second database connection, the SDK client), so the suite can check
 what really landed and can corrupt or remove blobs behind the store's back.
-``raw_count`` is optional: return how many blobs the backend holds to let the
-dedup tests check that identical bytes are stored once.
+Optional hooks: ``raw_count`` (how many blobs the backend holds, to check
+that identical bytes are stored once), ``reopen_store`` (a second instance on
+the same storage, to check that a deletion through one instance is seen by
+the other's known-blob cache) and ``close_store``.
 
 ``folder`` is an empty temporary directory the store may use. Stores are
-released by ``close_store`` after each test (default: ``aclose`` when the store
-has one; override it to also close clients the test module created). Tests of optional
-capabilities (listing, deleting, streaming) skip when the store does not
-implement the matching protocol. The class name has no ``Test`` prefix, so
-pytest only collects it through subclasses. Keep it backend-agnostic and fast.
+released by ``close_store`` after each test (default: ``aclose`` when the
+store has one; override it to also close clients the test module created).
+Tests of optional capabilities (listing, deleting, streaming) skip when the
+store does not implement the matching protocol. The class name has no
+``Test`` prefix, so pytest only collects it through subclasses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -40,14 +45,22 @@ from mediastash import (
     EMPTY_CONTEXT,
     IntegrityError,
     InvalidMediaURI,
+    KnownBlobCache,
     MediaContext,
     MediaNotFoundError,
     MediaStore,
+    StoreClosedError,
+    externalize_media,
     make_static_public_url,
     media_uri_for,
+    restore_media,
 )
+from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
+from mediastash.testing.counting import CountingMediaStore
 from mediastash.urls import PublicUrlResolver
+
+__all__ = ['BAD_URIS', 'MISSING_URI', 'ForeignContext', 'StoreTests', 'blob', 'chunked', 'collect']
 
 StoreFactory = Callable[..., Awaitable[Any]]
 
@@ -87,16 +100,24 @@ def blob(size: int, seed: int = 0) -> bytes:
 
 
 async def collect(stream: AsyncIterator[bytes]) -> list[bytes]:
+    """Every chunk of ``stream``."""
     return [chunk async for chunk in stream]
 
 
 async def chunked(data: bytes, size: int) -> AsyncIterator[bytes]:
+    """``data`` as an async stream of ``size``-byte chunks."""
     for start in range(0, len(data), size):
         yield data[start : start + size]
 
 
+def image_tree(size: int = 100 << 10, seed: int = 0) -> tuple[dict[str, Any], bytes]:
+    """A binary part as pydantic-ai persists it (base64 ``data``), and its raw bytes."""
+    data = blob(size, seed=seed)
+    return {'kind': 'binary', 'data': base64.b64encode(data).decode('ascii'), 'media_type': 'image/png'}, data
+
+
 class StoreTests:
-    """Behaviour shared by every ``MediaStore``; subclass it once per backend (see module docstring)."""
+    """Behaviour shared by every ``MediaStore``; subclass it once per backend (see the module docstring)."""
 
     # -- what a backend's test module provides -----------------------------------------
 
@@ -120,8 +141,18 @@ class StoreTests:
         """How many blobs the backend holds, or ``None`` when that cannot be checked."""
         return None
 
+    async def reopen_store(self, store: Any) -> Any | None:
+        """A second, independent instance on the same storage as ``store``, or ``None``.
+
+        Same folder, database file, bucket and prefix, or collection; a new
+        client or connection of its own. ``None`` (the default) when the
+        storage is private to the instance, as an in-memory store's is: the
+        tests that need it then skip. The suite releases it with ``close_store``.
+        """
+        return None
+
     async def close_store(self, store: Any) -> None:
-        """Release a store made by ``make_store`` (default: ``aclose`` when it has one)."""
+        """Release a store made by ``make_store`` or ``reopen_store`` (default: ``aclose`` when it has one)."""
         aclose = getattr(store, 'aclose', None)
         if aclose is not None:
             await aclose()
@@ -219,13 +250,25 @@ class StoreTests:
         if count is not None:
             assert count == 1
 
-    async def test_later_puts_keep_the_blob_readable(self, store: Any) -> None:
+    async def test_metadata_of_the_first_put_wins(self, store: Any) -> None:
+        """A blob's metadata is that of the ``put`` (or ``put_stream``) that stored it.
+
+        Later puts of the same bytes leave the blob and its metadata alone,
+        whatever metadata they carry, including none; only after the blob
+        was deleted does a put store new metadata (see ``test_delete``).
+        """
         data = blob(2000, seed=3)
         uri = await store.put(data, context=MediaContext(metadata={'a': '1'}))
         await store.put(data, context=MediaContext(metadata={'a': '2'}))
         await store.put(data)
+        if _has(store, StreamingMediaStore):
+            await store.put_stream(chunked(data, 500), context=MediaContext(metadata={'a': '3'}))
         assert await store.get(uri) == data
-        assert dict(await store.get_metadata(uri)) in ({'a': '1'}, {'a': '2'})
+        assert dict(await store.get_metadata(uri)) == {'a': '1'}
+        bare = blob(300, seed=13)
+        bare_uri = await store.put(bare)
+        await store.put(bare, context=MediaContext(metadata={'late': 'yes'}))
+        assert dict(await store.get_metadata(bare_uri)) == {}
 
     async def test_empty_blob(self, store: Any) -> None:
         uri = await store.put(b'')
@@ -261,6 +304,115 @@ class StoreTests:
     async def test_non_bytes_payload(self, store: Any, payload: object) -> None:
         with pytest.raises(TypeError):
             await store.put(payload)
+
+    # -- lifecycle and identity --------------------------------------------------------
+
+    async def test_aclose_twice_is_fine(self, store: Any) -> None:
+        await store.put(b'before closing')
+        await store.aclose()
+        await store.aclose()
+
+    async def test_closed_store_refuses_every_call(self, store: Any) -> None:
+        uri = await store.put(b'before closing')
+        await store.aclose()
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            'put': lambda: store.put(b'after closing'),
+            'get': lambda: store.get(uri),
+            'exists': lambda: store.exists(uri),
+            'get_metadata': lambda: store.get_metadata(uri),
+            'public_url': lambda: store.public_url(uri),
+        }
+        if getattr(store, 'exists_many', None) is not None:
+            calls['exists_many'] = lambda: store.exists_many([uri])
+        if _has(store, DeletableMediaStore):
+            calls['delete'] = lambda: store.delete(uri)
+            calls['delete_many'] = lambda: store.delete_many([uri])
+        if _has(store, ListableMediaStore):
+            calls['iter_uris'] = lambda: collect(store.iter_uris())
+        if _has(store, StreamingMediaStore):
+            calls['put_stream'] = lambda: store.put_stream(chunked(b'after closing', 4))
+            calls['get_stream'] = lambda: collect(store.get_stream(uri))
+        not_refused: list[str] = []
+        for name, call in calls.items():
+            try:
+                await call()
+            except StoreClosedError:
+                continue
+            except Exception as error:
+                not_refused.append(f'{name} raised {type(error).__name__}: {error}')
+            else:
+                not_refused.append(f'{name} succeeded')
+        assert not_refused == [], 'after aclose every call must raise StoreClosedError'
+
+    async def test_async_with_closes_the_store(self, store: Any) -> None:
+        async with store as entered:
+            assert entered is store
+            uri = await store.put(b'inside the block')
+            assert await store.get(uri) == b'inside the block'
+        with pytest.raises(StoreClosedError):
+            await store.get(uri)
+        with pytest.raises(StoreClosedError):
+            await store.put(b'after the block')
+        with pytest.raises(StoreClosedError):
+            async with store:
+                pass  # pragma: no cover
+
+    async def test_storage_key_is_hashable_and_stable(self, store_factory: StoreFactory) -> None:
+        store = await store_factory()
+        if getattr(store, 'storage_key', None) is None:
+            pytest.skip(f'{type(store).__name__} has no storage_key (the walks give it a private known-blob cache)')
+        key = store.storage_key
+        assert {key: 'usable as a dict key'}[key]
+        uri = await store.put(b'keyed')
+        await store.get(uri)
+        assert store.storage_key == key
+        assert hash(store.storage_key) == hash(key)
+        other = await store_factory()
+        assert other.storage_key != key, 'two stores on different storage must have different keys'
+        again = await self.reopen_store(store)
+        if again is not None:
+            try:
+                assert again.storage_key == key, 'two instances on the same storage must have equal keys'
+            finally:
+                await self.close_store(again)
+
+    # -- the known-blob cache ----------------------------------------------------------
+
+    async def test_known_blobs_see_a_deletion_through_another_instance(self, store: Any) -> None:
+        store = _capable(store, DeletableMediaStore, 'delete')
+        other = await self.reopen_store(store)
+        if other is None:
+            pytest.skip(f'{type(store).__name__}: no second instance on the same storage (reopen_store gave None)')
+        try:
+            tree, data = image_tree(seed=14)
+            uri = media_uri_for(data)
+            lean = await externalize_media(tree, media_store=store, threshold_bytes=1024)
+            assert lean[URI_KEY] == uri
+            assert await other.delete(uri) is True
+            again = await externalize_media(tree, media_store=store, threshold_bytes=1024)
+            assert again == lean
+            assert await store.exists(uri), 'a deletion through another instance must make the cache forget'
+            assert await restore_media(again, media_store=other, known_blobs=False) == tree
+        finally:
+            await self.close_store(other)
+
+    async def test_known_blobs_recheck_after_the_trust_age(self, store: Any) -> None:
+        clock = [0.0]
+        cache = KnownBlobCache(trust_seconds=60, clock=lambda: clock[0])
+        tree, data = image_tree(seed=15)
+        uri = media_uri_for(data)
+        lean = await externalize_media(tree, media_store=store, threshold_bytes=1024, known_blobs=cache)
+        await self.raw_delete(store, uri)
+        counting = CountingMediaStore(store)  # same storage_key, so the same cache accepts it
+        clock[0] = 30.0
+        trusted = await externalize_media(tree, media_store=counting, threshold_bytes=1024, known_blobs=cache)
+        assert trusted == lean
+        assert counting.calls['put'] == 0, 'within trust_seconds the cache is believed without asking the store'
+        clock[0] = 61.0
+        rechecked = await externalize_media(tree, media_store=counting, threshold_bytes=1024, known_blobs=cache)
+        assert rechecked == lean
+        assert await store.exists(uri), 'past trust_seconds the cache must ask the store again and re-store the blob'
+        assert await restore_media(rechecked, media_store=store, known_blobs=False) == tree
 
     # -- verification ------------------------------------------------------------------
 
@@ -337,8 +489,7 @@ class StoreTests:
     # -- optional: listing -------------------------------------------------------------
 
     async def test_listing(self, store: Any) -> None:
-        if not isinstance(store, ListableMediaStore):
-            pytest.skip(f'{type(store).__name__} cannot list')
+        store = _capable(store, ListableMediaStore, 'list')
         assert [uri async for uri in store.iter_uris()] == []
         uris = {
             await store.put(b'one'),
@@ -350,8 +501,7 @@ class StoreTests:
         assert sorted(listed) == sorted(uris)
 
     async def test_listing_many(self, store: Any) -> None:
-        if not isinstance(store, ListableMediaStore):
-            pytest.skip(f'{type(store).__name__} cannot list')
+        store = _capable(store, ListableMediaStore, 'list')
         uris = await asyncio.gather(*(store.put(f'blob {i}'.encode()) for i in range(1500)))
         listed = [uri async for uri in store.iter_uris()]
         assert sorted(listed) == sorted(uris)
@@ -359,8 +509,7 @@ class StoreTests:
     # -- optional: deleting ------------------------------------------------------------
 
     async def test_delete(self, store: Any) -> None:
-        if not isinstance(store, DeletableMediaStore):
-            pytest.skip(f'{type(store).__name__} cannot delete')
+        store = _capable(store, DeletableMediaStore, 'delete')
         data = b'to be collected'
         uri = await store.put(data, context=MediaContext(metadata={'k': 'v'}))
         keep = await store.put(b'kept')
@@ -374,20 +523,18 @@ class StoreTests:
         assert await store.get(keep) == b'kept'
         assert await store.put(data, context=MediaContext(metadata={'k': 'new'})) == uri
         assert dict(await store.get_metadata(uri)) == {'k': 'new'}
-        if isinstance(store, ListableMediaStore):
+        if _has(store, ListableMediaStore):
             await store.delete(uri)
             assert [u async for u in store.iter_uris()] == [keep]
 
     @pytest.mark.parametrize('bad_uri', BAD_URIS[:4], ids=repr)
     async def test_delete_invalid_uri(self, store: Any, bad_uri: object) -> None:
-        if not isinstance(store, DeletableMediaStore):
-            pytest.skip(f'{type(store).__name__} cannot delete')
+        store = _capable(store, DeletableMediaStore, 'delete')
         with pytest.raises(InvalidMediaURI):
-            await store.delete(bad_uri)  # type: ignore[arg-type]
+            await store.delete(bad_uri)
 
     async def test_delete_many(self, store: Any) -> None:
-        if not isinstance(store, DeletableMediaStore):
-            pytest.skip(f'{type(store).__name__} cannot delete')
+        store = _capable(store, DeletableMediaStore, 'delete')
         first, second, third = [await store.put(f'many {i}'.encode()) for i in range(3)]
         assert await store.delete_many([first, second, MISSING_URI]) == 2
         assert await store.delete_many([]) == 0
@@ -397,13 +544,8 @@ class StoreTests:
 
     # -- optional: streaming -----------------------------------------------------------
 
-    def _streaming(self, store: Any) -> Any:
-        if not isinstance(store, StreamingMediaStore):
-            pytest.skip(f'{type(store).__name__} cannot stream')
-        return store
-
     async def test_stream_round_trip_many_small_chunks(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
         data = blob(50_000, seed=9)
         uri = await store.put_stream(chunked(data, 97), context=MediaContext(metadata={'via': 'stream'}))
         assert uri == media_uri_for(data)
@@ -415,7 +557,7 @@ class StoreTests:
         assert all(0 < len(chunk) <= 4096 for chunk in chunks)
 
     async def test_stream_mixed_chunk_types(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
 
         async def parts() -> AsyncIterator[Any]:
             yield b'abc'
@@ -427,7 +569,7 @@ class StoreTests:
         assert await store.get(media_uri_for(b'abcdefghi')) == b'abcdefghi'
 
     async def test_stream_of_zero_chunks(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
 
         async def nothing() -> AsyncIterator[bytes]:
             return
@@ -439,7 +581,7 @@ class StoreTests:
         assert b''.join(await collect(store.get_stream(uri))) == b''
 
     async def test_stream_dedup_with_put(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
         data = blob(100_000, seed=10)
         uri = await store.put(data)
         assert await store.put_stream(chunked(data, 10_000)) == uri
@@ -449,14 +591,14 @@ class StoreTests:
             assert count == 1
 
     async def test_stream_larger_blob(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
         data = os.urandom(3 << 20)
         uri = await store.put_stream(chunked(data, 1 << 20))
         assert uri == media_uri_for(data)
         assert b''.join(await collect(store.get_stream(uri, chunk_size=256 << 10))) == data
 
     async def test_stream_failure_midway_stores_nothing(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
 
         async def broken() -> AsyncIterator[bytes]:
             yield b'first half'
@@ -465,11 +607,11 @@ class StoreTests:
         with pytest.raises(RuntimeError, match='producer died'):
             await store.put_stream(broken())
         assert not await store.exists(media_uri_for(b'first half'))
-        if isinstance(store, ListableMediaStore):
+        if _has(store, ListableMediaStore):
             assert [uri async for uri in store.iter_uris()] == []
 
     async def test_stream_refuses_non_bytes_chunks(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
 
         async def bad() -> AsyncIterator[Any]:
             yield b'ok'
@@ -479,7 +621,7 @@ class StoreTests:
             await store.put_stream(bad())
 
     async def test_get_stream_missing_and_invalid(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
         with pytest.raises(MediaNotFoundError) as caught:
             await collect(store.get_stream(MISSING_URI))
         assert MISSING_URI in str(caught.value)
@@ -491,7 +633,7 @@ class StoreTests:
 
     @pytest.mark.parametrize('tamper', ['flipped', 'truncated', 'extended'])
     async def test_get_stream_withholds_final_chunk_of_tampered_blob(self, store: Any, tamper: str) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
         data = blob(10_000, seed=11)
         uri = await store.put(data)
         stored = _tampered(data, tamper)
@@ -508,7 +650,7 @@ class StoreTests:
         assert len(b''.join(received)) < len(stored)
 
     async def test_get_stream_early_exit(self, store: Any) -> None:
-        store = self._streaming(store)
+        store = _capable(store, StreamingMediaStore, 'stream')
         data = blob(20_000, seed=12)
         uri = await store.put(data)
         stream = store.get_stream(uri, chunk_size=1000)
@@ -516,6 +658,18 @@ class StoreTests:
         await stream.aclose()
         assert first == data[:1000]
         assert await store.get(uri) == data
+
+
+def _has(store: Any, capability: type) -> bool:
+    """``isinstance`` against a capability protocol, without narrowing ``store`` for the type checker."""
+    return isinstance(store, capability)
+
+
+def _capable(store: Any, capability: type, what: str) -> Any:
+    """``store`` when it implements ``capability``; otherwise skip the test."""
+    if not isinstance(store, capability):
+        pytest.skip(f'{type(store).__name__} cannot {what}')
+    return store
 
 
 def _tampered(data: bytes, how: str) -> bytes:
