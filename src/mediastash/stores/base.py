@@ -14,9 +14,9 @@ import asyncio
 import hashlib
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Coroutine, Hashable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self, TypeVar
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import MediaNotFoundError, StoreClosedError
@@ -25,12 +25,13 @@ from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verifie
 from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
-__all__ = ['DEFAULT_EXISTS_CONCURRENCY', 'BaseMediaStore', 'ChunkedMediaStore', 'Ingest']
+__all__ = ['DEFAULT_EXISTS_CONCURRENCY', 'AsyncClosing', 'BaseMediaStore', 'ChunkedMediaStore', 'Ingest']
 
 DEFAULT_EXISTS_CONCURRENCY: Final = 16
 """How many existence checks ``exists_many`` keeps in flight by default."""
 
 _instances = itertools.count()
+_T = TypeVar('_T')
 
 # Public capability method -> the primitive that provides it. A subclass that does
 # not supply the primitive has the method set to ``None`` on its class, which is how
@@ -84,7 +85,25 @@ class Ingest:
         return b''.join([piece async for piece in self])
 
 
-class BaseMediaStore(ABC):
+class AsyncClosing:
+    """``async with`` for anything with an ``aclose`` coroutine: the block's end closes it."""
+
+    async def aclose(self) -> None:
+        """Release what the object owns."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class BaseMediaStore(AsyncClosing, ABC):
     """Template for content-addressed stores (see the module docstring for what a backend supplies).
 
     Every public method raises ``StoreClosedError`` after ``aclose``; every
@@ -230,14 +249,6 @@ class BaseMediaStore(ABC):
         self._check_open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     def __repr__(self) -> str:
         return f'{self._describe()}()'
 
@@ -293,12 +304,7 @@ class BaseMediaStore(ABC):
         """Remove the blob; ``False`` when it was not stored. Only garbage collection should call this."""
         digest = parse_media_uri(uri)
         self._check_open()
-        key = self.storage_key
-        note_deletion(key)
-        try:
-            return await self._delete(digest, context)
-        finally:
-            note_deletion(key)
+        return await self._noting_deletion(self._delete(digest, context))
 
     async def delete_many(self, uris: Iterable[str]) -> int:
         """Delete several blobs (every URI validated before anything is removed); how many were removed."""
@@ -306,10 +312,14 @@ class BaseMediaStore(ABC):
         self._check_open()
         if not digests:
             return 0
+        return await self._noting_deletion(self._delete_many(digests))
+
+    async def _noting_deletion(self, deletion: Coroutine[Any, Any, _T]) -> _T:
+        """Run a deletion primitive with the storage's deletion noted before and after it."""
         key = self.storage_key
         note_deletion(key)
         try:
-            return await self._delete_many(digests)
+            return await deletion
         finally:
             note_deletion(key)
 

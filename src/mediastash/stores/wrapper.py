@@ -9,12 +9,11 @@ capabilities of the store it wraps.
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.known_blobs import storage_key_of
-from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY
+from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, AsyncClosing
 from mediastash.stores.protocols import (
     DeletableMediaStore,
     ListableMediaStore,
@@ -32,7 +31,7 @@ _OPTIONAL_METHODS = (
 )
 
 
-class WrapperMediaStore:
+class WrapperMediaStore(AsyncClosing):
     """A ``MediaStore`` that hands every call to ``inner``.
 
     Override a method and call ``super()`` to observe or change one call. A
@@ -114,17 +113,6 @@ class WrapperMediaStore:
         close = getattr(self.inner, 'aclose', None)
         if close is not None:
             await close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}({self.inner!r})'
