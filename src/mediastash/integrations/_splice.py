@@ -20,8 +20,9 @@ import json
 import secrets
 import sys
 import threading
-from collections import OrderedDict
 from typing import Any, Final
+
+from mediastash._lru import BoundedLRU
 
 __all__ = ['DEFAULT_LITERAL_BYTES', 'LiteralCache', 'dumps_spliced']
 
@@ -47,14 +48,13 @@ class LiteralCache:
             raise ValueError(f'max_bytes must be a non-negative int, got {max_bytes!r}')
         self.max_bytes = max_bytes
         self.ensure_ascii = ensure_ascii
-        self._entries: OrderedDict[int, tuple[str, str | None, int]] = OrderedDict()
-        self._bytes = 0
+        self._entries: BoundedLRU[int, tuple[str, str | None]] = BoundedLRU(max_cost=max_bytes)
         self._lock = threading.Lock()
 
     @property
     def bytes_held(self) -> int:
         """Memory the cached strings account for (payloads kept alive and escaped literals)."""
-        return self._bytes
+        return self._entries.total_cost
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -62,7 +62,6 @@ class LiteralCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._bytes = 0
 
     def literal(self, source: str) -> str | None:
         """``json.dumps(source)``, or ``None`` when that is exactly ``'"' + source + '"'``."""
@@ -70,22 +69,13 @@ class LiteralCache:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0] is source:
-                self._entries.move_to_end(key)
                 return entry[1]
         dumped = json.dumps(source, ensure_ascii=self.ensure_ascii)
         # Escaping only ever lengthens a string, so equal length means nothing was escaped.
         literal = None if len(dumped) == len(source) + 2 else dumped
         cost = sys.getsizeof(source) + (sys.getsizeof(literal) if literal is not None else 0)
-        if cost <= self.max_bytes:
-            with self._lock:
-                old = self._entries.pop(key, None)
-                if old is not None:
-                    self._bytes -= old[2]
-                self._entries[key] = (source, literal, cost)
-                self._bytes += cost
-                while self._bytes > self.max_bytes:
-                    _, (_, _, old_cost) = self._entries.popitem(last=False)
-                    self._bytes -= old_cost
+        with self._lock:
+            self._entries.put(key, (source, literal), cost)
         return literal
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections import OrderedDict
 from typing import Any, Final
 
+from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaNotFoundError
 from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
 from mediastash.known_blobs import KnownBlobCache
@@ -20,7 +20,7 @@ from mediastash.walker._common import (
     check_concurrency,
     check_threshold,
 )
-from mediastash.walker.restore import restore_collecting
+from mediastash.walker.restore import _restore_collecting
 
 __all__ = ['OffloadingKV']
 
@@ -72,8 +72,7 @@ class OffloadingKV:
         # Without the known-blob cache every restore fetches fresh payload strings: nothing to reuse.
         self._literals = LiteralCache(literal_bytes if known_blobs is not False else 0, ensure_ascii=False)
         self.recent_bytes = recent_bytes
-        self._recent: OrderedDict[tuple[str, str], tuple[str, str, int]] = OrderedDict()
-        self._recent_held = 0
+        self._recent: BoundedLRU[tuple[str, str], tuple[str, str]] = BoundedLRU(max_cost=self.recent_bytes)
         self.inner = inner
         self.media_store = media_store
         self.threshold_bytes = check_threshold(threshold_bytes)
@@ -108,19 +107,10 @@ class OffloadingKV:
         await self.inner.delete(pk, sk)
 
     def _remember(self, pk: str, sk: str, lean: str, full: str) -> None:
-        cost = sys.getsizeof(full)
-        if cost > self.recent_bytes:
-            return
-        self._recent[(pk, sk)] = (lean, full, cost)
-        self._recent_held += cost
-        while self._recent_held > self.recent_bytes:
-            _, (_, _, old_cost) = self._recent.popitem(last=False)
-            self._recent_held -= old_cost
+        self._recent.put((pk, sk), (lean, full), sys.getsizeof(full))
 
     def _forget(self, pk: str, sk: str) -> None:
-        entry = self._recent.pop((pk, sk), None)
-        if entry is not None:
-            self._recent_held -= entry[2]
+        self._recent.pop((pk, sk))
 
     def __getattr__(self, name: str) -> Any:
         if name == 'inner':
@@ -160,7 +150,7 @@ class OffloadingKV:
         except ValueError:
             return data
         try:
-            full, slots = await restore_collecting(
+            full, slots = await _restore_collecting(
                 tree, media_store=self.media_store, known_blobs=self.known_blobs, max_concurrency=self.max_concurrency
             )
         except MediaNotFoundError as error:
