@@ -9,12 +9,16 @@ does not import pytest. ``import mediastash`` never imports this package.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mediastash.testing.store import StoreTests
 
 __all__ = ['StoreTests']
+
+if 'pytest' in sys.modules:  # under pytest: failed asserts in the suite show their values
+    sys.modules['pytest'].register_assert_rewrite('mediastash.testing.store')
 
 
 def __getattr__(name: str) -> Any:
