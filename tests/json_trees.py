@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from mediastash import media_uri_for
 from mediastash.markers import (
     ESCAPED_KEYS,
     FORMAT_KEY,
@@ -52,6 +53,59 @@ def base64_payload(draw: st.DrawFn) -> str:
     return draw(any_text)
 
 
+KNOWN_PAYLOADS = (b'', b'hello', 'h\u00e9\ud800'.encode('utf-8', 'surrogatepass'), b'\xff\x00\xfe')
+"""Blobs a test can put in its store first, so marker-like dicts that reference them really resolve."""
+
+KNOWN_URIS = [media_uri_for(payload) for payload in KNOWN_PAYLOADS]
+_SHAPE_KEYS = ('kind', 'part_kind', 'data', 'content', MARKER_KEY, TEXT_KEY, URI_KEY, 'uri', URLSAFE_KEY)
+
+
+@st.composite
+def marker_likes(draw: st.DrawFn, children: st.SearchStrategy[Any]) -> dict[str, Any]:
+    """Flagged dicts near the marker shape: binary and text markers over known blobs, and near misses."""
+    node: dict[str, Any] = draw(st.dictionaries(keys, children, max_size=2))
+    for key in _SHAPE_KEYS:
+        node.pop(key, None)
+    target = draw(st.sampled_from(['binary', 'text', 'near miss']))
+    if target == 'binary':
+        node['kind'] = 'binary'
+        maybe: dict[str, st.SearchStrategy[Any]] = {'part_kind': st.just('text'), 'content': any_text}
+        maybe[URLSAFE_KEY] = st.just(URLSAFE_STAMP)
+        maybe[TEXT_KEY] = st.sampled_from(['true', False])
+    elif target == 'text':
+        node[TEXT_KEY] = True
+        if draw(st.booleans()):
+            node['part_kind'] = draw(st.sampled_from(['text', 'thinking', 'tool-return']))
+        else:
+            node['kind'] = draw(st.sampled_from(['text-content', 'structured-content']))
+        maybe = {'kind': st.sampled_from(['binary', 'text-content', None]), 'data': any_text}
+    else:
+        maybe = {
+            'kind': st.sampled_from(['binary', 'text-content', 'structured-content', 'image', None, ['binary']]),
+            'part_kind': st.sampled_from(['text', 5, None]),
+            'data': any_text,
+            'content': any_text,
+            TEXT_KEY: st.sampled_from([True, 'true']),
+            URLSAFE_KEY: st.just(URLSAFE_STAMP),
+        }
+    for key, values in maybe.items():
+        if key not in node and draw(st.booleans()):
+            node[key] = draw(values)
+    reference = st.one_of(st.sampled_from(KNOWN_URIS), st.sampled_from(KNOWN_URIS), any_text, st.integers())
+    where = draw(st.sampled_from(['authoritative', 'mirrored', 'own uri', 'legacy', 'none']))
+    if where != 'legacy' and where != 'none':
+        node[URI_KEY] = draw(reference)
+    if where == 'mirrored':
+        node['uri'] = node[URI_KEY]
+    elif where in ('own uri', 'legacy'):
+        node['uri'] = draw(reference)
+    if draw(st.booleans()):
+        node[FORMAT_KEY] = draw(stamps)
+        node[ESCAPED_KEYS] = {MARKER_KEY: draw(children)}
+    node[MARKER_KEY] = True
+    return node
+
+
 def special_nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     extra = st.dictionaries(keys, children, max_size=3)
     binary = st.builds(
@@ -89,7 +143,7 @@ def special_nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[st
         stamps,
         extra,
     )
-    return st.one_of(binary, text_part, text_content, lookalike, literal_like, escape_like)
+    return st.one_of(binary, text_part, text_content, lookalike, marker_likes(children), literal_like, escape_like)
 
 
 json_trees = st.recursive(

@@ -7,19 +7,22 @@ import copy
 import json
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-import mediastash.walker.externalize as externalize_module
+import mediastash.walker._payloads as payloads_module
 from mediastash import (
     IntegrityError,
     MalformedMarker,
+    MediaContextLike,
     MediaNotFoundError,
     MemoryMediaStore,
     UnsupportedMarkerFormat,
     media_uri_for,
 )
+from mediastash.context import EMPTY_CONTEXT
 from mediastash.known_blobs import KnownBlobCache, fingerprint
 from mediastash.markers import (
     ESCAPED_KEYS,
@@ -30,6 +33,7 @@ from mediastash.markers import (
     URI_KEY,
     URLSAFE_KEY,
 )
+from mediastash.stores.wrapper import WrapperMediaStore
 from mediastash.walker import externalize_media, restore_media
 from tests.walker_support import CountingStore, LyingStore, UntouchableStore, b64, history, image_part
 
@@ -116,10 +120,14 @@ async def test_multibyte_text_threshold_counts_utf8_bytes() -> None:
     assert len(markers_in(lean)) == 1
 
 
-async def test_unpaired_surrogates_round_trip() -> None:
-    store = MemoryMediaStore()
+async def test_unpaired_surrogates_move_to_the_store_and_back() -> None:
+    store = CountingStore()
     text = '\ud800' + 'x' * THRESHOLD + '\udfff'
-    await roundtrip([{'part_kind': 'text', 'content': text}], store)
+    lean = await roundtrip([{'part_kind': 'text', 'content': text}], store, known_blobs=False)
+    (marker,) = markers_in(lean)
+    assert marker[TEXT_KEY] is True and 'content' not in marker
+    assert len(store.puts) == 1 and store.gets == [marker[URI_KEY]]  # restore read the text from the store
+    assert await store.get(marker[URI_KEY]) == text.encode('utf-8', 'surrogatepass')
 
 
 async def test_input_is_never_mutated() -> None:
@@ -241,9 +249,124 @@ async def test_escape_keys_that_are_not_ours_stay_as_data() -> None:
     assert restored == {FORMAT_KEY: 'other', ESCAPED_KEYS: {'k': 1}, 'kind': 'binary', 'data': b64(b'payload')}
 
 
-async def test_marker_without_string_reference_is_malformed() -> None:
+@pytest.mark.parametrize(
+    'marker',
+    [
+        {MARKER_KEY: True, URI_KEY: 5, 'kind': 'binary'},
+        {MARKER_KEY: True, 'uri': None, 'kind': 'binary'},
+        {MARKER_KEY: True, TEXT_KEY: True, URI_KEY: ['x'], 'part_kind': 'text'},
+    ],
+)
+async def test_marker_without_string_reference_is_malformed(marker: dict[str, Any]) -> None:
     with pytest.raises(MalformedMarker, match=r'\$\[1\]'):
-        await restore_media([{}, {MARKER_KEY: True, URI_KEY: 5}], media_store=UntouchableStore())
+        await restore_media([{}, marker], media_store=UntouchableStore())
+
+
+class RecordingStore(WrapperMediaStore):
+    """A MemoryMediaStore behind a wrapper that records every call the walker makes."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryMediaStore())
+        self.calls: list[tuple[str, str]] = []
+
+    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
+        self.calls.append(('get', uri))
+        return await super().get(uri, context=context)
+
+    async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        self.calls.append(('exists', uri))
+        return await super().exists(uri, context=context)
+
+    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
+        self.calls.append(('get_metadata', uri))
+        return await super().get_metadata(uri, context=context)
+
+
+SHAPELESS_LOOKALIKES: list[dict[str, Any]] = [
+    {MARKER_KEY: True, 'uri': '<uri>'},  # flag and reference, nothing else
+    {MARKER_KEY: True, URI_KEY: '<uri>', 'uri': '<uri>'},
+    {MARKER_KEY: True, TEXT_KEY: True, URI_KEY: '<uri>'},
+    {MARKER_KEY: True, URI_KEY: '<uri>', 'kind': 'image'},  # wrong kind
+    {MARKER_KEY: True, URI_KEY: '<uri>', 'kind': ['binary']},  # unhashable kind
+    {MARKER_KEY: True, URI_KEY: '<uri>', 'kind': 'text-content'},  # text shape without the text flag
+    {MARKER_KEY: True, URI_KEY: '<uri>', 'part_kind': 'text'},
+    {MARKER_KEY: True, URI_KEY: '<uri>', 'kind': 'binary', 'data': 'AAAA'},  # payload key still present
+    {MARKER_KEY: True, URI_KEY: '<uri>', 'kind': 'binary', 'data': None},
+    {MARKER_KEY: True, TEXT_KEY: True, URI_KEY: '<uri>', 'part_kind': 'text', 'content': 'still here'},
+    {MARKER_KEY: True, TEXT_KEY: True, URI_KEY: '<uri>', 'kind': 'binary'},  # binary shape with the text flag
+    {MARKER_KEY: True, TEXT_KEY: True, URI_KEY: '<uri>', 'kind': 'text'},  # not a text-content kind
+    {MARKER_KEY: True, TEXT_KEY: True, URI_KEY: '<uri>', 'part_kind': 5},  # part_kind not a string
+    {MARKER_KEY: True, 'kind': 'binary'},  # shape but no reference
+    {MARKER_KEY: True, TEXT_KEY: True, 'part_kind': 'text'},
+    {MARKER_KEY: True, URI_KEY: 5},  # a broken reference on a dict that is not a marker is data too
+    {MARKER_KEY: True, TEXT_KEY: 'yes', URI_KEY: '<uri>', 'part_kind': 'text'},  # text flag not True: binary rules
+]
+
+
+@pytest.mark.parametrize('template', SHAPELESS_LOOKALIKES)
+async def test_shapeless_lookalike_is_data_and_never_reaches_the_store(template: dict[str, Any]) -> None:
+    store = RecordingStore()
+    uri = await store.put(b'a payload a resolved lookalike would receive')
+    lookalike = {key: uri if value == '<uri>' else value for key, value in template.items()}
+    tree = {'parts': [lookalike, {'nested': [lookalike]}]}
+    snapshot = copy.deepcopy(tree)
+    for known_blobs in (False, True):
+        assert await restore_media(tree, media_store=store, known_blobs=known_blobs) == snapshot
+    assert store.calls == []
+    assert tree == snapshot
+
+
+async def test_fields_of_a_lookalike_are_still_walked() -> None:
+    store = MemoryMediaStore()
+    uri = await store.put(b'inner')
+    inner = {'kind': 'binary', 'media_type': 'x/y', MARKER_KEY: True, URI_KEY: uri, 'uri': uri}
+    wrapped = {LITERAL_KEY: {'a': 1}, FORMAT_KEY: 'literal-v1'}
+    tree = [{MARKER_KEY: True, 'uri': uri, 'thumb': inner, 'meta': wrapped}]
+    assert await restore_media(tree, media_store=store) == [
+        {
+            MARKER_KEY: True,
+            'uri': uri,
+            'thumb': {'kind': 'binary', 'media_type': 'x/y', 'data': b64(b'inner')},
+            'meta': {'a': 1},
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ('marker', 'restored'),
+    [
+        ({'kind': 'binary', MARKER_KEY: True, URI_KEY: '<uri>'}, {'kind': 'binary', 'data': b64(b'shaped')}),
+        (
+            {'part_kind': 'text', MARKER_KEY: True, TEXT_KEY: True, URI_KEY: '<uri>', 'uri': '<uri>'},
+            {'part_kind': 'text', 'content': 'shaped'},
+        ),
+        (
+            {'kind': 'structured-content', 'part_kind': None, MARKER_KEY: True, TEXT_KEY: True, 'uri': '<uri>'},
+            {'kind': 'structured-content', 'part_kind': None, 'content': 'shaped'},
+        ),
+        (  # a text part whose caller data says kind == 'binary' and carries a `data` of its own
+            {'part_kind': 'x', 'kind': 'binary', 'data': 'd', MARKER_KEY: True, TEXT_KEY: True, URI_KEY: '<uri>'},
+            {'part_kind': 'x', 'kind': 'binary', 'data': 'd', 'content': 'shaped'},
+        ),
+        (  # escaped caller values; `kind` is not marker-owned, so it stays on the marker
+            {
+                'kind': 'binary',
+                'content': 'caller',
+                FORMAT_KEY: 'escaped-keys-v1',
+                ESCAPED_KEYS: {MARKER_KEY: 'caller', TEXT_KEY: True},
+                MARKER_KEY: True,
+                URI_KEY: '<uri>',
+            },
+            {'kind': 'binary', 'content': 'caller', MARKER_KEY: 'caller', TEXT_KEY: True, 'data': b64(b'shaped')},
+        ),
+    ],
+)
+async def test_markers_with_their_source_shape_restore(marker: dict[str, Any], restored: dict[str, Any]) -> None:
+    store = RecordingStore()
+    uri = await store.put(b'shaped')
+    marker = {key: uri if value == '<uri>' else value for key, value in marker.items()}
+    assert await restore_media([marker], media_store=store, known_blobs=False) == [restored]
+    assert store.calls == [('get', uri)]
 
 
 async def test_legacy_binary_marker_with_only_plain_uri_restores() -> None:
@@ -311,7 +434,7 @@ async def test_known_payloads_cost_no_store_call_and_no_decode(monkeypatch: pyte
     def no_decode(data: str) -> None:
         raise AssertionError('a known payload must not be decoded again')
 
-    monkeypatch.setattr(externalize_module, 'decode_canonical_base64', no_decode)
+    monkeypatch.setattr(payloads_module, 'decode_canonical_base64', no_decode)
     fresh_copy = json.loads(json.dumps(tree))  # new string objects, same content
     second = await externalize_media(fresh_copy, media_store=store, threshold_bytes=THRESHOLD)
     assert second == first
@@ -409,5 +532,5 @@ async def test_store_failure_propagates_and_no_tree_is_returned() -> None:
 
 
 async def test_scalars_and_empty_containers_pass_through() -> None:
-    tree = [None, True, 1, 2.5, 'x', [], {}, {'a': [{}]}]
+    tree: list[Any] = [None, True, 1, 2.5, 'x', [], {}, {'a': [{}]}]
     assert await roundtrip(tree, UntouchableStore()) == tree

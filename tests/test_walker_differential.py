@@ -26,7 +26,7 @@ from pydantic_ai_harness.media import externalize_media as harness_externalize
 from pydantic_ai_harness.media import restore_media as harness_restore
 
 from mediastash import MemoryMediaStore
-from mediastash.markers import MARKER_KEY
+from mediastash.markers import ESCAPED_KEYS, FORMAT_KEY, MARKER_KEY, URI_KEY, marker_shape
 from mediastash.walker import externalize_media, restore_media
 
 THRESHOLD = 4096
@@ -145,3 +145,39 @@ async def test_own_uri_equal_to_the_reference_survives_only_with_us() -> None:
     assert theirs != [node]
     ours = await restore_media(await externalize_media([node], media_store=store, threshold_bytes=1), media_store=store)
     assert ours == [node]
+
+
+async def test_shapeless_lookalike_is_resolved_only_by_the_harness() -> None:
+    """The harness resolves any dict flagged `true` with a URI; mediastash needs the marker shape too.
+
+    Neither writer emits such a dict (a caller dict with the flag is written
+    literal-wrapped), so only hand-made input tells the readers apart; the
+    property tests leave exactly these dicts out of the reader comparison.
+    """
+    store = MemoryMediaStore()
+    uri = await store.put(b'not yours')
+    lookalike = {MARKER_KEY: True, 'uri': uri, 'note': 'caller data'}
+    assert await harness_restore([lookalike], media_store=store) == [{'note': 'caller data', 'data': 'bm90IHlvdXJz'}]
+    assert await restore_media([lookalike], media_store=store) == [lookalike]
+
+
+async def test_harness_markers_for_parts_with_reserved_keys_keep_their_shape(messages: list[ModelMessage]) -> None:
+    """Escaping moves only marker-owned keys, so `kind` / `part_kind` stay on every marker the harness writes."""
+    tree = dump(messages)
+    for part in (tree[0]['parts'][0]['content'][1], tree[1]['parts'][0], tree[0]['parts'][0]['content'][3]):
+        part.update({MARKER_KEY: 'caller', URI_KEY: 'caller-uri', FORMAT_KEY: 'caller', 'uri': 'own'})
+    store = MemoryMediaStore()
+    lean = await harness_externalize(tree, media_store=store, threshold_bytes=THRESHOLD)
+    markers = [node for node in walk_dicts(lean) if node.get(MARKER_KEY) is True]
+    assert len(markers) >= 9
+    assert all(marker_shape(marker) is not None for marker in markers)
+    assert sum(ESCAPED_KEYS in marker for marker in markers) == 3
+    assert await restore_media(lean, media_store=store, known_blobs=False) == tree
+
+
+def walk_dicts(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, list):
+        return [found for value in node for found in walk_dicts(value)]
+    if isinstance(node, dict):
+        return [node, *(found for value in node.values() for found in walk_dicts(value))]
+    return []

@@ -8,14 +8,16 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic_ai_harness.media import externalize_media as harness_externalize
 from pydantic_ai_harness.media import restore_media as harness_restore
 
 from mediastash import MemoryMediaStore
+from mediastash.errors import UnsupportedMarkerFormat
+from mediastash.markers import MARKER_KEY, literal_payload, marker_shape
 from mediastash.walker import externalize_media, restore_media
-from tests.json_trees import json_trees
+from tests.json_trees import KNOWN_PAYLOADS, json_trees
 
 PROPERTY_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 thresholds = st.sampled_from([0, 1, 4, 16, 48])
@@ -66,13 +68,43 @@ def test_ours_and_harness_write_the_same_lean_tree_and_read_each_other(tree: Any
     run(scenario())
 
 
-@settings(max_examples=150, deadline=None)
+def reaches_a_shapeless_lookalike(node: Any) -> bool:
+    """Whether a restore walk meets a dict flagged ``MARKER_KEY: True`` that is not a marker by shape.
+
+    pydantic-ai-harness (0.62) resolves every such dict; mediastash returns it
+    as data. That is the one intended difference between the two readers.
+    """
+    if isinstance(node, list):
+        return any(reaches_a_shapeless_lookalike(value) for value in node)
+    if not isinstance(node, dict):
+        return False
+    try:
+        payload = literal_payload(node)
+    except UnsupportedMarkerFormat:
+        return False  # both readers refuse this wrapper
+    if payload is not None:
+        node = payload
+    elif node.get(MARKER_KEY) is True and marker_shape(node) is None:
+        return True
+    return any(reaches_a_shapeless_lookalike(value) for value in node.values())
+
+
+@settings(max_examples=300, deadline=None)
 @given(tree=json_trees)
-def test_restoring_a_tree_without_markers_agrees_with_harness(tree: Any) -> None:
-    """Restore of arbitrary input (not written by any walker) matches the reference or both refuse."""
+def test_restoring_arbitrary_input_agrees_with_harness(tree: Any) -> None:
+    """Restore of arbitrary input (not written by any walker) matches the reference or both refuse.
+
+    The store holds ``KNOWN_PAYLOADS``, so marker-like dicts over them really
+    resolve. Trees where restore meets a flagged dict without the marker shape
+    are left out: the harness resolves such a lookalike (or fails trying),
+    mediastash keeps it as caller data (``test_walker.py`` covers that side).
+    """
+    assume(not reaches_a_shapeless_lookalike(tree))
     store = MemoryMediaStore()
 
     async def scenario() -> None:
+        for payload in KNOWN_PAYLOADS:
+            await store.put(payload)
         ours: Any
         theirs: Any
         try:

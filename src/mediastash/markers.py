@@ -8,7 +8,7 @@ single dict; the walks live in ``mediastash.walker``.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 from mediastash.errors import UnsupportedMarkerFormat
 
@@ -28,8 +28,10 @@ __all__ = [
     'URI_KEY',
     'URLSAFE_KEY',
     'URLSAFE_STAMP',
+    'MarkerShape',
     'escape_stash_of',
     'literal_payload',
+    'marker_shape',
     'needs_literal_wrap',
     'wrap_literal',
 ]
@@ -73,6 +75,35 @@ TEXT_MEDIA_TYPE: Final = 'text/plain'
 """Media type recorded for externalized text."""
 
 _LITERAL_SHAPE: Final = frozenset({LITERAL_KEY, FORMAT_KEY})
+
+MarkerShape = Literal['binary', 'text']
+"""Which payload a marker stands for: base64 ``data`` or string ``content``."""
+
+
+def marker_shape(node: dict[str, object]) -> MarkerShape | None:
+    """Which marker ``node`` is, or ``None`` when it is caller data.
+
+    Every marker keeps the shape of the node its payload left, so the flag
+    alone is not enough: ``MARKER_KEY`` must be ``True``, a reference
+    (``URI_KEY``, or a plain ``uri`` in older markers) must be present, and
+    the moved key must be gone from a node that still looks like its source.
+    A text marker (``TEXT_KEY: True``) has no ``content`` and a string
+    ``part_kind`` or a ``kind`` in ``TEXT_CONTENT_KINDS``; a binary marker has
+    no ``data`` and ``kind == 'binary'``. The caller's ``kind`` / ``part_kind``
+    are never escaped, so the shape is always on the marker itself.
+    """
+    if node.get(MARKER_KEY) is not True or (URI_KEY not in node and 'uri' not in node):
+        return None
+    if node.get(TEXT_KEY) is True:
+        if 'content' in node:
+            return None
+        # A tuple, compared by equality: an unhashable caller ``kind`` is a miss, not a TypeError.
+        if isinstance(node.get('part_kind'), str) or node.get('kind') in TEXT_CONTENT_KINDS:
+            return 'text'
+        return None
+    if 'data' in node or node.get('kind') != 'binary':
+        return None
+    return 'binary'
 
 
 def needs_literal_wrap(node: dict[str, object]) -> bool:

@@ -1,7 +1,9 @@
 """``restore_media``: put every externalized payload of a lean tree back, byte for byte.
 
 One synchronous pass copies the tree, unwraps literal wrappers, parses the
-markers and groups them by URI. Each distinct URI is then fetched once,
+markers (dicts ``markers.marker_shape`` accepts; any other dict, even one
+flagged with the marker key, is caller data and only walked) and groups them
+by URI. Each distinct URI is then fetched once,
 concurrently under a bound, checked against its sha256 (unless the store
 already does that), converted once per form (text, standard or URL-safe
 base64), and written into every dict that waits for it.
@@ -28,6 +30,7 @@ from mediastash.markers import (
     URLSAFE_STAMP,
     escape_stash_of,
     literal_payload,
+    marker_shape,
 )
 from mediastash.stores._blob import check_digest
 from mediastash.stores.protocols import MediaStore
@@ -44,7 +47,7 @@ from mediastash.walker._common import (
     with_path,
 )
 
-__all__ = ['restore_collecting', 'restore_media']
+__all__ = ['restore_media']
 
 
 @dataclass(slots=True)
@@ -77,13 +80,15 @@ class _Restorer(TreeCopier):
             if payload is not None:
                 return self.copy_fields(payload)
         if node.get(MARKER_KEY) is True:
-            try:
-                return self.marker(node)
-            except (UnsupportedMarkerFormat, MalformedMarker) as error:
-                raise _MarkerError(error, node) from None
+            shape = marker_shape(node)
+            if shape is not None:
+                try:
+                    return self.marker(node, shape == 'text')
+                except (UnsupportedMarkerFormat, MalformedMarker) as error:
+                    raise _MarkerError(error, node) from None
         return self.copy_fields(node)
 
-    def marker(self, node: dict[str, Any]) -> dict[str, Any]:
+    def marker(self, node: dict[str, Any], is_text: bool) -> dict[str, Any]:
         dropped = {MARKER_KEY, TEXT_KEY}
         urlsafe = node.get(URLSAFE_KEY) == URLSAFE_STAMP
         if urlsafe:
@@ -101,7 +106,6 @@ class _Restorer(TreeCopier):
             dropped.add('uri')
         if not isinstance(uri, str):
             raise MalformedMarker(f'the blob reference must be a string, got {type(uri).__name__}')
-        is_text = node.get(TEXT_KEY) is True
         restored = self.copy_fields({key: value for key, value in node.items() if key not in dropped})
         if stash is not None:
             restored.update(self.copy_fields(stash))
@@ -212,22 +216,25 @@ async def restore_media(
 ) -> Any:
     """Return a copy of ``tree`` with every marker replaced by the payload it stands for.
 
-    Reads markers written by mediastash and by pydantic-ai-harness. Each
-    distinct URI is fetched once; bytes are checked against the URI's sha256
-    (stores with ``verifies_reads`` already do it). ``known_blobs=True`` serves
-    payloads this process stored or restored recently from memory. Raises
-    ``UnsupportedMarkerFormat`` for a marker from a newer format,
-    ``MalformedMarker`` for a marker without a usable reference,
+    Reads markers written by mediastash and by pydantic-ai-harness. A dict
+    is a marker only with the marker flag, a reference and the shape of the
+    node its payload left (see ``docs/marker-format.md``); any other dict is
+    data and comes back as it is. Each distinct URI is fetched once; bytes are
+    checked against the URI's sha256 (stores with ``verifies_reads`` already
+    do it). ``known_blobs=True`` serves payloads this process stored or
+    restored recently from memory. Raises ``UnsupportedMarkerFormat`` for a
+    marker from a newer format, ``MalformedMarker`` for a marker whose
+    reference is not a string,
     ``MediaNotFoundError`` for a missing blob, and ``TypeError`` for values
     that are not JSON.
     """
-    restored, _ = await restore_collecting(
+    restored, _ = await _restore_collecting(
         tree, media_store=media_store, known_blobs=known_blobs, max_concurrency=max_concurrency
     )
     return restored
 
 
-async def restore_collecting(
+async def _restore_collecting(
     tree: object,
     *,
     media_store: MediaStore,
