@@ -20,7 +20,7 @@ from mediastash import (
     media_uri_for,
     sharded_key_strategy,
 )
-from mediastash.errors import CorruptMetadataError
+from mediastash.errors import CorruptMetadataError, StoreClosedError
 from mediastash.urls import PublicUrlResolver
 from tests.store_conformance import StoreConformance, blob, chunked, collect
 
@@ -57,12 +57,24 @@ class TestDiskStore(StoreConformance):
     async def raw_count(self, store: Any) -> int | None:
         return len(blob_files(store.directory))
 
+    async def reopen_store(self, store: Any) -> DiskMediaStore:
+        return DiskMediaStore(store.directory)
+
+    async def test_metadata_of_the_first_put_wins(self, store: Any) -> None:
+        pytest.skip(
+            'DiskMediaStore keeps pydantic-ai-harness sidecar semantics: a later put carrying metadata '
+            'replaces it (test_later_put_with_metadata_replaces_sidecar)'
+        )
+
 
 class TestShardedDiskStore(TestDiskStore):
     """The same suite with a key strategy that nests blobs two folders deep."""
 
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> DiskMediaStore:
         return DiskMediaStore(folder / 'media', key_strategy=sharded_key_strategy, public_url=public_url)
+
+    async def reopen_store(self, store: Any) -> DiskMediaStore:
+        return DiskMediaStore(store.directory, key_strategy=sharded_key_strategy)
 
 
 class TestFsyncDiskStore(TestDiskStore):
@@ -378,3 +390,53 @@ async def test_directory_is_created(tmp_path: Path) -> None:
     DiskMediaStore(target)
     assert target.is_dir()
     DiskMediaStore(os.fspath(target))
+
+
+# -- storage identity and lifecycle -----------------------------------------------------
+
+
+async def test_instances_on_one_folder_share_a_storage_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = DiskMediaStore(tmp_path / 'media')
+    (tmp_path / 'alias').symlink_to(tmp_path / 'media', target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    same = [DiskMediaStore('media'), DiskMediaStore(tmp_path / 'alias'), DiskMediaStore(tmp_path / 'media', fsync=True)]
+    other = DiskMediaStore(tmp_path / 'elsewhere')
+    assert all(store.storage_key == first.storage_key for store in same)
+    assert other.storage_key != first.storage_key
+
+    uris = [await first.put(f'{i}'.encode()) for i in range(3)]
+    before, other_before = first.deletion_generation, other.deletion_generation
+    assert await same[0].delete(uris[0])
+    after_one = first.deletion_generation
+    assert after_one > before
+    assert await same[1].delete_many(uris[1:]) == 2
+    assert first.deletion_generation > after_one
+    assert other.deletion_generation == other_before
+    assert [u async for u in first.iter_uris()] == []
+
+
+async def test_closed_store(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'before close')
+    await store.aclose()
+    await store.aclose()
+    calls = (
+        store.put(b'after'),
+        store.get(uri),
+        store.exists(uri),
+        store.exists_many([uri]),
+        store.get_metadata(uri),
+        store.public_url(uri),
+        store.delete(uri),
+        store.delete_many([uri]),
+        store.put_stream(chunked(b'after', 2)),
+        collect(store.get_stream(uri)),
+    )
+    for call in calls:
+        with pytest.raises(StoreClosedError) as caught:
+            await call
+        assert 'DiskMediaStore' in str(caught.value)
+    with pytest.raises(StoreClosedError):
+        [u async for u in store.iter_uris()]
+    assert [p.name for p in blob_files(tmp_path)] == [f'{uri[-64:]}.bin']
+    assert temp_files(tmp_path) == []

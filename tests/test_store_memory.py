@@ -6,10 +6,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mediastash import BaseMediaStore, MemoryMediaStore, media_uri_for
 from mediastash.context import MediaContextLike, context_metadata
+from mediastash.errors import StoreClosedError
 from mediastash.urls import PublicUrlResolver
-from tests.store_conformance import ForeignContext, StoreConformance
+from tests.store_conformance import ForeignContext, StoreConformance, chunked, collect
 
 
 class TestMemoryStore(StoreConformance):
@@ -34,6 +37,46 @@ async def test_media_type_is_recorded() -> None:
     uri = await store.put(b'png', context=ForeignContext(media_type='image/png'))
     assert store.media_type_of(uri) == 'image/png'
     assert store.media_type_of(media_uri_for(b'other')) is None
+
+
+async def test_each_instance_is_its_own_storage() -> None:
+    first, second = MemoryMediaStore(), MemoryMediaStore()
+    assert first.storage_key != second.storage_key
+    assert first.storage_key == first.storage_key
+    uri = await first.put(b'only in the first')
+    await second.put(b'only in the first')
+    first_before, second_before = first.deletion_generation, second.deletion_generation
+    assert await second.delete(uri)
+    assert second.deletion_generation > second_before
+    assert first.deletion_generation == first_before
+    assert await first.exists(uri)
+
+
+async def test_closed_store() -> None:
+    store = MemoryMediaStore()
+    uri = await store.put(b'before close')
+    await store.aclose()
+    await store.aclose()
+    assert store.closed
+    calls = (
+        store.put(b'after'),
+        store.get(uri),
+        store.exists(uri),
+        store.exists_many([uri]),
+        store.get_metadata(uri),
+        store.public_url(uri),
+        store.delete(uri),
+        store.delete_many([uri]),
+        store.put_stream(chunked(b'after', 2)),
+        collect(store.get_stream(uri)),
+    )
+    for call in calls:
+        with pytest.raises(StoreClosedError):
+            await call
+    with pytest.raises(StoreClosedError):
+        [u async for u in store.iter_uris()]
+    with pytest.raises(StoreClosedError):
+        store.media_type_of(uri)
 
 
 class MinimalStore(BaseMediaStore):

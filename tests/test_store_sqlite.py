@@ -50,6 +50,9 @@ class TestSqliteStore(StoreConformance):
         with side_connection(store.database) as connection:
             return int(connection.execute(f'SELECT COUNT(*) FROM {store.table}').fetchone()[0])
 
+    async def reopen_store(self, store: Any) -> SqliteMediaStore:
+        return SqliteMediaStore(database=store.database)
+
 
 class TestSqliteStoreOnCallerConnection(TestSqliteStore):
     """The same suite on a connection the test owns (default Python transaction handling)."""
@@ -59,6 +62,13 @@ class TestSqliteStoreOnCallerConnection(TestSqliteStore):
         store = SqliteMediaStore(connection=connection, table='blobs', public_url=public_url)
         self._owned = {**getattr(self, '_owned', {}), id(store): (folder / 'media.db', connection)}
         return store
+
+    async def reopen_store(self, store: Any) -> SqliteMediaStore:
+        path, _connection = self._owned[id(store)]
+        connection = sqlite3.connect(path, check_same_thread=False)
+        again = SqliteMediaStore(connection=connection, table='blobs')
+        self._owned[id(again)] = (path, connection)
+        return again
 
     async def close_store(self, store: Any) -> None:
         await store.aclose()
@@ -351,7 +361,18 @@ async def test_closed_store(tmp_path: Path) -> None:
     uri = await store.put(b'before close')
     await store.aclose()
     await store.aclose()
-    for call in (store.put(b'after'), store.get(uri), store.exists(uri), store.get_metadata(uri), store.delete(uri)):
+    calls = (
+        store.put(b'after'),
+        store.get(uri),
+        store.exists(uri),
+        store.exists_many([uri]),
+        store.get_metadata(uri),
+        store.public_url(uri),
+        store.media_type_of(uri),
+        store.delete(uri),
+        store.delete_many([uri]),
+    )
+    for call in calls:
         with pytest.raises(StoreClosedError) as caught:
             await call
         assert 'SqliteMediaStore' in str(caught.value)
@@ -361,6 +382,79 @@ async def test_closed_store(tmp_path: Path) -> None:
         await store.put_stream(chunked(b'after', 2))
     with pytest.raises(StoreClosedError):
         [u async for u in store.iter_uris()]
+
+
+async def test_instances_on_one_database_share_a_storage_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    caller = sqlite3.connect(tmp_path / 'x.db', check_same_thread=False)
+    try:
+        async with (
+            SqliteMediaStore(database=tmp_path / 'x.db') as first,
+            SqliteMediaStore(database='x.db') as second,
+            SqliteMediaStore(connection=caller) as on_caller_connection,
+            SqliteMediaStore(database=tmp_path / 'x.db', table='other') as other_table,
+            SqliteMediaStore(database=tmp_path / 'y.db') as other_file,
+        ):
+            assert second.storage_key == first.storage_key
+            assert on_caller_connection.storage_key == first.storage_key
+            assert other_table.storage_key != first.storage_key
+            assert other_file.storage_key != first.storage_key
+
+            uris = [await first.put(f'{i}'.encode()) for i in range(3)]
+            before, other_before = first.deletion_generation, other_file.deletion_generation
+            assert await second.delete(uris[0])
+            after_one = first.deletion_generation
+            assert after_one > before
+            assert await on_caller_connection.delete_many(uris[1:]) == 2
+            assert first.deletion_generation > after_one
+            assert other_file.deletion_generation == other_before
+            assert [u async for u in first.iter_uris()] == []
+    finally:
+        caller.close()
+
+
+async def test_in_memory_databases_and_storage_keys() -> None:
+    shared = sqlite3.connect(':memory:', check_same_thread=False, isolation_level=None)
+    lone = sqlite3.connect(':memory:', check_same_thread=False)
+    try:
+        own_first, own_second = SqliteMediaStore(database=':memory:'), SqliteMediaStore(database=':memory:')
+        first, second = SqliteMediaStore(connection=shared), SqliteMediaStore(connection=shared)
+        other_table = SqliteMediaStore(connection=shared, table='other')
+        other_connection = SqliteMediaStore(connection=lone)
+        stores = [own_first, own_second, first, second, other_table, other_connection]
+        # Stores that open their own :memory: database are alone with it; stores on one caller connection share it.
+        assert first.storage_key == second.storage_key
+        keys = {store.storage_key for store in stores}
+        assert len(keys) == len(stores) - 1
+
+        uri = await first.put(b'in memory')
+        before = first.deletion_generation
+        assert await second.delete(uri)
+        assert first.deletion_generation > before
+        assert not await first.exists(uri)
+        for store in stores:
+            await store.aclose()
+    finally:
+        shared.close()
+        lone.close()
+
+
+async def test_exists_many_asks_once_per_batch_of_500(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / 'x.db', check_same_thread=False, isolation_level=None)
+    connection.execute('PRAGMA synchronous=OFF')  # 1200 single-row commits, no flush each
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    try:
+        async with SqliteMediaStore(connection=connection) as store:
+            stored = {await store.put(f'{i}'.encode()) for i in range(1200)}
+            missing = {media_uri_for(f'missing {i}'.encode()) for i in range(300)}
+            statements.clear()
+            assert await store.exists_many([*stored, *missing]) == stored
+            assert len(statements) == 3
+            assert all(' IN (' in statement for statement in statements)
+            assert await store.exists_many(missing) == frozenset()
+    finally:
+        connection.close()
 
 
 async def test_close_waits_for_queued_work(tmp_path: Path) -> None:

@@ -13,14 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Generator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
 from contextlib import aclosing
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -29,9 +27,9 @@ import aiofiles
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import CorruptMetadataError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
-from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
-from mediastash.stores.base import ChunkedMediaStore
-from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
+from mediastash.stores.base import BaseMediaStore, Ingest
+from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['SIDECAR_SUFFIX', 'DiskMediaStore']
@@ -43,12 +41,12 @@ _LEGACY_SIDECAR_KEY = 'mediastash_sidecar'
 _LEGACY_SIDECAR_VERSION = 1
 """Marks our earlier, versioned sidecar (``{"mediastash_sidecar": 1, "metadata": {...}}``): read, never written."""
 _TMP_PREFIX = '.mediastash-tmp-'
-_DEFAULT_FILE = re.compile(r'[0-9a-f]{64}\.bin')
-_EMBEDDED_DIGEST = re.compile(r'(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])')
+_DEFAULT_SUFFIX = '.bin'
+_DEFAULT_NAME_LENGTH = 64 + len(_DEFAULT_SUFFIX)
 _LIST_BATCH = 1024
 
 
-class DiskMediaStore(ChunkedMediaStore):
+class DiskMediaStore(BaseMediaStore):
     """Content-addressed blobs as files under ``directory``.
 
     ``key_strategy`` maps a URI to a relative path; the result is refused with
@@ -62,7 +60,8 @@ class DiskMediaStore(ChunkedMediaStore):
     Capabilities: listing, deleting, streaming. Listing finds files named
     ``<hex>.bin`` (default strategy) or, for a custom strategy, any file whose
     name contains a 64-hex digest; a strategy that keeps the digest out of the
-    file name cannot be listed.
+    file name cannot be listed. Two instances on the same folder (after
+    resolving symlinks) share one ``storage_key``.
     """
 
     def __init__(
@@ -77,6 +76,7 @@ class DiskMediaStore(ChunkedMediaStore):
         self._root = Path(directory)
         self._root.mkdir(parents=True, exist_ok=True)
         self._real_root = self._root.resolve()
+        self._identity = ('disk', os.path.realpath(self._root))
         self._key_strategy = key_strategy
         self._fsync = fsync
 
@@ -91,11 +91,14 @@ class DiskMediaStore(ChunkedMediaStore):
     def __repr__(self) -> str:
         return self._describe()
 
+    def _storage_identity(self) -> tuple[str, str]:
+        return self._identity
+
     # -- keys and paths ----------------------------------------------------------------
 
     def _key_for(self, digest: str, context: MediaContextLike) -> str:
         """Run the key strategy and refuse results that are not a plain relative path."""
-        key: object = self._key_strategy(MEDIA_URI_SCHEME + digest, context)
+        key: object = self._key_strategy(media_uri(digest), context)
         if not isinstance(key, str):
             raise UnsafeKeyError(key, f'a key strategy must return str, got {type(key).__name__}')
         if not key:
@@ -163,7 +166,7 @@ class DiskMediaStore(ChunkedMediaStore):
 
     async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
         key = self._key_for(digest, context)
-        metadata = await asyncio.to_thread(self._read_metadata_sync, key, MEDIA_URI_SCHEME + digest)
+        metadata = await asyncio.to_thread(self._read_metadata_sync, key, media_uri(digest))
         if metadata is None:
             raise self._not_found(digest)
         return metadata
@@ -215,22 +218,21 @@ class DiskMediaStore(ChunkedMediaStore):
     def _update_sidecar(self, path: Path, context: MediaContextLike) -> None:
         """(Re)write the sidecar when the put carries metadata; leave it alone otherwise.
 
-        The content is ``json.dumps`` of the metadata with default settings, the
-        bytes pydantic-ai-harness writes for the same put.
+        The content is the shared metadata codec's JSON, the bytes
+        pydantic-ai-harness writes for the same put.
         """
-        metadata = context_metadata(context)
-        if metadata:
-            self._atomic_write(_sidecar_path(path), json.dumps(dict(metadata)).encode())
+        if context_metadata(context):
+            self._atomic_write(_sidecar_path(path), encode_metadata_json(context).encode())
 
     # -- optional capabilities ---------------------------------------------------------
 
-    async def iter_uris(self) -> AsyncIterator[str]:
-        """Every stored URI (see the class docstring for what custom strategies can list)."""
+    async def _list_digests(self) -> AsyncIterator[str]:
+        """Every stored digest (see the class docstring for what custom strategies can list)."""
         digests = self._scan_digests()
         try:
             while batch := await asyncio.to_thread(_take, digests, _LIST_BATCH):
                 for digest in batch:
-                    yield MEDIA_URI_SCHEME + digest
+                    yield digest
         finally:
             # A cancelled batch may still run in its thread; the generator is then closed by GC.
             with contextlib.suppress(ValueError):
@@ -240,7 +242,7 @@ class DiskMediaStore(ChunkedMediaStore):
         if self._key_strategy is default_key_strategy:
             with os.scandir(self._root) as entries:
                 for entry in entries:
-                    if _DEFAULT_FILE.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                    if _is_default_blob_name(entry.name) and entry.is_file(follow_symlinks=False):
                         yield entry.name[:64]
             return
         seen: set[str] = set()
@@ -248,15 +250,14 @@ class DiskMediaStore(ChunkedMediaStore):
             for name in filenames:
                 if name.startswith(_TMP_PREFIX) or name.endswith(SIDECAR_SUFFIX):
                     continue
-                match = _EMBEDDED_DIGEST.search(name)
+                match = EMBEDDED_DIGEST_PATTERN.search(name)
                 if match is not None and match.group() not in seen:
                     seen.add(match.group())
                     yield match.group()
 
-    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+    async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         """Remove the blob and its sidecar; ``False`` when it was not stored."""
-        key = self._key_for(parse_media_uri(uri), context)
-        self._note_deleted()
+        key = self._key_for(digest, context)
         return await asyncio.to_thread(self._delete_sync, key)
 
     def _delete_sync(self, key: str) -> bool:
@@ -270,37 +271,25 @@ class DiskMediaStore(ChunkedMediaStore):
             _fsync_directory(path.parent)
         return True
 
-    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
-        """Store a blob given as byte chunks without holding it in memory.
+    async def _write_stream(self, ingest: Ingest, context: MediaContextLike) -> None:
+        """Write the pieces to a temporary file in the store's folder, then rename it to the digest's key.
 
-        Chunks go to a temporary file in the store's folder while being hashed
-        (the key is only known once the digest is); only then is the file renamed
-        to that key. The temporary file is removed on any failure or cancellation.
+        The key is only known once the whole stream is hashed. The temporary
+        file is removed on any failure or cancellation.
         """
-        context_metadata(context)
         temp = self._temp_path(self._root)
-        hasher = hashlib.sha256()
-        size = 0
         try:
             async with aiofiles.open(temp, 'xb') as file:
-                async for chunk in chunks:
-                    piece = as_bytes(chunk)
-                    if len(piece) >= OFFLOAD_BYTES:
-                        await asyncio.to_thread(hasher.update, piece)
-                    else:
-                        hasher.update(piece)
-                    size += len(piece)
+                async for piece in ingest:
                     await file.write(piece)
                 if self._fsync:
                     await file.flush()
                     await asyncio.to_thread(os.fsync, file.fileno())
-            digest = hasher.hexdigest()
-            key = self._key_for(digest, context)
-            await asyncio.to_thread(self._commit_temp, temp, key, size, context)
+            key = self._key_for(ingest.digest, context)
+            await asyncio.to_thread(self._commit_temp, temp, key, ingest.size, context)
         except BaseException:
             _unlink_quietly(temp)
             raise
-        return MEDIA_URI_SCHEME + digest
 
     def _commit_temp(self, temp: Path, key: str, size: int, context: MediaContextLike) -> None:
         """Move a fully written temp file to ``key`` (or drop it when the blob is already there)."""
@@ -349,31 +338,49 @@ def _sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
 
 
+def _is_default_blob_name(name: str) -> bool:
+    """True for ``<hex>.bin``, the names the default key strategy gives."""
+    return (
+        len(name) == _DEFAULT_NAME_LENGTH
+        and name.endswith(_DEFAULT_SUFFIX)
+        and DIGEST_PATTERN.fullmatch(name, 0, 64) is not None
+    )
+
+
 def _parse_sidecar(raw: bytes, *, uri: str, where: str) -> dict[str, str]:
     """User metadata from a sidecar: the flat ``{str: str}`` object, or our earlier versioned document.
 
     The two cannot be confused: a flat sidecar only holds strings, the versioned
-    one has an integer under ``mediastash_sidecar``.
+    one has an integer under ``mediastash_sidecar``, so the shared codec refuses
+    it and only then is the versioned form tried.
     """
     try:
+        return decode_metadata_json(raw, uri=uri, where=where)
+    except CorruptMetadataError:
+        document = _legacy_sidecar(raw)
+        if document is None:
+            raise
+    version = document[_LEGACY_SIDECAR_KEY]
+    if version != _LEGACY_SIDECAR_VERSION:
+        raise CorruptMetadataError(uri, f'unsupported sidecar format version {version!r}', where=where)
+    metadata = document.get('metadata')
+    if not isinstance(metadata, dict):
+        raise CorruptMetadataError(uri, "the sidecar's 'metadata' is not a JSON object", where=where)
+    return metadata_object(metadata, uri=uri, where=where)
+
+
+def _legacy_sidecar(raw: bytes) -> dict[str, object] | None:
+    """The document when ``raw`` is our earlier versioned sidecar (an integer marker), else ``None``."""
+    try:
         document = json.loads(raw)
-    except ValueError as exc:
-        raise CorruptMetadataError(uri, f'not JSON ({exc})', where=where) from None
+    except (ValueError, RecursionError):
+        return None
     if not isinstance(document, dict):
-        raise CorruptMetadataError(uri, f'expected a JSON object, got {type(document).__name__}', where=where)
+        return None
     version = document.get(_LEGACY_SIDECAR_KEY)
-    if isinstance(version, int) and not isinstance(version, bool):
-        if version != _LEGACY_SIDECAR_VERSION:
-            raise CorruptMetadataError(uri, f'unsupported sidecar format version {version!r}', where=where)
-        metadata = document.get('metadata')
-        if not isinstance(metadata, dict):
-            raise CorruptMetadataError(uri, "the sidecar's 'metadata' is not a JSON object", where=where)
-    else:
-        metadata = document
-    for key, value in metadata.items():
-        if not isinstance(value, str):
-            raise CorruptMetadataError(uri, f'metadata[{key!r}] is {type(value).__name__}, expected str', where=where)
-    return dict(metadata)
+    if not isinstance(version, int) or isinstance(version, bool):
+        return None
+    return document
 
 
 def _take(iterator: Iterator[str], count: int) -> list[str]:

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import MappingProxyType
 
-from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.stores.base import ChunkedMediaStore
-from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.context import MediaContextLike, context_media_type, context_metadata
+from mediastash.stores.base import BaseMediaStore, Ingest
+from mediastash.uri import parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['MemoryMediaStore']
 
 
-class MemoryMediaStore(ChunkedMediaStore):
-    """Blobs in a dict. Supports listing, deleting and streaming.
+class MemoryMediaStore(BaseMediaStore):
+    """Blobs in a dict. Supports listing (in insertion order), deleting and streaming.
 
-    Metadata of the first ``put`` wins, as with the database-backed stores.
+    Metadata of the first ``put`` wins, as with the database-backed stores. The
+    dict is private to the instance, so its ``storage_key`` is too.
     """
 
     def __init__(self, *, public_url: PublicUrlResolver | None = None) -> None:
@@ -49,27 +50,22 @@ class MemoryMediaStore(ChunkedMediaStore):
 
     def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at ``put`` (``None`` when unknown)."""
-        return self._media_types.get(parse_media_uri(uri))
-
-    async def iter_uris(self) -> AsyncIterator[str]:
-        """Every stored URI, in insertion order."""
-        for digest in list(self._blobs):
-            yield MEDIA_URI_SCHEME + digest
-
-    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        """Remove the blob; ``False`` when it was not stored."""
         digest = parse_media_uri(uri)
-        self._note_deleted()
+        self._check_open()
+        return self._media_types.get(digest)
+
+    async def _list_digests(self) -> AsyncIterator[str]:
+        for digest in list(self._blobs):
+            yield digest
+
+    async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         self._metadata.pop(digest, None)
         self._media_types.pop(digest, None)
         return self._blobs.pop(digest, None) is not None
 
-    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
-        """Store a blob given as an async iterator of byte chunks."""
-        context_metadata(context)
-        digest, data = await self._digest_stream(chunks)
-        await self._write(digest, data, context)
-        return MEDIA_URI_SCHEME + digest
+    async def _write_stream(self, ingest: Ingest, context: MediaContextLike) -> None:
+        data = await ingest.read_all()
+        await self._write(ingest.digest, data, context)
 
     async def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
         data = await self._read(digest, context)

@@ -16,29 +16,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
-import json
+import itertools
 import os
 import re
 import sqlite3
 import tempfile
+import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
-from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration, StoreClosedError
-from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
-from mediastash.stores.base import ChunkedMediaStore
-from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.context import MediaContextLike, context_media_type
+from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
+from mediastash.stores._blob import OFFLOAD_BYTES
+from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
+from mediastash.stores.base import BaseMediaStore, Ingest
+from mediastash.uri import DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['SqliteMediaStore']
 
 _T = TypeVar('_T')
 _TABLE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,62}')
-_DIGEST = re.compile(r'[0-9a-f]{64}')
 _SHARED_COLUMNS = ('sha256', 'media_type', 'bytes', 'size_bytes', 'metadata')
 """The columns pydantic-ai-harness's SQLite media table has; every table we use needs them."""
 _CREATED_AT = 'created_at'
@@ -49,10 +50,13 @@ _SPOOL_IN_MEMORY_BYTES = 8 << 20
 _COPY_CHUNK = 1 << 20
 _STREAM_WINDOW = 8 << 20
 _LIST_PAGE = 1000
+_EXISTS_BATCH = 500
+"""Digests per ``IN (...)`` existence query (below every SQLite build's bound-parameter limit)."""
+_PRIVATE_DATABASES = frozenset({'', ':memory:'})
 _SAVEPOINT = 'mediastash_write'
 
 
-class SqliteMediaStore(ChunkedMediaStore):
+class SqliteMediaStore(BaseMediaStore):
     """Content-addressed blobs in the table ``table`` of a SQLite database.
 
     Pass exactly one of ``database`` (a path; the store opens, configures with
@@ -76,6 +80,10 @@ class SqliteMediaStore(ChunkedMediaStore):
     blob I/O; ``put_stream`` spools to a temporary file first because the row
     size must be known before the blob is written. SQLite limits a blob to
     about 1 GB by default.
+
+    Two instances on the same database file and table share one
+    ``storage_key``; a ``:memory:`` or temporary database is private to its
+    instance.
     """
 
     def __init__(
@@ -104,7 +112,7 @@ class SqliteMediaStore(ChunkedMediaStore):
         self._quoted = f'"{table}"'
         self._schema_ready = False
         self._has_created_at = False
-        self._closed = False
+        self._identity, self._private_database = _identity_of(self._database, connection, table)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix='mediastash-sqlite')
 
     @property
@@ -124,6 +132,9 @@ class SqliteMediaStore(ChunkedMediaStore):
     def __repr__(self) -> str:
         return self._describe()
 
+    def _storage_identity(self) -> Hashable | None:
+        return self._identity
+
     # -- running on the store's thread -------------------------------------------------
 
     async def _run(self, function: Callable[..., _T], /, *args: Any) -> _T:
@@ -136,12 +147,8 @@ class SqliteMediaStore(ChunkedMediaStore):
             raise StoreClosedError(f'{self._describe()} is closed') from exc
         return await future
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f'{self._describe()} is closed')
-
     def _call(self, function: Callable[..., _T], *args: Any) -> _T:
-        self._check_open()
+        self._check_open()  # work queued before aclose() must not reopen the connection
         connection = self._ready()
         try:
             return function(connection, *args)
@@ -273,11 +280,23 @@ class SqliteMediaStore(ChunkedMediaStore):
         row = await self._run(self._select_metadata, digest)
         if row is None:
             raise self._not_found(digest)
-        return _parse_metadata(MEDIA_URI_SCHEME + digest, row[0], self._describe())
+        return decode_metadata_json(row[0], uri=media_uri(digest), where=self._describe())
 
     def _select_metadata(self, connection: sqlite3.Connection, digest: str) -> tuple[object] | None:
         row = connection.execute(f'SELECT metadata FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
         return None if row is None else (row[0],)
+
+    async def _contains_many(self, digests: list[str], max_concurrency: int) -> set[str]:
+        """One ``IN (...)`` query per batch of at most 500 digests."""
+        found: set[str] = set()
+        for start in range(0, len(digests), _EXISTS_BATCH):
+            found.update(await self._run(self._select_present, digests[start : start + _EXISTS_BATCH]))
+        return found
+
+    def _select_present(self, connection: sqlite3.Connection, digests: list[str]) -> list[str]:
+        marks = ', '.join('?' * len(digests))
+        rows = connection.execute(f'SELECT sha256 FROM {self._quoted} WHERE sha256 IN ({marks})', digests)
+        return [str(row[0]) for row in rows]
 
     async def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
@@ -290,13 +309,13 @@ class SqliteMediaStore(ChunkedMediaStore):
 
     # -- optional capabilities ---------------------------------------------------------
 
-    async def iter_uris(self) -> AsyncIterator[str]:
-        """Every stored URI in digest order, fetched a page at a time (no long-lived cursor)."""
+    async def _list_digests(self) -> AsyncIterator[str]:
+        """Every stored digest in order, fetched a page at a time (no long-lived cursor)."""
         after = ''
         while page := await self._run(self._select_page, after):
             for digest in page:
-                if _DIGEST.fullmatch(digest):
-                    yield MEDIA_URI_SCHEME + digest
+                if DIGEST_PATTERN.fullmatch(digest):
+                    yield digest
             after = page[-1]
 
     def _select_page(self, connection: sqlite3.Connection, after: str) -> list[str]:
@@ -305,18 +324,11 @@ class SqliteMediaStore(ChunkedMediaStore):
         )
         return [str(row[0]) for row in rows]
 
-    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        """Remove the blob; ``False`` when it was not stored."""
-        digest = parse_media_uri(uri)
-        self._note_deleted()
+    async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         return await self._run(self._delete_rows, [digest]) > 0
 
-    async def delete_many(self, uris: Iterable[str]) -> int:
-        """Delete several blobs in one transaction; every URI is validated before anything is removed."""
-        digests = [parse_media_uri(uri) for uri in uris]
-        if not digests:
-            return 0
-        self._note_deleted()
+    async def _delete_many(self, digests: list[str]) -> int:
+        """All in one transaction."""
         return await self._run(self._delete_rows, digests)
 
     def _delete_rows(self, connection: sqlite3.Connection, digests: list[str]) -> int:
@@ -326,23 +338,16 @@ class SqliteMediaStore(ChunkedMediaStore):
                 removed += connection.execute(f'DELETE FROM {self._quoted} WHERE sha256 = ?', (digest,)).rowcount
         return removed
 
-    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
-        """Store a blob given as byte chunks, spooled to a temporary file (memory up to 8 MiB) meanwhile."""
-        self._check_open()
+    async def _write_stream(self, ingest: Ingest, context: MediaContextLike) -> None:
+        """Spool the pieces to a temporary file (memory up to 8 MiB), then insert the row from it."""
         media_type, metadata = _row_facts(context)
-        hasher = hashlib.sha256()
-        size = 0
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY_BYTES) as spool:
-            async for chunk in chunks:
-                piece = as_bytes(chunk)
+            async for piece in ingest:
                 if len(piece) >= OFFLOAD_BYTES:
-                    await asyncio.to_thread(_hash_and_spool, hasher, spool, piece)
+                    await asyncio.to_thread(spool.write, piece)
                 else:
-                    _hash_and_spool(hasher, spool, piece)
-                size += len(piece)
-            digest = hasher.hexdigest()
-            await self._run(self._insert_from_spool, digest, spool, size, media_type, metadata)
-        return MEDIA_URI_SCHEME + digest
+                    spool.write(piece)
+            await self._run(self._insert_from_spool, ingest.digest, spool, ingest.size, media_type, metadata)
 
     def _insert_from_spool(
         self,
@@ -400,19 +405,15 @@ class SqliteMediaStore(ChunkedMediaStore):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def aclose(self) -> None:
-        """Close the connection if the store opened it and stop the worker thread. Safe to call twice."""
-        if self._closed:
-            return
+    async def _aclose(self) -> None:
+        """Close the connection if the store opened it (after work already running), then stop the thread."""
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, self._close_connection)
         finally:
-            self._closed = True
             self._executor.shutdown(wait=False)
 
     def _close_connection(self) -> None:
-        self._closed = True
         if self._owns_connection and self._connection is not None:
             self._connection.close()
         self._connection = None
@@ -432,40 +433,59 @@ def _write_transaction(connection: sqlite3.Connection) -> Iterator[None]:
 
 
 def _row_facts(context: MediaContextLike) -> tuple[str | None, str]:
-    """The ``media_type`` and ``metadata`` column values for a put.
+    """The ``media_type`` and ``metadata`` column values for a put (metadata as the shared codec encodes it)."""
+    return context_media_type(context), encode_metadata_json(context)
 
-    Metadata is encoded as pydantic-ai-harness encodes it (``json.dumps``
-    defaults: ASCII-escaped, keys in the caller's order, ``'{}'`` when empty),
-    so both libraries write byte-identical rows.
+
+class _PrivateDatabase:
+    """Names the private database (``:memory:`` or temporary) of one caller connection.
+
+    Alive as long as a store on that connection is, and it holds the
+    connection, so no other connection can inherit its ``id()`` meanwhile.
     """
-    metadata = context_metadata(context)
-    return context_media_type(context), json.dumps(dict(metadata))
+
+    __slots__ = ('__weakref__', 'connection', 'number')
+
+    def __init__(self, connection: sqlite3.Connection, number: int) -> None:
+        self.connection = connection
+        self.number = number
 
 
-def _parse_metadata(uri: str, raw: object, where: str) -> dict[str, str]:
-    """The metadata column as a ``str -> str`` dict; ``NULL`` (the column is nullable) means none."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, str | bytes):
-        raise CorruptMetadataError(uri, f'the metadata column holds {type(raw).__name__}, not JSON text', where=where)
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise CorruptMetadataError(uri, f'not JSON ({exc})', where=where) from None
-    if not isinstance(value, dict):
-        raise CorruptMetadataError(uri, f'expected a JSON object, got {type(value).__name__}', where=where)
-    for key, item in value.items():
-        if not isinstance(item, str):
-            raise CorruptMetadataError(uri, f'metadata[{key!r}] is {type(item).__name__}, expected str', where=where)
-    return value
+_private_databases: weakref.WeakValueDictionary[int, _PrivateDatabase] = weakref.WeakValueDictionary()
+_private_numbers = itertools.count()
+_private_lock = threading.Lock()
+
+
+def _identity_of(
+    database: str | None, connection: sqlite3.Connection | None, table: str
+) -> tuple[Hashable | None, _PrivateDatabase | None]:
+    """The store's storage identity, and the private-database token the store must keep alive.
+
+    A database file: ``('sqlite', <real path>, table)``; for a caller's
+    connection the file comes from ``PRAGMA database_list``, asked once here,
+    before the store uses the connection from its thread. A ``:memory:`` or
+    temporary database the store opens is private to it (``None``); one behind
+    a caller's connection is shared by every store on that connection.
+    """
+    if connection is not None:
+        try:
+            rows = connection.execute('PRAGMA database_list').fetchall()
+        except sqlite3.Error:
+            return None, None  # unusable here (e.g. another thread's); the store reports it on first use
+        file = next((str(row[2] or '') for row in rows if row[1] == 'main'), '')
+        if file not in _PRIVATE_DATABASES:
+            return ('sqlite', os.path.realpath(file), table), None
+        with _private_lock:
+            private = _private_databases.get(id(connection))
+            if private is None or private.connection is not connection:
+                private = _private_databases[id(connection)] = _PrivateDatabase(connection, next(_private_numbers))
+        return ('sqlite', ('connection', private.number), table), private
+    if database is None or database in _PRIVATE_DATABASES:
+        return None, None
+    return ('sqlite', os.path.realpath(database), table), None
 
 
 def _is_schema_loss(exc: sqlite3.OperationalError) -> bool:
     """True for errors saying the table or the ``created_at`` column is gone."""
     message = str(exc)
     return 'no such table' in message or f'no column named {_CREATED_AT}' in message
-
-
-def _hash_and_spool(hasher: Any, spool: IO[bytes], piece: bytes) -> None:
-    hasher.update(piece)
-    spool.write(piece)
