@@ -1,8 +1,7 @@
 """``StoreTests``: the conformance suite every mediastash store passes.
 
-Needs pytest and pytest-asyncio (``pip install 'mediastash[testing]'``); the
-tests are ``async def`` and expect ``asyncio_mode = "auto"``. Subclass it once
-per backend::
+Needs pytest and pytest-asyncio (``pip install 'mediastash[testing]'``), in
+either of pytest-asyncio's modes. Subclass it once per backend::
 
     class TestMyStore(StoreTests):
         async def make_store(self, folder, *, public_url=None):
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from mediastash import (
     EMPTY_CONTEXT,
@@ -119,6 +119,8 @@ def image_tree(size: int = 100 << 10, seed: int = 0) -> tuple[dict[str, Any], by
 class StoreTests:
     """Behaviour shared by every ``MediaStore``; subclass it once per backend (see the module docstring)."""
 
+    pytestmark = pytest.mark.asyncio  # runs in pytest-asyncio's strict mode (its default) as well as in auto mode
+
     # -- what a backend's test module provides -----------------------------------------
 
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> Any:
@@ -159,7 +161,7 @@ class StoreTests:
 
     # -- fixtures ----------------------------------------------------------------------
 
-    @pytest.fixture
+    @pytest_asyncio.fixture
     async def store_factory(self, tmp_path: Path) -> AsyncIterator[StoreFactory]:
         created: list[Any] = []
 
@@ -174,7 +176,7 @@ class StoreTests:
         for store in reversed(created):
             await self.close_store(store)
 
-    @pytest.fixture
+    @pytest_asyncio.fixture
     async def store(self, store_factory: StoreFactory) -> Any:
         return await store_factory()
 
