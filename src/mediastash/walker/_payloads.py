@@ -73,21 +73,21 @@ _URLSAFE_IN_THREAD: Final = 1 << 22
 # -- sizes: the one threshold rule -------------------------------------------------------
 
 
-def text_size(text: str, threshold: int) -> int:
-    """UTF-8 size of ``text`` when it reaches ``threshold``, else 0 (cheap for short and ASCII text)."""
+def text_size(text: str, threshold: int) -> int | None:
+    """UTF-8 size of ``text`` when it reaches ``threshold``, else ``None`` (cheap for short and ASCII text)."""
     if len(text) * 4 < threshold:
-        return 0
+        return None
     size = len(text) if text.isascii() else len(text_to_bytes(text))
-    return size if size >= threshold else 0
+    return size if size >= threshold else None
 
 
-def binary_size(data: str, threshold: int) -> int:
-    """Decoded size of base64 ``data`` when it reaches ``threshold`` and could be canonical base64, else 0."""
+def binary_size(data: str, threshold: int) -> int | None:
+    """Decoded size of base64 ``data`` when it reaches ``threshold`` and could be canonical base64, else ``None``."""
     length = len(data)
     if max_decoded_size(length) < threshold or length % 4 or not data.isascii():
-        return 0
+        return None
     size = max_decoded_size(length) - (2 if data.endswith('==') else 1 if data.endswith('=') else 0)
-    return size if size >= threshold else 0
+    return size if size >= threshold else None
 
 
 # -- recognition: JSON trees -------------------------------------------------------------
@@ -100,18 +100,16 @@ def json_payload(node: dict[str, Any], threshold: int) -> tuple[str, PayloadKind
     message part (it has a ``part_kind``) or of ``TextContent`` / ``StructuredContent``.
     """
     kind = node.get('kind')
-    if kind == 'binary':
-        data = node.get('data')
-        if isinstance(data, str):
-            size = binary_size(data, threshold)
-            if size:
-                media_type = node.get('media_type')
-                return 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None
-        return None
+    if kind == 'binary' and isinstance(data := node.get('data'), str):
+        size = binary_size(data, threshold)
+        if size is None:
+            return None
+        media_type = node.get('media_type')
+        return 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None
     content = node.get('content')
     if isinstance(content, str) and (isinstance(node.get('part_kind'), str) or kind in TEXT_CONTENT_KINDS):
         size = text_size(content, threshold)
-        if size:
+        if size is not None:
             return 'content', 'text', content, size, TEXT_MEDIA_TYPE
     return None
 
@@ -147,9 +145,9 @@ def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPa
                 continue
             content = getattr(part, 'content', None)
             if isinstance(content, str):
-                size = text_size(content, threshold)
-                if size:
-                    found.append(TypedPayload(index, ('parts', j), True, content, size, TEXT_MEDIA_TYPE, part))
+                text = text_size(content, threshold)
+                if text is not None:
+                    found.append(TypedPayload(index, ('parts', j), True, content, text, TEXT_MEDIA_TYPE, part))
             elif isinstance(content, BinaryContent):
                 if len(content.data) >= threshold:
                     path: Path = ('parts', j, 'content')
@@ -163,9 +161,9 @@ def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPa
                             size = len(item.data)
                             found.append(TypedPayload(index, path, False, item.data, size, item.media_type, item))
                     elif isinstance(item, TextContent | StructuredContent) and isinstance(item.content, str):
-                        size = text_size(item.content, threshold)
-                        if size:
-                            found.append(TypedPayload(index, path, True, item.content, size, TEXT_MEDIA_TYPE, item))
+                        text = text_size(item.content, threshold)
+                        if text is not None:
+                            found.append(TypedPayload(index, path, True, item.content, text, TEXT_MEDIA_TYPE, item))
     return found
 
 
