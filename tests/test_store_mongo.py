@@ -11,6 +11,8 @@ import asyncio
 import hashlib
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -63,6 +65,10 @@ class TestMongoStore(StoreConformance):
         )
         self.raw[id(store)] = RawCollections(self.client, TEST_DATABASE, collection)
         return store
+
+    async def reopen_store(self, store: Any) -> MongoMediaStore:
+        """A second store with its own client on the same collection."""
+        return MongoMediaStore(db_url=self.uri, database=store.database, collection=store.collection)
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         return await self.raw[id(store)].read(uri)
@@ -189,6 +195,64 @@ async def test_store_owned_client_is_closed(mongo_uri: str, names: list[str]) ->
         assert await store.get(uri) == b'owned client'
     with pytest.raises(StoreClosedError):
         await store.exists(uri)
+
+
+# -- storage identity (the known-blob caches' key) --------------------------------------
+
+
+def test_storage_key_names_the_seed_hosts_without_credentials() -> None:
+    url = 'mongodb://app:pa55-w0rd@DB2.example:27018,db1.example/?replicaSet=rs&authSource=admin'
+    store = MongoMediaStore(db_url=url, database='prod', collection='media')
+    assert store.storage_key == ('mongo', ('db1.example:27017', 'db2.example:27018'), 'prod', 'media')
+    for text in (repr(store), str(store), repr(store.storage_key)):
+        assert 'pa55-w0rd' not in text
+        assert 'app:' not in text
+    srv = MongoMediaStore(db_url='mongodb+srv://app:pa55-w0rd@cluster0.example.net/', database='prod')
+    assert srv.storage_key == ('mongo', ('cluster0.example.net',), 'prod', 'media')
+
+
+async def test_instances_on_one_collection_share_their_storage_key(mongo_uri: str, make: Any, names: list[str]) -> None:
+    shared, _raw = make()
+    own_client = MongoMediaStore(db_url=mongo_uri, database=TEST_DATABASE, collection=shared.collection)
+    other_collection, _ = make()
+    other_database = MongoMediaStore(db_url=mongo_uri, database=f'{TEST_DATABASE}_other', collection=shared.collection)
+    try:
+        assert own_client.storage_key == shared.storage_key
+        assert other_collection.storage_key != shared.storage_key
+        assert other_database.storage_key != shared.storage_key
+        uri = await shared.put(b'shared')
+        before = (shared.deletion_generation, other_collection.deletion_generation)
+        assert await own_client.delete(uri) is True
+        assert shared.deletion_generation > before[0]
+        assert other_collection.deletion_generation == before[1]
+        generation = shared.deletion_generation
+        assert await own_client.delete_many([uri]) == 0
+        assert shared.deletion_generation > generation
+    finally:
+        await own_client.aclose()
+        await other_database.aclose()
+
+
+async def test_exists_many_pages_its_queries(make: Any) -> None:
+    store, _raw = make()
+    stored = [await store.put(f'blob {i}'.encode()) for i in range(3)]
+    absent = [media_uri_for(f'absent {i}'.encode()) for i in range(2500)]
+    assert await store.exists_many([*absent[:1200], stored[0], *absent[1200:], *stored[1:]]) == frozenset(stored)
+    assert await store.exists_many(absent, max_concurrency=1) == frozenset()
+
+
+def test_importing_mediastash_does_not_import_the_driver() -> None:
+    code = (
+        'import sys, mediastash, mediastash.stores\n'
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in {'pymongo', 'bson'})\n"
+        'assert not loaded, loaded\n'
+        'from mediastash.stores import MongoMediaStore\n'
+        'import mediastash.stores.mongo as package\n'
+        'assert MongoMediaStore is package.MongoMediaStore\n'
+        "assert 'pymongo' in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
 
 
 # -- layout and chunking ----------------------------------------------------------------

@@ -11,6 +11,8 @@ import hashlib
 import logging
 import os
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -114,9 +116,15 @@ class S3Conformance(StoreConformance):
         self.raw[id(store)] = raw
         return store
 
+    async def reopen_store(self, store: Any) -> S3MediaStore:
+        """A second store with its own client on the same bucket and prefix."""
+        return S3MediaStore(bucket=store.bucket, **self.endpoint.client_options(), **self.store_options)
+
     async def close_store(self, store: Any) -> None:
         await store.aclose()
-        await self.raw.pop(id(store)).close()
+        raw = self.raw.pop(id(store), None)
+        if raw is not None:
+            await raw.close()
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         return await self.raw[id(store)].read(store.key_for(uri))
@@ -301,7 +309,9 @@ async def test_secrets_stay_out_of_repr_errors_and_logs(
     with pytest.raises(StoreClosedError) as closed:
         await store.exists(uri)
     texts.append(str(closed.value))
-    texts.append(repr(S3MediaStore(bucket='b', endpoint_url=endpoint, aws_secret_access_key=SECRET)))
+    texts.append(repr(store.storage_key))
+    with_userinfo = S3MediaStore(bucket='b', endpoint_url=endpoint, aws_secret_access_key=SECRET)
+    texts.extend([repr(with_userinfo), repr(with_userinfo.storage_key)])
     texts.extend(record.getMessage() for record in caplog.records)
     assert len(caplog.records) > 10  # botocore really logged the requests at DEBUG
     for text in texts:
@@ -426,3 +436,68 @@ async def test_large_blob_hashed_while_it_arrives_is_still_verified(make: Any, r
     with pytest.raises(IntegrityError) as caught:
         await store.get(uri)
     assert uri in str(caught.value)
+
+
+# -- storage identity (the known-blob caches' key) --------------------------------------
+
+
+def test_storage_identity_without_a_client() -> None:
+    assert S3MediaStore(bucket='b', region_name='eu-west-1').storage_key == ('s3', 'eu-west-1', 'b', '')
+    custom = S3MediaStore(bucket='b', key_prefix='p/', endpoint_url=f'HTTP://user:{SECRET}@Minio.Example:9000/')
+    assert custom.storage_key == ('s3', 'http://minio.example:9000', 'b', 'p/')
+    plain = S3MediaStore(bucket='b', endpoint_url='http://minio.example:9000')
+    assert plain.storage_key == ('s3', 'http://minio.example:9000', 'b', '')
+    assert SECRET not in repr(custom.storage_key)
+
+
+async def test_instances_on_one_bucket_and_prefix_share_their_storage_key(
+    moto_server: S3Endpoint, raw: RawBucket
+) -> None:
+    options = moto_server.client_options()
+    async with RAW_SESSION.create_client('s3', config=RAW_CONFIG, **options) as client:
+        first = S3MediaStore(bucket=raw.bucket, key_prefix='t/', **options)
+        second = S3MediaStore(bucket=raw.bucket, key_prefix='t/', client=client)  # a caller's client, same endpoint
+        other_prefix = S3MediaStore(bucket=raw.bucket, key_prefix='u/', **options)
+        other_bucket = S3MediaStore(bucket=unique_bucket('other'), key_prefix='t/', **options)
+        try:
+            assert first.storage_key == second.storage_key
+            assert hash(first.storage_key) == hash(second.storage_key)
+            assert other_prefix.storage_key != first.storage_key
+            assert other_bucket.storage_key != first.storage_key
+            uri = await first.put(b'shared')
+            before = (second.deletion_generation, other_prefix.deletion_generation)
+            assert await second.delete(uri)
+            assert second.deletion_generation > before[0]
+            assert first.deletion_generation == second.deletion_generation
+            assert other_prefix.deletion_generation == before[1]
+            generation = second.deletion_generation
+            assert await first.delete_many([uri]) == 0  # already gone, yet still noted for every instance
+            assert second.deletion_generation > generation
+        finally:
+            for store in (first, second, other_prefix, other_bucket):
+                await store.aclose()
+
+
+async def test_known_ttl_sees_a_deletion_through_another_instance(make: Any, raw: RawBucket) -> None:
+    remembering = make(known_ttl=60)
+    collector = make()
+    data = blob(20_000, seed=21)
+    uri = await remembering.put(data)
+    assert await collector.delete(uri)
+    assert await raw.keys() == []
+    assert await remembering.put(data) == uri  # the deletion was noted for the same storage: HEAD, then upload
+    assert await raw.read(remembering.key_for(uri)) == data
+
+
+def test_importing_mediastash_does_not_import_the_sdk() -> None:
+    code = (
+        'import sys, mediastash, mediastash.stores\n'
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in {'aiobotocore', 'botocore', 'aiohttp'})\n"
+        'assert not loaded, loaded\n'
+        'from mediastash.stores import S3MediaStore, PresignedUrls\n'
+        'import mediastash.stores.s3 as package\n'
+        'assert S3MediaStore is package.S3MediaStore and PresignedUrls is package.PresignedUrls\n'
+        "assert 'aiobotocore' in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr

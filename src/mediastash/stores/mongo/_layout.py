@@ -6,7 +6,6 @@ Kept apart from the store so the on-disk shape is readable in one place (see
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import time
@@ -17,6 +16,7 @@ from typing import Any
 
 from mediastash.context import MediaContextLike, context_media_type, context_metadata
 from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration
+from mediastash.stores._metadata import decode_metadata_json
 
 __all__ = [
     'DEFAULT_CHUNK_SIZE_BYTES',
@@ -171,7 +171,7 @@ def parse_metadata(uri: str, raw: object, where: str) -> dict[str, str]:
     if raw is None:
         return {}
     if isinstance(raw, str):
-        return _parse_json_metadata(uri, raw, where)
+        return decode_metadata_json(raw, uri=uri, where=where)
     if not isinstance(raw, list):
         raise CorruptMetadataError(uri, f'metadata is {type(raw).__name__}, expected a list of pairs', where=where)
     result: dict[str, str] = {}
@@ -180,16 +180,6 @@ def parse_metadata(uri: str, raw: object, where: str) -> dict[str, str]:
             raise CorruptMetadataError(uri, f'metadata entry {item!r} is not a [str, str] pair', where=where)
         result[item[0]] = item[1]
     return result
-
-
-def _parse_json_metadata(uri: str, raw: str, where: str) -> dict[str, str]:
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise CorruptMetadataError(uri, f'not JSON ({exc})', where=where) from None
-    if not isinstance(value, dict) or not all(isinstance(item, str) for item in value.values()):
-        raise CorruptMetadataError(uri, 'JSON metadata is not an object of strings', where=where)
-    return value
 
 
 def stored_bytes(value: object) -> bytes | None:

@@ -15,19 +15,17 @@ deleted too; new writes always use this layout.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
-from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
-from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
-from mediastash.stores.base import ChunkedMediaStore
+from mediastash.errors import InvalidStoreConfiguration
+from mediastash.stores.base import BaseMediaStore, Ingest
 from mediastash.stores.mongo._layout import (
     DEFAULT_CHUNK_SIZE_BYTES,
     MAX_CHUNK_SIZE_BYTES,
@@ -43,7 +41,7 @@ from mediastash.stores.mongo._layout import (
     parse_metadata,
     stored_bytes,
 )
-from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.uri import is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['DEFAULT_CHUNK_SIZE_BYTES', 'MAX_CHUNK_SIZE_BYTES', 'MongoMediaStore']
@@ -63,7 +61,7 @@ _MANIFEST_SET_INDEX = 'mediastash_chunk_set'
 _DEFAULT_SWEEP_GRACE_SECONDS = 24 * 3600.0
 
 
-class MongoMediaStore(ChunkedMediaStore):
+class MongoMediaStore(BaseMediaStore):
     """Content-addressed blobs in the MongoDB collections ``collection`` and ``<collection>_chunks``.
 
     Pass exactly one of ``client`` (your ``AsyncMongoClient``; never closed by
@@ -114,7 +112,7 @@ class MongoMediaStore(ChunkedMediaStore):
         self._chunks: AsyncCollection[Document] = database_handle[f'{self._collection_name}_chunks']
         self._indexes_ready = False
         self._index_lock = asyncio.Lock()
-        self._closed = False
+        self._identity = ('mongo', _client_hosts(client), self._database_name, self._collection_name)
 
     @property
     def database(self) -> str:
@@ -142,9 +140,9 @@ class MongoMediaStore(ChunkedMediaStore):
     def __repr__(self) -> str:
         return self._describe()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f'{self._describe()} is closed')
+    def _storage_identity(self) -> Hashable:
+        """``('mongo', (host:port, ...), database, collection)``: the client's seed hosts, never credentials."""
+        return self._identity
 
     async def _ensure_indexes(self) -> None:
         """Create the two indexes once per store, on the first write that needs chunks."""
@@ -159,7 +157,6 @@ class MongoMediaStore(ChunkedMediaStore):
     # -- primitives --------------------------------------------------------------------
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
-        self._check_open()
         facts = ManifestFacts.of(context)
         if await self._contains(digest, context):
             return
@@ -189,7 +186,6 @@ class MongoMediaStore(ChunkedMediaStore):
             owned.keep = await self._insert_manifest(manifest)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
-        self._check_open()
         manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0})
         if manifest is None:
             raise self._not_found(digest)
@@ -202,15 +198,26 @@ class MongoMediaStore(ChunkedMediaStore):
         return b''.join([stored_bytes(chunk.get('data')) or b'' async for chunk in cursor])
 
     async def _contains(self, digest: str, context: MediaContextLike) -> bool:
-        self._check_open()
         return await self._manifests.find_one({'_id': digest}, {'_id': 1}) is not None
 
+    async def _contains_many(self, digests: list[str], max_concurrency: int) -> set[str]:
+        """One ``$in`` query per page of digests, at most ``max_concurrency`` pages at a time."""
+        gate = asyncio.Semaphore(max_concurrency)
+
+        async def page(batch: list[str]) -> set[str]:
+            async with gate:
+                cursor = self._manifests.find({'_id': {'$in': batch}}, {'_id': 1})
+                found = {document['_id'] async for document in cursor}
+            return found.intersection(batch)
+
+        pages = [digests[start : start + _LIST_PAGE] for start in range(0, len(digests), _LIST_PAGE)]
+        return set().union(*await asyncio.gather(*map(page, pages)))
+
     async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
-        self._check_open()
         manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 1})
         if manifest is None:
             raise self._not_found(digest)
-        return parse_metadata(MEDIA_URI_SCHEME + digest, manifest.get('metadata'), self._describe())
+        return parse_metadata(media_uri(digest), manifest.get('metadata'), self._describe())
 
     async def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
@@ -246,9 +253,8 @@ class MongoMediaStore(ChunkedMediaStore):
 
     # -- optional capabilities ---------------------------------------------------------
 
-    async def iter_uris(self) -> AsyncIterator[str]:
-        """Every stored URI in digest order, a page of manifests at a time (no long-lived cursor)."""
-        self._check_open()
+    async def _list_digests(self) -> AsyncIterator[str]:
+        """Every stored digest in order, a page of manifests at a time (no long-lived cursor)."""
         after = ''
         while True:
             cursor = self._manifests.find({'_id': {'$gt': after}}, {'_id': 1}).sort('_id', 1).limit(_LIST_PAGE)
@@ -256,18 +262,15 @@ class MongoMediaStore(ChunkedMediaStore):
             if not page:
                 return
             for digest in page:
-                if isinstance(digest, str) and _is_digest(digest):
-                    yield MEDIA_URI_SCHEME + digest
+                if is_digest(digest):
+                    yield digest
             last = page[-1]
             if not isinstance(last, str):
                 return
             after = last
 
-    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        """Remove the blob (manifest first, then its chunks); ``False`` when it was not stored."""
-        digest = parse_media_uri(uri)
-        self._check_open()
-        self._note_deleted()
+    async def _delete(self, digest: str, context: MediaContextLike) -> bool:
+        """Remove the manifest first (so no reader finds the blob), then its chunks."""
         manifest = await self._manifests.find_one_and_delete(
             {'_id': digest}, projection={'chunk_set': 1, 'chunk_size': 1, 'chunk_count': 1}
         )
@@ -278,18 +281,15 @@ class MongoMediaStore(ChunkedMediaStore):
             await self._chunks.delete_many(query)
         return True
 
-    async def delete_many(self, uris: Iterable[str]) -> int:
-        """Delete several blobs, a few at a time; every URI is validated before anything is removed."""
-        checked = [MEDIA_URI_SCHEME + parse_media_uri(uri) for uri in uris]
-        if not checked:
-            return 0
+    async def _delete_many(self, digests: list[str]) -> int:
+        """Delete several blobs, a few at a time."""
         limit = asyncio.Semaphore(_DELETE_CONCURRENCY)
 
-        async def one(uri: str) -> bool:
+        async def one(digest: str) -> bool:
             async with limit:
-                return await self.delete(uri)
+                return await self._delete(digest, EMPTY_CONTEXT)
 
-        return sum(await asyncio.gather(*(one(uri) for uri in checked)))
+        return sum(await asyncio.gather(*map(one, digests)))
 
     async def sweep_orphan_chunks(self, *, older_than_seconds: float = _DEFAULT_SWEEP_GRACE_SECONDS) -> int:
         """Delete chunk sets no manifest names that are older than the grace period; returns how many.
@@ -319,18 +319,15 @@ class MongoMediaStore(ChunkedMediaStore):
                 removed += len(orphans)
         return removed
 
-    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
-        """Store a blob given as byte chunks, hashing as it goes.
+    async def _write_stream(self, ingest: Ingest, context: MediaContextLike) -> None:
+        """Write chunk documents as soon as they fill, then the manifest once the digest is known.
 
-        Chunk documents are written as soon as they fill, under a fresh chunk set
-        no manifest names yet; the manifest follows once the digest is known.
+        The chunks go under a fresh chunk set no manifest names yet, so a failed
+        or cancelled stream leaves nothing readable (and removes its chunks).
         Memory stays around a few write batches (8 MiB each) plus one chunk.
         """
-        self._check_open()
         facts = ManifestFacts.of(context)
         size = self._chunk_size
-        hasher = hashlib.sha256()
-        total = 0
         buffer = bytearray()
         chunk_set: str | None = None
         owned: _OwnedChunkSet | None = None
@@ -338,13 +335,7 @@ class MongoMediaStore(ChunkedMediaStore):
         batch: list[Document] = []
         batch_bytes = 0
         try:
-            async for chunk in chunks:
-                piece = as_bytes(chunk)
-                if len(piece) >= OFFLOAD_BYTES:
-                    await asyncio.to_thread(hasher.update, piece)
-                else:
-                    hasher.update(piece)
-                total += len(piece)
+            async for piece in ingest:
                 buffer += piece
                 # Keep up to one chunk buffered so a blob that ends within it can still go inline.
                 if len(buffer) <= size:
@@ -365,12 +356,12 @@ class MongoMediaStore(ChunkedMediaStore):
                         await self._insert_chunks(batch)
                         batch, batch_bytes = [], 0
                 del buffer[:taken]
-            digest = hasher.hexdigest()
+            digest = ingest.digest
             if owned is None:
                 data = bytes(buffer)
-                if not await self._contains(digest, EMPTY_CONTEXT):
+                if not await self._contains(digest, context):
                     await self._store_new(digest, data, facts)
-                return MEDIA_URI_SCHEME + digest
+                return
             assert chunk_set is not None
             if buffer:
                 batch.append(chunk_document(chunk_set, count, bytes(buffer)))
@@ -378,18 +369,14 @@ class MongoMediaStore(ChunkedMediaStore):
                 buffer.clear()
             await self._insert_chunks(batch)
             batch = []
-            manifest = facts.chunked_manifest(digest, total, size, chunk_set, count)
+            manifest = facts.chunked_manifest(digest, ingest.size, size, chunk_set, count)
             owned.keep = await self._insert_manifest(manifest)
-        except BaseException:
+        finally:
             if owned is not None:
                 await owned.discard()
-            raise
-        await owned.discard()
-        return MEDIA_URI_SCHEME + digest
 
     def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
         """Stored chunks one after another; a missing chunk ends the stream, so verification fails before a gap."""
-        self._check_open()
         return self._stored_pieces(digest, chunk_size)
 
     async def _stored_pieces(self, digest: str, piece_size: int) -> AsyncGenerator[bytes, None]:
@@ -420,11 +407,8 @@ class MongoMediaStore(ChunkedMediaStore):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def aclose(self) -> None:
-        """Close the client if the store created it (``db_url=``). Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _aclose(self) -> None:
+        """Close the client if the store created it (``db_url=``); a caller's client stays open."""
         if self._owns_client:
             await self._client.close()
 
@@ -467,5 +451,22 @@ def _split(data: bytes, size: int) -> Iterable[bytes]:
         yield bytes(view[start : start + size])
 
 
-def _is_digest(value: str) -> bool:
-    return len(value) == 64 and all(char in '0123456789abcdef' for char in value)
+def _client_hosts(client: AsyncMongoClient[Document]) -> tuple[str, ...]:
+    """The client's seed list as sorted ``host:port`` strings, read without contacting the server.
+
+    Seeds come from the connection string or ``host=`` argument (for
+    ``mongodb+srv://`` the SRV name, unresolved); they hold no credentials and,
+    unlike the discovered topology, do not change while the client runs.
+    """
+    seeds: object = getattr(client, '_seeds', None)
+    if not isinstance(seeds, set | frozenset) or not seeds:
+        seeds = set(client.topology_description.server_descriptions())
+    hosts = {_host_port(host, port) for host, port in seeds}
+    return tuple(sorted(hosts))
+
+
+def _host_port(host: str, port: int | None) -> str:
+    name = host if host.endswith('.sock') else host.lower()  # a Unix socket path keeps its case
+    if ':' in name and not name.startswith('['):
+        name = f'[{name}]'  # IPv6
+    return name if port is None else f'{name}:{port}'

@@ -11,29 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import os
 import re
 import tempfile
 import threading
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Mapping
 from contextlib import aclosing
 from enum import Enum
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
+from mediastash.errors import IntegrityError, InvalidStoreConfiguration, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
-from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes
-from mediastash.stores.base import ChunkedMediaStore
+from mediastash.stores.base import BaseMediaStore, Ingest
 from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys
 from mediastash.stores.s3._metadata import decode_metadata, encode_metadata
 from mediastash.stores.s3._multipart import MIN_PART_SIZE, ReadRange, error_code, error_status, upload_multipart
 from mediastash.stores.s3._presign import PresignedUrls, presign_get
 from mediastash.stores.s3._redact import redact_in_sdk_logs
-from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
+from mediastash.uri import EMBEDDED_DIGEST_PATTERN, is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
 try:
@@ -55,11 +53,11 @@ PutCheck = Literal['head', 'if-none-match']
 
 _MAX_KEY_BYTES = 1024
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
-_EMBEDDED_DIGEST = re.compile(r'(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])')
-_DEFAULT_NAME = re.compile(r'([0-9a-f]{64})\.bin')
+_DEFAULT_SUFFIX = '.bin'
 _DELETE_BATCH = 1000
 _HEAD_CONCURRENCY = 16
 _MAX_KNOWN_TTL = 86_400
+_AWS_HOSTS = ('.amazonaws.com', '.amazonaws.com.cn')
 _READ_CHUNK = 1 << 20
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (
     aiohttp.ClientPayloadError,
@@ -92,7 +90,7 @@ class _Credentials:
         return '<credentials hidden>'
 
 
-class S3MediaStore(ChunkedMediaStore):
+class S3MediaStore(BaseMediaStore):
     """Content-addressed blobs as objects ``<key_prefix><key_strategy(uri)>`` in one bucket.
 
     Pass ``client=`` (an aiobotocore S3 client you own and close) or connection
@@ -111,8 +109,9 @@ class S3MediaStore(ChunkedMediaStore):
     Uploads carry ``Content-Type`` and ``x-amz-checksum-sha256``. Metadata is
     that of the first ``put`` (later puts do not change it). ``known_ttl``
     (seconds, off by default) lets a ``put`` of a key this store uploaded or
-    saw stored within that time skip the HEAD; a blob deleted behind the
-    store's back is then only re-uploaded once the time is up.
+    saw stored within that time skip the HEAD; a blob deleted by another
+    process is then only re-uploaded once the time is up (deletions through
+    any store of this process on the same bucket and prefix are seen at once).
 
     Capabilities: listing, deleting (batched), streaming. ``put_stream`` spools
     to memory up to ``multipart_threshold`` and to a temporary file beyond, so
@@ -144,8 +143,12 @@ class S3MediaStore(ChunkedMediaStore):
         spool_directory: str | os.PathLike[str] | None = None,
         known_ttl: float | None = None,
     ) -> None:
-        presigned = public_url if isinstance(public_url, PresignedUrls) else None
-        super().__init__(public_url=None if presigned is not None else public_url)  # type: ignore[arg-type]
+        resolver: PublicUrlResolver | None
+        if isinstance(public_url, PresignedUrls):
+            presigned, resolver = public_url, self._presigned_public_url
+        else:
+            presigned, resolver = None, public_url
+        super().__init__(public_url=resolver)
         _check_configuration(
             bucket=bucket,
             client=client,
@@ -183,7 +186,7 @@ class S3MediaStore(ChunkedMediaStore):
         self._client_context: Any = None
         self._owns_client = client is None
         self._opening = asyncio.Lock()
-        self._closed = False
+        self._identity: Hashable | None = None
 
     # -- description -------------------------------------------------------------------
 
@@ -203,17 +206,33 @@ class S3MediaStore(ChunkedMediaStore):
     def __repr__(self) -> str:
         return self._describe()
 
+    def _storage_identity(self) -> Hashable:
+        """``('s3', endpoint or region, bucket, key_prefix)``; the endpoint without credentials."""
+        if self._identity is None:
+            self._identity = ('s3', self._location(), self._bucket, self._key_prefix)
+        return self._identity
+
+    def _location(self) -> str:
+        """Where the bucket lives: a custom endpoint (normalized, no ``user:password@``), else the AWS region."""
+        if self._endpoint_url:
+            return _endpoint_identity(self._endpoint_url)
+        if not self._owns_client and self._client is not None:
+            meta = self._client.meta
+            host = (urlsplit(meta.endpoint_url).hostname or '').lower()
+            if not host.endswith(_AWS_HOSTS):
+                return _endpoint_identity(meta.endpoint_url)
+            return meta.region_name or ''
+        return self._region_name or cast(str | None, _session().get_config_variable('region')) or ''
+
     # -- client lifecycle --------------------------------------------------------------
 
     async def _s3(self) -> S3Client:
-        """The client, created on first use when the store owns it."""
-        if self._closed:
-            raise StoreClosedError(f'{self._describe()} is closed')
+        """The client, created on first use when the store owns it; ``StoreClosedError`` after ``aclose``."""
+        self._check_open()
         if self._client is not None:
             return self._client
         async with self._opening:
-            if self._closed:
-                raise StoreClosedError(f'{self._describe()} is closed')
+            self._check_open()
             if self._client is None:
                 redact_in_sdk_logs(self._credentials.secret_access_key, self._credentials.session_token)
                 context = _session().create_client(
@@ -258,9 +277,8 @@ class S3MediaStore(ChunkedMediaStore):
             )
         return merged
 
-    async def aclose(self) -> None:
-        """Close the client the store created (a caller's client stays open). Later calls raise ``StoreClosedError``."""
-        self._closed = True
+    async def _aclose(self) -> None:
+        """Close the client the store created (a caller's client stays open)."""
         if self._known is not None:
             self._known.clear()
         async with self._opening:
@@ -274,7 +292,7 @@ class S3MediaStore(ChunkedMediaStore):
 
     def _key_for(self, digest: str, context: MediaContextLike) -> str:
         """``key_prefix + key_strategy(uri, context)``, refused with ``UnsafeKeyError`` when S3 would mangle it."""
-        name: object = self._key_strategy(MEDIA_URI_SCHEME + digest, context)
+        name: object = self._key_strategy(media_uri(digest), context)
         if not isinstance(name, str):
             raise UnsafeKeyError(name, f'a key strategy must return str, got {type(name).__name__}')
         key = self._key_prefix + name
@@ -314,7 +332,8 @@ class S3MediaStore(ChunkedMediaStore):
         extra: dict[str, Any],
     ) -> None:
         """Upload unless already stored: one PUT, or a multipart upload from ``multipart_threshold`` bytes."""
-        if self._known is not None and key in self._known:
+        generation = self.deletion_generation
+        if self._known is not None and self._known.trusted(key, generation):
             return
         client = await self._s3()
         multipart = size >= self._multipart_threshold
@@ -322,7 +341,7 @@ class S3MediaStore(ChunkedMediaStore):
         if self._put_check == 'head' or multipart:
             stored = await self._stored(client, key, size, digest)
             if stored is _Stored.SAME:
-                self._remember(key)
+                self._remember(key, generation)
                 return
             overwrite = stored is _Stored.DIFFERENT
         conditional = self._conditional_writes and not overwrite
@@ -338,7 +357,7 @@ class S3MediaStore(ChunkedMediaStore):
                 extra=extra,
                 if_none_match=conditional,
             )
-            self._remember(key)
+            self._remember(key, generation)
             return
         arguments: dict[str, Any] = {
             'Bucket': self._bucket,
@@ -354,11 +373,11 @@ class S3MediaStore(ChunkedMediaStore):
         except ClientError as exc:
             if not (conditional and _is_precondition_failed(exc)):
                 raise
-        self._remember(key)
+        self._remember(key, generation)
 
-    def _remember(self, key: str) -> None:
+    def _remember(self, key: str, generation: int) -> None:
         if self._known is not None:
-            self._known.add(key)
+            self._known.add(key, generation)
 
     async def _stored(self, client: S3Client, key: str, size: int, digest: str) -> _Stored:
         """Whether ``key`` holds this blob: same size, and same SHA-256 when the server reports a whole-object one."""
@@ -376,13 +395,12 @@ class S3MediaStore(ChunkedMediaStore):
             return _Stored.DIFFERENT
         return _Stored.SAME
 
-    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
-        """The blob's bytes, verified against the URI's sha256 (``IntegrityError`` on mismatch).
+    async def _read_verified(self, digest: str, context: MediaContextLike) -> bytes:
+        """The blob's bytes, verified against ``digest`` (``IntegrityError`` on mismatch).
 
         Large bodies are hashed while they arrive (in a worker thread, one block
         behind the reader), so the check ends almost when the download does.
         """
-        digest = parse_media_uri(uri)
         key = self._key_for(digest, context)
         hasher = PipelinedSha256()
         pieces: list[bytes] = []
@@ -395,12 +413,8 @@ class S3MediaStore(ChunkedMediaStore):
         finally:
             await hasher.aclose()
         if actual != digest:
-            raise IntegrityError(MEDIA_URI_SCHEME + digest, actual_digest=actual, where=self._describe())
+            raise IntegrityError(media_uri(digest), actual_digest=actual, where=self._describe())
         return b''.join(pieces)
-
-    async def _read(self, digest: str, context: MediaContextLike) -> bytes:
-        key = self._key_for(digest, context)
-        return b''.join([chunk async for chunk in self._object_chunks(digest, key, _READ_CHUNK)])
 
     async def _contains(self, digest: str, context: MediaContextLike) -> bool:
         return await self._head(self._key_for(digest, context)) is not None
@@ -450,10 +464,9 @@ class S3MediaStore(ChunkedMediaStore):
 
     # -- public URLs -------------------------------------------------------------------
 
-    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
-        """A presigned GET URL when built with ``public_url=PresignedUrls(...)``, else the configured resolver's."""
-        if self._presigned is None:
-            return await super().public_url(uri, context=context)
+    async def _presigned_public_url(self, uri: str, context: MediaContextLike) -> str:
+        """The resolver behind ``public_url`` when built with ``public_url=PresignedUrls(...)``."""
+        assert self._presigned is not None
         return await self._presign(parse_media_uri(uri), context, self._presigned)
 
     async def presigned_url(
@@ -486,8 +499,8 @@ class S3MediaStore(ChunkedMediaStore):
 
     # -- optional capabilities ---------------------------------------------------------
 
-    async def iter_uris(self) -> AsyncIterator[str]:
-        """Every stored URI under ``key_prefix`` (paginated). Keys must carry the digest in their name."""
+    async def _list_digests(self) -> AsyncIterator[str]:
+        """Digests of the objects under ``key_prefix`` (paginated). Keys must carry the digest in their name."""
         client = await self._s3()
         default = self._key_strategy is default_key_strategy
         seen: set[str] = set()
@@ -496,21 +509,18 @@ class S3MediaStore(ChunkedMediaStore):
             for item in page.get('Contents', []):
                 name = item['Key'][len(self._key_prefix) :]
                 if default:
-                    match = _DEFAULT_NAME.fullmatch(name)
-                    digest = match.group(1) if match else None
+                    stem = name.removesuffix(_DEFAULT_SUFFIX)
+                    digest = stem if stem != name and is_digest(stem) else None
                 else:
-                    found = _EMBEDDED_DIGEST.search(name.rsplit('/', 1)[-1])
+                    found = EMBEDDED_DIGEST_PATTERN.search(name.rsplit('/', 1)[-1])
                     digest = found.group() if found else None
                 if digest is not None and digest not in seen:
                     if not default:
                         seen.add(digest)
-                    yield MEDIA_URI_SCHEME + digest
+                    yield digest
 
-    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        """Remove the blob; ``False`` when it was not stored."""
-        digest = parse_media_uri(uri)
+    async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         key = self._key_for(digest, context)
-        self._note_deleted()
         if self._known is not None:
             self._known.forget([key])
         if await self._head(key) is None:
@@ -519,13 +529,10 @@ class S3MediaStore(ChunkedMediaStore):
         await client.delete_object(Bucket=self._bucket, Key=key)
         return True
 
-    async def delete_many(self, uris: Iterable[str]) -> int:
-        """Delete the URIs in batches of 1000 keys; returns how many were stored (found by HEAD) and removed."""
-        keys = list(dict.fromkeys(self._key_for(parse_media_uri(uri), EMPTY_CONTEXT) for uri in uris))
-        if not keys:
-            return 0
+    async def _delete_many(self, digests: list[str]) -> int:
+        """Delete in batches of 1000 keys; returns how many were stored (found by HEAD) and removed."""
+        keys = list(dict.fromkeys(self._key_for(digest, EMPTY_CONTEXT) for digest in digests))
         client = await self._s3()
-        self._note_deleted()
         if self._known is not None:
             self._known.forget(keys)
         gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
@@ -549,26 +556,19 @@ class S3MediaStore(ChunkedMediaStore):
                 )
         return len(found)
 
-    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
-        """Store a blob given as byte chunks; it is spooled (memory, then a temp file) while hashed, then uploaded."""
+    async def _write_stream(self, ingest: Ingest, context: MediaContextLike) -> None:
+        """Spool the pieces (memory, then a temp file) while the base hashes them, then upload under the digest."""
         extra = _put_arguments(context)
         await self._s3()
-        hasher = hashlib.sha256()
         spool = _Spool(self._multipart_threshold, self._spool_directory)
         try:
-            async for chunk in chunks:
-                piece = as_bytes(chunk)
-                if len(piece) >= OFFLOAD_BYTES:
-                    await asyncio.to_thread(hasher.update, piece)
-                else:
-                    hasher.update(piece)
+            async for piece in ingest:
                 await spool.write(piece)
-            digest = hasher.hexdigest()
+            digest = ingest.digest
             key = self._key_for(digest, context)
             await self._store(key, digest, spool.size, spool.read_range, extra)
         finally:
             await spool.close()
-        return MEDIA_URI_SCHEME + digest
 
     def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
         return self._object_chunks(digest, self._key_for(digest, context), chunk_size)
@@ -651,6 +651,16 @@ def _is_not_found(exc: ClientError) -> bool:
 
 def _is_precondition_failed(exc: ClientError) -> bool:
     return error_status(exc) == 412 or error_code(exc) == 'PreconditionFailed'
+
+
+def _endpoint_identity(url: str) -> str:
+    """``scheme://host[:port][/path]`` lowercased where case does not matter, without credentials or a final ``/``."""
+    parts = urlsplit(url)
+    host = (parts.hostname or '').lower()
+    if ':' in host:
+        host = f'[{host}]'
+    netloc = f'{host}:{parts.port}' if parts.port else host
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip('/'), '', ''))
 
 
 def _public_endpoint(url: str | None) -> str | None:
