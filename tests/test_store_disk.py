@@ -60,11 +60,7 @@ class TestDiskStore(StoreConformance):
     async def reopen_store(self, store: Any) -> DiskMediaStore:
         return DiskMediaStore(store.directory)
 
-    async def test_metadata_of_the_first_put_wins(self, store: Any) -> None:
-        pytest.skip(
-            'DiskMediaStore keeps pydantic-ai-harness sidecar semantics: a later put carrying metadata '
-            'replaces it (test_later_put_with_metadata_replaces_sidecar)'
-        )
+    later_metadata_replaces = True  # pydantic-ai-harness's sidecar semantics
 
 
 class TestShardedDiskStore(TestDiskStore):

@@ -286,4 +286,4 @@ def test_the_suite_fails_a_store_that_breaks_the_rules(tmp_path: Path) -> None:
         env={**os.environ, 'PYTHONPATH': str(ROOT)},
     )
     failed = sorted(set(re.findall(r'^FAILED \S+::TestBad::(\w+)', result.stdout, flags=re.MULTILINE)))
-    assert failed == ['test_closed_store_refuses_every_call', 'test_metadata_of_the_first_put_wins'], result.stdout
+    assert failed == ['test_closed_store_refuses_every_call', 'test_metadata_of_a_later_put'], result.stdout

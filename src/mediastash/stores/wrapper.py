@@ -8,6 +8,7 @@ capabilities of the store it wraps.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
 from typing import Any
 
@@ -31,6 +32,21 @@ _OPTIONAL_METHODS = (
 )
 
 
+_variants: dict[tuple[type, tuple[str, ...]], type] = {}
+_variants_lock = threading.Lock()
+
+
+def _without(cls: type, missing: tuple[str, ...]) -> type:
+    """``cls`` with the ``missing`` methods set to ``None`` on the class (one cached variant per combination)."""
+    with _variants_lock:
+        variant = _variants.get((cls, missing))
+        if variant is None:
+            namespace: dict[str, object] = {name: None for name in missing}
+            namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __doc__=cls.__doc__)
+            variant = _variants[(cls, missing)] = type(cls.__name__, (cls,), namespace)
+        return variant
+
+
 class WrapperMediaStore(AsyncClosing):
     """A ``MediaStore`` that hands every call to ``inner``.
 
@@ -41,10 +57,13 @@ class WrapperMediaStore(AsyncClosing):
 
     def __init__(self, inner: MediaStore) -> None:
         self.inner = inner
-        for protocol, methods in _OPTIONAL_METHODS:
-            if not isinstance(inner, protocol):
-                for name in methods:
-                    setattr(self, name, None)  # absent, as far as isinstance checks go
+        missing = tuple(
+            name for protocol, names in _OPTIONAL_METHODS if not isinstance(inner, protocol) for name in names
+        )
+        if missing:
+            # Protocols look at the class before the instance: switch to a variant of this
+            # class with the missing methods set to None, which is how a protocol is told "absent".
+            object.__setattr__(self, '__class__', _without(type(self), missing))
 
     # -- what the walks use beyond MediaStore -----------------------------------------
 

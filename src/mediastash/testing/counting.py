@@ -8,40 +8,15 @@ known-blob cache treat it like the store it wraps. Does not need pytest.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
-from typing import Final
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY
-from mediastash.stores.protocols import DeletableMediaStore, ListableMediaStore, MediaStore, StreamingMediaStore
+from mediastash.stores.protocols import MediaStore
 from mediastash.stores.wrapper import WrapperMediaStore
 
 __all__ = ['CountingMediaStore']
-
-_CAPABILITIES: Final = (
-    (DeletableMediaStore, ('delete', 'delete_many')),
-    (ListableMediaStore, ('iter_uris',)),
-    (StreamingMediaStore, ('put_stream', 'get_stream')),
-)
-_variants: dict[tuple[type, tuple[str, ...]], type] = {}
-_variants_lock = threading.Lock()
-
-
-def _without(cls: type, missing: tuple[str, ...]) -> type:
-    """``cls`` with the ``missing`` methods set to ``None`` on the class (cached, one per combination).
-
-    ``typing`` protocols look at the class before the instance, so a method set to
-    ``None`` on the instance alone still passes ``isinstance``.
-    """
-    with _variants_lock:
-        variant = _variants.get((cls, missing))
-        if variant is None:
-            namespace: dict[str, object] = {name: None for name in missing}
-            namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __doc__=cls.__doc__)
-            variant = _variants[(cls, missing)] = type(cls.__name__, (cls,), namespace)
-        return variant
 
 
 class CountingMediaStore(WrapperMediaStore):
@@ -57,9 +32,6 @@ class CountingMediaStore(WrapperMediaStore):
         self.calls: Counter[str] = Counter()
         self.put_sizes: dict[str, int] = {}
         self.bytes_put = 0
-        missing = tuple(name for protocol, names in _CAPABILITIES if not isinstance(inner, protocol) for name in names)
-        if missing:
-            object.__setattr__(self, '__class__', _without(type(self), missing))
 
     def reset(self) -> None:
         """Start counting from zero again."""
