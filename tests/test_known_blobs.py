@@ -19,7 +19,7 @@ from mediastash.known_blobs import (
     note_deletion,
     storage_key_of,
 )
-from mediastash.stores.wrapper import WrapperMediaStore
+from mediastash.testing import CountingMediaStore
 
 
 def remember(cache: KnownBlobCache, payload: str) -> str:
@@ -119,24 +119,6 @@ def test_a_new_store_is_never_taken_for_a_collected_one() -> None:
                 cache.bind(fresh)
 
 
-class Counting(WrapperMediaStore):
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.calls: list[str] = []
-
-    async def put(self, data: bytes, **kwargs: Any) -> str:
-        self.calls.append('put')
-        return await super().put(data, **kwargs)
-
-    async def exists(self, uri: str, **kwargs: Any) -> bool:
-        self.calls.append('exists')
-        return await super().exists(uri, **kwargs)
-
-    async def exists_many(self, uris: Any, **kwargs: Any) -> frozenset[str]:
-        self.calls.append('exists_many')
-        return await super().exists_many(uris, **kwargs)
-
-
 def image_tree(*seeds: int) -> dict[str, Any]:
     return {
         'parts': [
@@ -162,37 +144,37 @@ async def test_entries_past_their_trust_age_are_rechecked_in_one_batch() -> None
     now = [0.0]
     cache = KnownBlobCache(trust_seconds=60, clock=lambda: now[0])
     inner = MemoryMediaStore()
-    store = Counting(inner)
+    store = CountingMediaStore(inner)
     tree = image_tree(1, 2, 3)
     lean = await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024)
-    assert store.calls.count('put') == 3
+    assert store.calls['put'] == 3
     lost = lean['parts'][1]['uri']
     inner.drop_for_tests(lost)  # gone behind the store's back
 
-    store.calls.clear()
+    store.reset()
     now[0] = 59.0  # still trusted: no store call at all
     assert await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024) == lean
-    assert store.calls == []
+    assert sum(store.calls.values()) == 0
     assert not await inner.exists(lost)
 
     now[0] = 61.0  # past the trust age: one batched check, one put for the lost blob
     assert await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024) == lean
-    assert store.calls == ['exists_many', 'put']
+    assert store.calls == {'exists_many': 1, 'put': 1}
     assert await inner.exists(lost)
 
-    store.calls.clear()
+    store.reset()
     now[0] = 100.0  # re-confirmed at 61: trusted again
     await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024)
-    assert store.calls == []
+    assert sum(store.calls.values()) == 0
 
 
 async def test_trust_age_zero_always_asks_the_store() -> None:
     cache = KnownBlobCache(trust_seconds=0, clock=iter(range(100)).__next__)
-    store = Counting(MemoryMediaStore())
+    store = CountingMediaStore(MemoryMediaStore())
     tree = image_tree(7)
     await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024)
     await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024)
-    assert store.calls == ['put', 'exists_many']
+    assert store.calls == {'put': 1, 'exists_many': 1}
 
 
 def test_bad_trust_age_is_refused() -> None:

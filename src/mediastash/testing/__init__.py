@@ -12,10 +12,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from mediastash.testing.counting import CountingMediaStore
+
 if TYPE_CHECKING:
     from mediastash.testing.store import StoreTests
 
-__all__ = ['StoreTests']
+__all__ = ['CountingMediaStore', 'StoreTests']
 
 if 'pytest' in sys.modules:  # under pytest: failed asserts in the suite show their values
     sys.modules['pytest'].register_assert_rewrite('mediastash.testing.store')
