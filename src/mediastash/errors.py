@@ -76,7 +76,7 @@ class UnsupportedMarkerFormat(MediaStashError, ValueError):
 
 
 class MalformedMarker(MediaStashError, ValueError):
-    """A dict flagged as a media marker cannot be restored (for example it has no string URI)."""
+    """A marker-shaped dict cannot be restored (for example its reference is not a string)."""
 
     def __init__(self, reason: str, *, path: str = '') -> None:
         self.path = path
