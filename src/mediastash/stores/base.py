@@ -238,6 +238,12 @@ class BaseMediaStore(AsyncClosing, ABC):
         if self._closed:
             raise StoreClosedError(f'{self._describe()} is closed')
 
+    def _open_digest(self, uri: str) -> str:
+        """The digest of ``uri`` (``InvalidMediaURI`` first), once the store is known to be open."""
+        digest = parse_media_uri(uri)
+        self._check_open()
+        return digest
+
     async def aclose(self) -> None:
         """Close the store and release what it owns. Safe to call twice; later calls raise ``StoreClosedError``."""
         if self._closed:
@@ -250,7 +256,8 @@ class BaseMediaStore(AsyncClosing, ABC):
         return self
 
     def __repr__(self) -> str:
-        return f'{self._describe()}()'
+        described = self._describe()  # secret-free by contract; a bare class name gets its parentheses
+        return described if described.endswith(')') else f'{described}()'
 
     # -- the MediaStore protocol -------------------------------------------------------
 
@@ -265,15 +272,11 @@ class BaseMediaStore(AsyncClosing, ABC):
 
     async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
         """Return the bytes stored under ``uri``, verified against its sha256."""
-        digest = parse_media_uri(uri)
-        self._check_open()
-        return await self._read_verified(digest, context)
+        return await self._read_verified(self._open_digest(uri), context)
 
     async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         """True when a blob is stored under ``uri``."""
-        digest = parse_media_uri(uri)
-        self._check_open()
-        return await self._contains(digest, context)
+        return await self._contains(self._open_digest(uri), context)
 
     async def exists_many(
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
@@ -288,23 +291,18 @@ class BaseMediaStore(AsyncClosing, ABC):
 
     async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
         """A URL a model provider can fetch, from the configured resolver, or ``None``."""
-        parse_media_uri(uri)
-        self._check_open()
+        self._open_digest(uri)
         return await resolve_public_url(self._public_url, uri, context)
 
     async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
-        """The user metadata passed with the blob's first ``put``."""
-        digest = parse_media_uri(uri)
-        self._check_open()
-        return await self._read_metadata(digest, context)
+        """The user metadata stored with the blob (what a repeated ``put`` does to it is the backend's to declare)."""
+        return await self._read_metadata(self._open_digest(uri), context)
 
     # -- optional capabilities (present only when the backend supplies the primitive) ---
 
     async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         """Remove the blob; ``False`` when it was not stored. Only garbage collection should call this."""
-        digest = parse_media_uri(uri)
-        self._check_open()
-        return await self._noting_deletion(self._delete(digest, context))
+        return await self._noting_deletion(self._delete(self._open_digest(uri), context))
 
     async def delete_many(self, uris: Iterable[str]) -> int:
         """Delete several blobs (every URI validated before anything is removed); how many were removed."""

@@ -88,9 +88,6 @@ class DiskMediaStore(BaseMediaStore):
     def _describe(self) -> str:
         return f'DiskMediaStore({str(self._root)!r})'
 
-    def __repr__(self) -> str:
-        return self._describe()
-
     def _storage_identity(self) -> tuple[str, str]:
         return self._identity
 

@@ -129,9 +129,6 @@ class SqliteMediaStore(BaseMediaStore):
         source = repr(self._database) if self._database is not None else 'connection'
         return f'SqliteMediaStore({source}, table={self._table!r})'
 
-    def __repr__(self) -> str:
-        return self._describe()
-
     def _storage_identity(self) -> Hashable | None:
         return self._identity
 

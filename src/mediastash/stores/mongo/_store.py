@@ -137,9 +137,6 @@ class MongoMediaStore(BaseMediaStore):
     def _describe(self) -> str:
         return f'MongoMediaStore(database={self._database_name!r}, collection={self._collection_name!r})'
 
-    def __repr__(self) -> str:
-        return self._describe()
-
     def _storage_identity(self) -> Hashable:
         """``('mongo', (host:port, ...), database, collection)``: the client's seed hosts, never credentials."""
         return self._identity

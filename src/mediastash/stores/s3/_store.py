@@ -203,9 +203,6 @@ class S3MediaStore(BaseMediaStore):
         prefix = f', key_prefix={self._key_prefix!r}' if self._key_prefix else ''
         return f'S3MediaStore(bucket={self._bucket!r}{prefix}{where})'
 
-    def __repr__(self) -> str:
-        return self._describe()
-
     def _storage_identity(self) -> Hashable:
         """``('s3', endpoint or region, bucket, key_prefix)``; the endpoint without credentials."""
         if self._identity is None:
