@@ -1,7 +1,7 @@
 """The one route from a payload to the store: what counts as a payload, and the job batch.
 
 Recognition rules for the two input forms sit side by side: dicts of a JSON
-tree (``json_payload``) and typed pydantic-ai messages (``typed_payloads``).
+tree (``JsonPayloadFinder``) and typed pydantic-ai messages (``typed_payloads``).
 Both feed one ``PayloadBatch``, which decides once per distinct payload
 whether it is already stored (known-blob cache, re-checked with the store
 when older than the cache's trust age), must be stored, or must stay inline,
@@ -33,6 +33,7 @@ from mediastash.markers import (
     ESCAPE_ORDER,
     ESCAPED_KEYS,
     FORMAT_KEY,
+    LITERAL_KEY,
     MARKER_KEY,
     MARKER_OWNED_KEYS,
     TEXT_CONTENT_KINDS,
@@ -45,18 +46,18 @@ from mediastash.markers import (
     wrap_literal,
 )
 from mediastash.stores.protocols import MediaStore, exists_in
-from mediastash.walker._common import in_thread_if_large, run_all
+from mediastash.walker._common import TreeCopier, in_thread_if_large, run_all
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
 __all__ = [
     'Job',
+    'JsonPayloadFinder',
     'PayloadBatch',
     'Pending',
     'TypedPayload',
     'binary_size',
-    'json_payload',
     'new_marker',
     'settle',
     'text_size',
@@ -93,25 +94,49 @@ def binary_size(data: str, threshold: int) -> int | None:
 # -- recognition: JSON trees -------------------------------------------------------------
 
 
-def json_payload(node: dict[str, Any], threshold: int) -> tuple[str, PayloadKind, str, int, str | None] | None:
-    """``(moved_key, kind, source, size, media_type)`` when ``node`` holds a payload to move, else ``None``.
+class JsonPayloadFinder(TreeCopier):
+    """A tree copy that recognises payload dicts and hands each to ``found``; the rule for JSON trees.
 
-    A ``kind == 'binary'`` dict's base64 ``data``; the string ``content`` of a
-    message part (it has a ``part_kind``) or of ``TextContent`` / ``StructuredContent``.
+    A payload is a ``kind == 'binary'`` dict's base64 ``data``, or the string
+    ``content`` of a message part (it has a ``part_kind``) or of
+    ``TextContent`` / ``StructuredContent``, at or above ``threshold``. The
+    check runs inline in ``walk_dict`` because it runs for every dict of every
+    history.
     """
-    kind = node.get('kind')
-    if kind == 'binary' and isinstance(data := node.get('data'), str):
-        size = binary_size(data, threshold)
-        if size is None:
-            return None
-        media_type = node.get('media_type')
-        return 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None
-    content = node.get('content')
-    if isinstance(content, str) and (isinstance(node.get('part_kind'), str) or kind in TEXT_CONTENT_KINDS):
-        size = text_size(content, threshold)
-        if size is not None:
-            return 'content', 'text', content, size, TEXT_MEDIA_TYPE
-    return None
+
+    threshold: int
+
+    def found(
+        self, node: dict[str, Any], moved_key: str, kind: PayloadKind, source: str, size: int, media_type: str | None
+    ) -> dict[str, Any] | None:
+        """What replaces a payload dict, or ``None`` to copy it as data."""
+        raise NotImplementedError
+
+    def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
+        kind = node.get('kind')
+        if kind == 'binary' and isinstance(data := node.get('data'), str):
+            size = binary_size(data, self.threshold)
+            if size is not None:
+                media_type = node.get('media_type')
+                replaced = self.found(
+                    node, 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None
+                )
+                if replaced is not None:
+                    return replaced
+        elif (
+            isinstance(content := node.get('content'), str)
+            and len(content) * 4 >= self.threshold  # the cheap half of text_size: most parts are short
+            and (isinstance(node.get('part_kind'), str) or kind in TEXT_CONTENT_KINDS)
+        ):
+            size = text_size(content, self.threshold)
+            if size is not None:
+                replaced = self.found(node, 'content', 'text', content, size, TEXT_MEDIA_TYPE)
+                if replaced is not None:
+                    return replaced
+        out = self.copy_fields(node)
+        if MARKER_KEY in node or LITERAL_KEY in node:  # needs_literal_wrap, inline
+            return wrap_literal(out)
+        return out
 
 
 # -- recognition: typed pydantic-ai messages ---------------------------------------------
@@ -135,7 +160,7 @@ class TypedPayload:
 
 def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPayload]:
     """Every ``BinaryContent.data`` and string ``content`` at or above ``threshold``, the same places
-    ``json_payload`` finds them in the messages' JSON dump."""
+    ``JsonPayloadFinder`` finds them in the messages' JSON dump."""
     from pydantic_ai.messages import BinaryContent, StructuredContent, TextContent
 
     found: list[TypedPayload] = []

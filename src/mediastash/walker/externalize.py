@@ -11,53 +11,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from mediastash.known_blobs import KnownBlobCache
-from mediastash.markers import LITERAL_KEY, MARKER_KEY, wrap_literal
+from mediastash.known_blobs import KnownBlobCache, PayloadKind
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker._common import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_THRESHOLD_BYTES,
     NotJSON,
-    TreeCopier,
     check_concurrency,
     check_threshold,
     not_json_error,
     select_cache,
 )
-from mediastash.walker._payloads import Job, PayloadBatch, Pending, json_payload, new_marker, settle
+from mediastash.walker._payloads import Job, JsonPayloadFinder, PayloadBatch, Pending, new_marker, settle
 
 __all__ = ['externalize_media']
 
 
-class _Externalizer(TreeCopier):
-    """The synchronous copy: payloads go to ``batch``, their markers wait in ``pendings``.
+class _Externalizer(JsonPayloadFinder):
+    """The synchronous copy: payloads go to ``batch``, their markers wait in ``pendings``."""
 
-    ``emptied`` maps ``id()`` of dicts whose payload the caller already took
-    out and added to the batch (the typed path) to ``(moved_key, job)``.
-    """
-
-    def __init__(self, threshold: int, batch: PayloadBatch, emptied: dict[int, tuple[str, Job]] | None = None) -> None:
+    def __init__(self, threshold: int, batch: PayloadBatch) -> None:
         self.threshold = threshold
         self.batch = batch
-        self.emptied = emptied
         self.pendings: list[Pending] = []
 
-    def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
-        if self.emptied is not None:
-            hit = self.emptied.get(id(node))
-            if hit is not None:
-                moved_key, job = hit
-                return self.wait(node, moved_key, job, emptied=True)
-        found = json_payload(node, self.threshold)
-        if found is not None:
-            moved_key, kind, source, size, media_type = found
-            added = self.batch.add(kind, source, size, media_type)
-            if added is not None:
-                return self.wait(node, moved_key, added)
-        out = self.copy_fields(node)
-        if MARKER_KEY in node or LITERAL_KEY in node:
-            return wrap_literal(out)
-        return out
+    def found(
+        self, node: dict[str, Any], moved_key: str, kind: PayloadKind, source: str, size: int, media_type: str | None
+    ) -> dict[str, Any] | None:
+        job = self.batch.add(kind, source, size, media_type)
+        return None if job is None else self.wait(node, moved_key, job)
 
     def wait(self, node: dict[str, Any], moved_key: str, job: Job, *, emptied: bool = False) -> dict[str, Any]:
         """The marker for ``node``, registered to receive ``job``'s URI when the batch is flushed."""
@@ -66,6 +48,21 @@ class _Externalizer(TreeCopier):
         pending.emptied = emptied
         self.pendings.append(pending)
         return pending.marker
+
+
+class _EmptiedExternalizer(_Externalizer):
+    """For the typed path: ``emptied`` maps ``id()`` of dicts whose payload the caller already
+    took out and added to the batch to ``(moved_key, job)``."""
+
+    def __init__(self, threshold: int, batch: PayloadBatch, emptied: dict[int, tuple[str, Job]]) -> None:
+        super().__init__(threshold, batch)
+        self.emptied = emptied
+
+    def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
+        hit = self.emptied.get(id(node))
+        if hit is not None:
+            return self.wait(node, hit[0], hit[1], emptied=True)
+        return super().walk_dict(node)
 
 
 async def _run(walker: _Externalizer, tree: object) -> Any:
@@ -89,7 +86,7 @@ async def _externalize_emptied(
     payload joins the same batch. One flush, then every marker is settled.
     ``tree`` must stay alive and unmodified during the call.
     """
-    return await _run(_Externalizer(threshold, batch, emptied), tree)
+    return await _run(_EmptiedExternalizer(threshold, batch, emptied), tree)
 
 
 async def externalize_media(
