@@ -14,7 +14,6 @@ lean JSON is validated with the bytes already in place.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 from collections import Counter
@@ -29,7 +28,14 @@ from mediastash.integrations._envelope import EnvelopeError, envelope_for, has_r
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker._common import select_cache
-from mediastash.walker._payloads import Job, PayloadBatch, TypedPayload, typed_payloads
+from mediastash.walker._payloads import (
+    Job,
+    PayloadBatch,
+    TypedPayload,
+    shallow_replace,
+    typed_payloads,
+    with_replaced_contents,
+)
 from mediastash.walker.externalize import _externalize_emptied
 from mediastash.walker.restore import _restore_collecting
 
@@ -126,42 +132,20 @@ class Offloader:
         argument, never by writing pydantic-ai's private attributes.
         Also returns the identifiers computed on the way, to remember by URI.
         """
-        by_message: dict[int, list[TypedPayload]] = {}
-        for item in found:
-            by_message.setdefault(item.message, []).append(item)
         computed: list[tuple[Job, str]] = []
-        small = list(messages)
-        for index, items in by_message.items():
-            parts: list[Any] = list(messages[index].parts)
-            changes: dict[int, dict[str, Any]] = {}
-            for item in items:
-                j = item.path[1]
-                assert isinstance(j, int)
-                part = parts[j]
-                change = changes.setdefault(j, {})
-                if item.text and len(item.path) == 2:
-                    change['content'] = ''
-                    continue
-                target = item.original
-                if isinstance(target, BinaryContent):
-                    # `identifier` is BinaryContent's public constructor argument (the field is private).
-                    identifier = self._identifier(target, item.job, computed)
-                    empty: Any = dataclasses.replace(target, data=b'', identifier=identifier)  # type: ignore[call-arg]
-                else:
-                    empty = _replaced(target, {'content': ''})
-                if len(item.path) == 3:
-                    change['content'] = empty
-                else:
-                    k = item.path[3]
-                    assert isinstance(k, int)
-                    content = change.get('content')
-                    if content is None:
-                        content = change['content'] = list(part.content)
-                    content[k] = empty
-            for j, change in changes.items():
-                parts[j] = _replaced(parts[j], change)
-            small[index] = _replaced(messages[index], {'parts': parts})
-        return small, computed
+        replacements: list[tuple[TypedPayload, Any]] = []
+        for item in found:
+            target = item.original
+            if item.text and len(item.path) == 2:
+                empty: Any = ''  # the part's own string content
+            elif isinstance(target, BinaryContent):
+                # `identifier` is BinaryContent's public constructor argument (the field is private).
+                identifier = self._identifier(target, item.job, computed)
+                empty = dataclasses.replace(target, data=b'', identifier=identifier)  # type: ignore[call-arg]
+            else:
+                empty = shallow_replace(target, content='')
+            replacements.append((item, empty))
+        return with_replaced_contents(messages, replacements), computed
 
     # -- restoring ---------------------------------------------------------------------
 
@@ -234,11 +218,3 @@ def _binary_data_ids(messages: list[ModelMessage], wanted: Counter[int]) -> Coun
                 if isinstance(item, BinaryContent) and id(item.data) in wanted:
                     ids[id(item.data)] += 1
     return ids
-
-
-def _replaced(obj: Any, changes: dict[str, Any]) -> Any:
-    """A shallow copy of a part or message with public fields in ``changes`` set (no re-validation)."""
-    clone = copy.copy(obj)
-    for name, value in changes.items():
-        setattr(clone, name, value)
-    return clone

@@ -230,6 +230,17 @@ class BaseMediaStore(AsyncClosing, ABC):
         return deletion_generation(self.storage_key)
 
     @property
+    def public_url_lifetime(self) -> float | None:
+        """Seconds a URL from ``public_url`` stays valid; ``None`` when it does not expire.
+
+        Taken from the resolver's ``expires_in`` attribute when it has one (a
+        static base URL has none). ``MediaUrls`` uses it to re-issue a URL
+        before it runs out.
+        """
+        lifetime = getattr(self._public_url, 'expires_in', None)
+        return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
+
+    @property
     def closed(self) -> bool:
         """True once ``aclose`` was called."""
         return self._closed

@@ -76,6 +76,11 @@ class WrapperMediaStore(AsyncClosing):
         return storage_key_of(self.inner)
 
     @property
+    def public_url_lifetime(self) -> float | None:
+        lifetime = getattr(self.inner, 'public_url_lifetime', None)
+        return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
+
+    @property
     def deletion_generation(self) -> object:
         return getattr(self.inner, 'deletion_generation', None)
 

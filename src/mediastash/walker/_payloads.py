@@ -13,6 +13,7 @@ payload is put back inline.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -60,9 +61,11 @@ __all__ = [
     'binary_size',
     'new_marker',
     'settle',
+    'shallow_replace',
     'text_size',
     'typed_payloads',
     'urlsafe_alphabet_used',
+    'with_replaced_contents',
 ]
 
 _URLSAFE_PROBE: Final = 3 << 16
@@ -190,6 +193,50 @@ def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPa
                         if text is not None:
                             found.append(TypedPayload(index, path, True, item.content, text, TEXT_MEDIA_TYPE, item))
     return found
+
+
+def with_replaced_contents(
+    messages: list[ModelMessage], replacements: Iterable[tuple[TypedPayload, object]]
+) -> list[ModelMessage]:
+    """A new message list where each found payload is replaced (the input is not changed).
+
+    ``replacements`` pairs a ``TypedPayload`` with what takes its place: the
+    part's new ``content`` for a part's own string, else the new item (a
+    content object) at the payload's path. Messages and parts on the way are
+    shallow copies with public fields set; untouched messages are the same objects.
+    """
+    by_message: dict[int, list[tuple[TypedPayload, object]]] = {}
+    for item, value in replacements:
+        by_message.setdefault(item.message, []).append((item, value))
+    out = list(messages)
+    for index, items in by_message.items():
+        parts: list[Any] = list(messages[index].parts)
+        changes: dict[int, dict[str, Any]] = {}
+        for item, value in items:
+            j = item.path[1]
+            assert isinstance(j, int)
+            change = changes.setdefault(j, {})
+            if len(item.path) <= 3:
+                change['content'] = value
+            else:
+                k = item.path[3]
+                assert isinstance(k, int)
+                content = change.get('content')
+                if content is None:
+                    content = change['content'] = list(parts[j].content)
+                content[k] = value
+        for j, change in changes.items():
+            parts[j] = shallow_replace(parts[j], **change)
+        out[index] = shallow_replace(messages[index], parts=parts)
+    return out
+
+
+def shallow_replace(obj: Any, **changes: Any) -> Any:
+    """A shallow copy of a part, message or content object with public fields set (no re-validation)."""
+    clone = copy.copy(obj)
+    for name, value in changes.items():
+        setattr(clone, name, value)
+    return clone
 
 
 _CONTENT_FIELD: dict[type, bool] = {}

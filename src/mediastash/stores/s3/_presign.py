@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import InvalidStoreConfiguration
@@ -11,7 +12,7 @@ from mediastash.errors import InvalidStoreConfiguration
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
 
-__all__ = ['MAX_EXPIRES_IN', 'MIN_EXPIRES_IN', 'PresignedUrls', 'check_expires_in', 'presign_get']
+__all__ = ['MAX_EXPIRES_IN', 'MIN_EXPIRES_IN', 'PresignedUrls', 'check_expires_in', 'inline_disposition', 'presign_get']
 
 MIN_EXPIRES_IN = 1
 MAX_EXPIRES_IN = 7 * 24 * 3600
@@ -35,19 +36,27 @@ class PresignedUrls:
 
     ``response_content_type``: ``True`` asks S3 to serve the blob with the
     call's ``context.media_type`` (when it has one), a string fixes the type,
-    ``False`` leaves the stored ``Content-Type``. ``response_content_disposition``
-    is sent as given (for example ``'inline'`` or ``'attachment; filename="a.pdf"'``).
+    ``False`` leaves the stored ``Content-Type``. ``response_content_disposition``:
+    ``True`` serves it ``inline`` with the call's ``context.filename`` (when it
+    has one), a string is sent as given (for example ``'attachment; filename="a.pdf"'``),
+    ``None`` leaves the stored value.
     """
 
     expires_in: int = 3600
     response_content_type: bool | str = True
-    response_content_disposition: str | None = None
+    response_content_disposition: bool | str | None = None
 
     def __post_init__(self) -> None:
         check_expires_in(self.expires_in)
         if not isinstance(self.response_content_type, bool | str):
             raise InvalidStoreConfiguration(
                 f'response_content_type must be a bool or str, got {self.response_content_type!r}'
+            )
+        if self.response_content_disposition is not None and not isinstance(
+            self.response_content_disposition, bool | str
+        ):
+            raise InvalidStoreConfiguration(
+                f'response_content_disposition must be a bool, str or None, got {self.response_content_disposition!r}'
             )
 
 
@@ -61,6 +70,25 @@ async def presign_get(
         content_type = context_media_type(context) or False
     if content_type:
         params['ResponseContentType'] = content_type
-    if options.response_content_disposition is not None:
-        params['ResponseContentDisposition'] = options.response_content_disposition
+    disposition = options.response_content_disposition
+    if disposition is True:
+        disposition = inline_disposition(context_filename(context))
+    if isinstance(disposition, str):
+        params['ResponseContentDisposition'] = disposition
     return await client.generate_presigned_url('get_object', Params=params, ExpiresIn=options.expires_in)
+
+
+def context_filename(context: MediaContextLike) -> str | None:
+    """The context's ``filename`` when it is a non-empty string."""
+    name = getattr(context, 'filename', None)
+    return name if isinstance(name, str) and name else None
+
+
+def inline_disposition(filename: str | None) -> str:
+    """``Content-Disposition: inline`` naming ``filename`` (RFC 6266; RFC 5987 encoding for non-ASCII names)."""
+    if filename is None:
+        return 'inline'
+    safe = ''.join(ch if 0x20 <= ord(ch) < 0x7F and ch not in '"\\' else '_' for ch in filename)
+    if safe == filename:
+        return f'inline; filename="{filename}"'
+    return f'inline; filename="{safe}"; filename*=UTF-8\'\'{quote(filename, safe="")}'

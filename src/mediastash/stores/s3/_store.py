@@ -461,6 +461,13 @@ class S3MediaStore(BaseMediaStore):
 
     # -- public URLs -------------------------------------------------------------------
 
+    @property
+    def public_url_lifetime(self) -> float | None:
+        """``expires_in`` of ``PresignedUrls``; ``None`` for another resolver without an ``expires_in``."""
+        if self._presigned is not None:
+            return float(self._presigned.expires_in)
+        return super().public_url_lifetime
+
     async def _presigned_public_url(self, uri: str, context: MediaContextLike) -> str:
         """The resolver behind ``public_url`` when built with ``public_url=PresignedUrls(...)``."""
         assert self._presigned is not None
@@ -473,7 +480,7 @@ class S3MediaStore(BaseMediaStore):
         context: MediaContextLike = EMPTY_CONTEXT,
         expires_in: int = 3600,
         response_content_type: bool | str = True,
-        response_content_disposition: str | None = None,
+        response_content_disposition: bool | str | None = None,
     ) -> str:
         """A SigV4 presigned GET URL for ``uri`` (no request is sent; the blob is not checked to exist)."""
         options = PresignedUrls(
