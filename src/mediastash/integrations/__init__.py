@@ -1,4 +1,4 @@
-"""What users plug in: ``OffloadingStepStore`` and ``OffloadingKV`` (extra ``harness``).
+"""What users plug in: ``OffloadingStepStore``, ``OffloadingKV`` and ``MediaUrls`` (extra ``harness``).
 
 Importing this package needs pydantic-ai and pydantic-ai-harness; the core
 ``mediastash`` package never imports it.
@@ -6,6 +6,15 @@ Importing this package needs pydantic-ai and pydantic-ai-harness; the core
 
 from mediastash.integrations._envelope import ENVELOPE_KEY, ENVELOPE_VERSION, EnvelopeError
 from mediastash.integrations.kv import OffloadingKV
+from mediastash.integrations.media_urls import MediaUrls, MediaUrlSwapper
 from mediastash.integrations.step_store import OffloadingStepStore
 
-__all__ = ['ENVELOPE_KEY', 'ENVELOPE_VERSION', 'EnvelopeError', 'OffloadingKV', 'OffloadingStepStore']
+__all__ = [
+    'ENVELOPE_KEY',
+    'ENVELOPE_VERSION',
+    'EnvelopeError',
+    'MediaUrlSwapper',
+    'MediaUrls',
+    'OffloadingKV',
+    'OffloadingStepStore',
+]

@@ -1,0 +1,335 @@
+"""``MediaUrls``: send stored media to the model as URLs instead of base64, in the request only.
+
+Before each model request, every large ``BinaryContent`` of a user prompt or
+tool return is stored (through the payload route, so a payload already stored
+costs no put and no hash) and replaced, in that request's messages only, by
+the matching ``ImageUrl`` / ``AudioUrl`` / ``VideoUrl`` / ``DocumentUrl``. The
+run's history keeps the bytes. URLs are reused while they have at least
+``min_validity`` seconds left, so repeated requests carry identical bytes and
+providers' prompt caches keep working. ``docs/model-urls.md`` has the details.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Collection
+from datetime import timedelta
+from typing import Any, Final, Literal
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    AudioUrl,
+    BinaryContent,
+    DocumentUrl,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    VideoUrl,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import RunContext
+
+from mediastash._lru import BoundedLRU
+from mediastash.context import MediaContext
+from mediastash.errors import InvalidStoreConfiguration
+from mediastash.integrations._model_kinds import ALL_KINDS, MediaKind, fetches_by_url
+from mediastash.known_blobs import KnownBlobCache
+from mediastash.stores.protocols import MediaStore
+from mediastash.walker._common import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_THRESHOLD_BYTES,
+    check_concurrency,
+    check_threshold,
+    run_all,
+    select_cache,
+)
+from mediastash.walker._payloads import PayloadBatch, TypedPayload, typed_payloads, with_replaced_contents
+
+__all__ = ['DEFAULT_MIN_VALIDITY', 'MediaKind', 'MediaUrlSwapper', 'MediaUrls']
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MIN_VALIDITY: Final = 600.0
+"""Seconds a reused URL must still be valid for; a URL with less left is replaced by a fresh one."""
+
+DEFAULT_MAX_URLS: Final = 4096
+"""URLs remembered for reuse (least recently used go first)."""
+
+_PARTS_SWAPPED: Final = frozenset({'user-prompt', 'tool-return'})
+_URL_CLASS: Final[dict[MediaKind, type[ImageUrl | AudioUrl | VideoUrl | DocumentUrl]]] = {
+    'image': ImageUrl,
+    'audio': AudioUrl,
+    'video': VideoUrl,
+    'document': DocumentUrl,
+}
+
+UrlLifetime = float | timedelta | Literal['store'] | None
+
+
+def _seconds(value: object, name: str) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f'{name} must be a non-negative number of seconds or a timedelta, got {value!r}')
+    return float(value)
+
+
+def _kind_of(content: BinaryContent) -> MediaKind | None:
+    if content.is_image:
+        return 'image'
+    if content.is_audio:
+        return 'audio'
+    if content.is_video:
+        return 'video'
+    if content.is_document:
+        return 'document'
+    return None
+
+
+@dataclasses.dataclass(slots=True)
+class _IssuedUrl:
+    url: str
+    expires_at: float | None
+
+
+class MediaUrlSwapper:
+    """The request rewrite behind ``MediaUrls``, usable on its own (see ``swap`` and ``__call__``).
+
+    ``kinds``: ``'auto'`` swaps the kinds the request's model passes on to its
+    provider as URLs (images for every URL-capable provider; documents,
+    audio and video where the model class does); or give the kinds to swap
+    whatever the model. ``url_lifetime``: ``'store'`` reads it from the
+    store (``public_url_lifetime``, e.g. ``PresignedUrls.expires_in``),
+    ``None`` means URLs never expire (a static base URL), or give seconds.
+    """
+
+    def __init__(
+        self,
+        media_store: MediaStore,
+        *,
+        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+        min_validity: float | timedelta = DEFAULT_MIN_VALIDITY,
+        kinds: Collection[MediaKind] | Literal['auto'] = 'auto',
+        url_lifetime: UrlLifetime = 'store',
+        known_blobs: KnownBlobCache | bool = True,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        max_urls: int = DEFAULT_MAX_URLS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.media_store = media_store
+        self.threshold_bytes = check_threshold(threshold_bytes)
+        self.min_validity = _seconds(min_validity, 'min_validity')
+        if kinds == 'auto':
+            self.kinds: frozenset[MediaKind] | None = None
+        else:
+            chosen = frozenset(kinds)
+            unknown = chosen - ALL_KINDS
+            if isinstance(kinds, str) or unknown:
+                raise ValueError(f"kinds must be 'auto' or a collection of {sorted(ALL_KINDS)}, got {kinds!r}")
+            self.kinds = chosen
+        self._url_lifetime: float | Literal['store'] | None
+        if url_lifetime is None:
+            self._url_lifetime = None
+        elif url_lifetime == 'store':
+            self._url_lifetime = 'store'
+        else:
+            self._url_lifetime = _seconds(url_lifetime, 'url_lifetime')
+        self.known_blobs = known_blobs
+        self.max_concurrency = check_concurrency(max_concurrency)
+        self.clock = clock
+        self._urls: BoundedLRU[tuple[str, str], _IssuedUrl] = BoundedLRU(max_items=max_urls)
+        self._identifiers: BoundedLRU[str, str] = BoundedLRU(max_items=max_urls)
+        self.urls_issued = 0
+        """How many URLs the store was asked for (a stable run asks once per blob per lifetime)."""
+
+    @property
+    def url_lifetime(self) -> float | None:
+        """Seconds a URL stays valid (``None``: never expires)."""
+        if self._url_lifetime == 'store':
+            lifetime = getattr(self.media_store, 'public_url_lifetime', None)
+            return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
+        return self._url_lifetime
+
+    def _wanted(self, content: BinaryContent, model: Any) -> MediaKind | None:
+        kind = _kind_of(content)
+        if kind is None:
+            return None
+        if self.kinds is not None:
+            return kind if kind in self.kinds else None
+        return kind if fetches_by_url(model, kind, content.media_type) else None
+
+    async def swap(self, messages: list[ModelMessage], *, model: Any = None) -> list[ModelMessage]:
+        """A new message list with large media of requests replaced by URL parts (``messages`` is not changed).
+
+        Each swapped payload is in the store before its URL is handed out.
+        Where the store gives no URL the bytes stay. ``model`` is the model
+        the request goes to (for ``kinds='auto'``).
+        """
+        found: list[tuple[TypedPayload, MediaKind]] = []
+        for item in typed_payloads(messages, self.threshold_bytes):
+            content = item.original
+            if item.text or not isinstance(content, BinaryContent):
+                continue
+            message = messages[item.message]
+            j = item.path[1]
+            part = message.parts[j] if isinstance(message, ModelRequest) and isinstance(j, int) else None
+            if getattr(part, 'part_kind', None) not in _PARTS_SWAPPED:
+                continue
+            kind = self._wanted(content, model)
+            if kind is not None:
+                found.append((item, kind))
+        if not found:
+            return messages
+        lifetime = self.url_lifetime
+        if lifetime is not None and self.min_validity >= lifetime:
+            raise InvalidStoreConfiguration(
+                f'min_validity ({self.min_validity:g} s) must be shorter than the URL lifetime ({lifetime:g} s), '
+                'or every request would need a fresh URL'
+            )
+        batch = PayloadBatch(self.media_store, select_cache(self.known_blobs, self.media_store), self.max_concurrency)
+        jobs = [batch.add('bytes', item.source, item.size, item.media_type) for item, _ in found]
+        await batch.flush()
+        now = self.clock()
+        urls: list[str | None] = [None] * len(found)
+        missing: list[int] = []
+        for index, ((item, _), job) in enumerate(zip(found, jobs, strict=True)):
+            assert job is not None and job.uri is not None
+            issued = self._urls.get((job.uri, item.media_type or ''))
+            if issued is not None and (issued.expires_at is None or issued.expires_at - now >= self.min_validity):
+                urls[index] = issued.url
+            else:
+                missing.append(index)
+        if missing:
+            await self._issue(found, jobs, urls, missing, lifetime)
+        replacements: list[tuple[TypedPayload, object]] = []
+        for (item, kind), job, url in zip(found, jobs, urls, strict=True):
+            if url is None:
+                continue
+            assert job is not None and job.uri is not None
+            content = item.original
+            assert isinstance(content, BinaryContent)
+            replacements.append(
+                (
+                    item,
+                    _URL_CLASS[kind](
+                        url=url,
+                        media_type=content.media_type,
+                        identifier=self._identifier(content, job.uri),
+                        vendor_metadata=content.vendor_metadata,
+                    ),
+                )
+            )
+        logger.debug('swapped %d of %d media parts for URLs (%d new URLs)', len(replacements), len(found), len(missing))
+        return with_replaced_contents(messages, replacements) if replacements else messages
+
+    async def _issue(
+        self,
+        found: list[tuple[TypedPayload, MediaKind]],
+        jobs: list[Any],
+        urls: list[str | None],
+        missing: list[int],
+        lifetime: float | None,
+    ) -> None:
+        """Ask the store for a URL for each index in ``missing``, concurrently under the bound."""
+        gate = asyncio.Semaphore(self.max_concurrency)
+
+        async def issue(index: int) -> None:
+            item, _ = found[index]
+            uri = jobs[index].uri
+            content = item.original
+            assert isinstance(content, BinaryContent)
+            context = MediaContext(
+                media_type=content.media_type, filename=f'{self._identifier(content, uri)}.{content.format}'
+            )
+            async with gate:
+                started = self.clock()
+                url = await self.media_store.public_url(uri, context=context)
+            self.urls_issued += 1
+            if url is None:
+                return
+            urls[index] = url
+            expires_at = None if lifetime is None else started + lifetime
+            self._urls.put((uri, item.media_type or ''), _IssuedUrl(url, expires_at))
+
+        await run_all(issue(index) for index in missing)
+
+    def _identifier(self, content: BinaryContent, uri: str) -> str:
+        """``content.identifier``, without hashing a payload whose default identifier is remembered by URI."""
+        own = content._identifier  # read only: an explicit identifier wins
+        if own:
+            return own
+        known = self._identifiers.get(uri)
+        if known is None:
+            known = hashlib.sha1(content.data, usedforsecurity=False).hexdigest()[:6]
+            if known != content.identifier:  # pragma: no cover - pydantic-ai changed its identifier rule
+                known = content.identifier
+            self._identifiers.put(uri, known)
+        return known
+
+    async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
+        """Use as a pydantic-ai history processor (``ProcessHistory`` / ``history_processors=``).
+
+        A history processor's result becomes the run's history, so the URLs
+        would be saved with it: this form refuses stores whose URLs expire
+        (use the ``MediaUrls`` capability there, which changes the request only).
+        """
+        lifetime = self.url_lifetime
+        if lifetime is not None:
+            raise InvalidStoreConfiguration(
+                f'the store hands out URLs that expire after {lifetime:g} s, and a history processor would save them '
+                'in the run history; use the MediaUrls capability, which changes only the request'
+            )
+        return await self.swap(messages, model=ctx.model)
+
+
+class MediaUrls(AbstractCapability[Any]):
+    """A pydantic-ai capability: large media go to the model as URLs from ``media_store``, not as base64.
+
+    Acts in ``before_model_request`` on that request's messages only; the
+    run's history, ``result.all_messages()`` and what ``StepPersistence``
+    saves keep ``BinaryContent``. Options as for ``MediaUrlSwapper``.
+    """
+
+    def __init__(
+        self,
+        media_store: MediaStore,
+        *,
+        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+        min_validity: float | timedelta = DEFAULT_MIN_VALIDITY,
+        kinds: Collection[MediaKind] | Literal['auto'] = 'auto',
+        url_lifetime: UrlLifetime = 'store',
+        known_blobs: KnownBlobCache | bool = True,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        max_urls: int = DEFAULT_MAX_URLS,
+    ) -> None:
+        self.swapper = MediaUrlSwapper(
+            media_store,
+            threshold_bytes=threshold_bytes,
+            min_validity=min_validity,
+            kinds=kinds,
+            url_lifetime=url_lifetime,
+            known_blobs=known_blobs,
+            max_concurrency=max_concurrency,
+            max_urls=max_urls,
+        )
+
+    @property
+    def media_store(self) -> MediaStore:
+        return self.swapper.media_store
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        request_context.messages = await self.swapper.swap(request_context.messages, model=request_context.model)
+        return request_context
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # takes a store object: not buildable from a YAML/JSON spec
+
+    def __repr__(self) -> str:
+        return f'MediaUrls({self.media_store!r}, threshold_bytes={self.swapper.threshold_bytes})'
