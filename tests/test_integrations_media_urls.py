@@ -1,0 +1,338 @@
+"""MediaUrls: what the model receives, what the run keeps, URL stability, model-aware kinds."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
+    AudioUrl,
+    BinaryContent,
+    BinaryImage,
+    DocumentUrl,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai_harness.step_persistence import FileStepStore, InMemoryStepStore, StepPersistence, continue_run
+
+from mediastash import (
+    DiskMediaStore,
+    InvalidStoreConfiguration,
+    KnownBlobCache,
+    MemoryMediaStore,
+    make_static_public_url,
+    media_uri_for,
+)
+from mediastash.integrations import MediaUrls, MediaUrlSwapper, OffloadingStepStore
+from mediastash.integrations._model_kinds import fetches_by_url
+from mediastash.testing import CountingMediaStore
+
+CDN = 'https://cdn.example/media'
+
+
+def static_store() -> MemoryMediaStore:
+    return MemoryMediaStore(public_url=make_static_public_url(CDN))
+
+
+def url_of(data: bytes) -> str:
+    return f'{CDN}/{media_uri_for(data)[-64:]}.bin'
+
+
+class Recorder:
+    """A FunctionModel body that records every request's messages, calls ``tool`` once if asked, then answers."""
+
+    def __init__(self, *, tool_calls: int = 0) -> None:
+        self.requests: list[list[ModelMessage]] = []
+        self.tool_calls = tool_calls
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.requests.append(list(messages))
+        made = sum(isinstance(part, ToolCallPart) for message in messages for part in message.parts)
+        if made < self.tool_calls:
+            return ModelResponse(parts=[ToolCallPart(tool_name='screenshot', args={}, tool_call_id=f'c{made}')])
+        return ModelResponse(parts=[TextPart('ok')])
+
+
+def contents(messages: list[ModelMessage]) -> list[Any]:
+    """Every item of every user prompt and tool return, flattened."""
+    out: list[Any] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                content = getattr(part, 'content', None)
+                out.extend(content if isinstance(content, list) else [content])
+    return out
+
+
+def agent_with(recorder: Recorder, *capabilities: Any, shot: bytes | None = None) -> Agent[None, str]:
+    """An agent on ``recorder``; with ``shot``, a ``screenshot`` tool returns those bytes as an image."""
+    agent: Agent[None, str] = Agent(FunctionModel(recorder), capabilities=list(capabilities))
+    if shot is not None:
+        image = BinaryImage(data=shot, media_type='image/png', identifier='shot-1')
+
+        @agent.tool_plain
+        def screenshot() -> BinaryImage:
+            return image
+
+    return agent
+
+
+async def test_large_media_reach_the_model_as_urls_and_the_run_keeps_bytes() -> None:
+    big, small = os.urandom(200_000), os.urandom(1000)
+    image = BinaryImage(data=big, media_type='image/png', vendor_metadata={'detail': 'high'})
+    store = CountingMediaStore(static_store())
+    recorder = Recorder()
+    result = await agent_with(recorder, MediaUrls(store)).run(
+        ['look', image, BinaryImage(small, media_type='image/png')]
+    )
+
+    sent = contents(recorder.requests[0])
+    assert [type(item).__name__ for item in sent] == ['str', 'ImageUrl', 'BinaryImage']
+    url_part = sent[1]
+    assert isinstance(url_part, ImageUrl)
+    assert url_part.url == url_of(big)
+    assert url_part.media_type == 'image/png'
+    assert url_part.identifier == image.identifier
+    assert url_part.vendor_metadata == {'detail': 'high'}
+    assert sent[2].data == small  # below the threshold: bytes
+
+    kept = contents(result.all_messages())
+    assert isinstance(kept[1], BinaryContent)
+    assert kept[1].data == big
+    assert store.calls['put'] == 1
+    assert await store.get(media_uri_for(big)) == big
+
+
+async def test_tool_returns_are_swapped_and_known_payloads_cost_no_put() -> None:
+    shot = os.urandom(150_000)
+    store = CountingMediaStore(static_store())
+    recorder = Recorder(tool_calls=2)
+    await agent_with(recorder, MediaUrls(store), shot=shot).run('take screenshots')
+
+    assert len(recorder.requests) == 3
+    last = contents(recorder.requests[-1])
+    urls = [item for item in last if isinstance(item, ImageUrl)]
+    assert [item.url for item in urls] == [url_of(shot), url_of(shot)]
+    assert all(item.identifier == 'shot-1' for item in urls)
+    assert not any(isinstance(item, BinaryContent) and len(item.data) >= 65536 for item in last)
+    assert store.calls['put'] == 1  # the same bytes, stored once across three requests
+
+
+async def test_resolver_without_url_keeps_the_bytes() -> None:
+    big = os.urandom(100_000)
+    store = MemoryMediaStore(public_url=lambda uri, context: None)
+    recorder = Recorder()
+    await agent_with(recorder, MediaUrls(store)).run(['look', BinaryImage(big, media_type='image/png')])
+    sent = contents(recorder.requests[0])
+    assert isinstance(sent[1], BinaryContent)
+    assert sent[1].data == big
+    assert await store.exists(media_uri_for(big))  # stored all the same, ready for the next request
+
+
+async def test_store_without_resolver_keeps_the_bytes() -> None:
+    recorder = Recorder()
+    await agent_with(recorder, MediaUrls(MemoryMediaStore())).run(
+        ['x', BinaryImage(os.urandom(70_000), media_type='image/png')]
+    )
+    assert isinstance(contents(recorder.requests[0])[1], BinaryContent)
+
+
+async def test_kinds_choose_what_is_swapped() -> None:
+    audio = BinaryContent(os.urandom(90_000), media_type='audio/wav')
+    pdf = BinaryContent(os.urandom(90_000), media_type='application/pdf')
+    image = BinaryImage(os.urandom(90_000), media_type='image/png')
+    recorder = Recorder()
+    await agent_with(recorder, MediaUrls(static_store(), kinds=['image'])).run(['x', audio, pdf, image])
+    sent = contents(recorder.requests[0])
+    assert [type(item) for item in sent[1:]] == [BinaryContent, BinaryContent, ImageUrl]
+
+    recorder = Recorder()
+    await agent_with(recorder, MediaUrls(static_store())).run(['x', audio, pdf, image])
+    sent = contents(recorder.requests[0])
+    assert [type(item) for item in sent[1:]] == [AudioUrl, DocumentUrl, ImageUrl]  # FunctionModel never downloads
+
+    with pytest.raises(ValueError, match='kinds'):
+        MediaUrls(static_store(), kinds=['pictures'])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match='kinds'):
+        MediaUrls(static_store(), kinds='image')  # type: ignore[arg-type]
+
+
+async def test_step_persistence_saves_bytes_never_urls(tmp_path: Path) -> None:
+    big = os.urandom(120_000)
+    steps = InMemoryStepStore()
+    recorder = Recorder()
+    agent = agent_with(recorder, StepPersistence(store=steps), MediaUrls(static_store()))
+    await agent.run(['look', BinaryImage(big, media_type='image/png')])
+    assert isinstance(contents(recorder.requests[0])[1], ImageUrl)
+    runs = await steps.list_runs()
+    snapshot = await steps.latest_snapshot(run_id=runs[-1].run_id)
+    assert snapshot is not None
+    saved = contents(list(snapshot.messages))
+    assert not any(isinstance(item, ImageUrl) for item in saved)
+    assert any(isinstance(item, BinaryContent) and item.data == big for item in saved)
+
+
+async def test_a_run_continued_from_lean_snapshots_reuses_stored_blobs(tmp_path: Path) -> None:
+    big = os.urandom(300_000)
+
+    def media() -> DiskMediaStore:
+        return DiskMediaStore(tmp_path / 'media', public_url=make_static_public_url(CDN))
+
+    def steps(cache: KnownBlobCache) -> OffloadingStepStore:
+        inner = FileStepStore(tmp_path / 'steps', media_store=None)
+        return OffloadingStepStore(inner, media_store=media(), known_blobs=cache)
+
+    saving = steps(KnownBlobCache())
+    first = await agent_with(Recorder(), StepPersistence(store=saving)).run(
+        ['look', BinaryImage(big, media_type='image/png')]
+    )
+    run_id = (await saving.list_runs())[-1].run_id
+
+    # As a new process would: fresh store objects and a fresh cache, shared by the restore and MediaUrls.
+    cache = KnownBlobCache()
+    history = await continue_run(steps(cache), run_id=run_id)
+    assert history == first.all_messages()
+    counted = CountingMediaStore(media())
+    recorder = Recorder()
+    await agent_with(recorder, MediaUrls(counted, known_blobs=cache)).run('and now?', message_history=history)
+    assert url_of(big) in [item.url for item in contents(recorder.requests[0]) if isinstance(item, ImageUrl)]
+    assert counted.calls['put'] == 0  # restored from this storage moments ago: known, not stored again
+    assert counted.calls['exists_many'] == 0
+
+
+class SigningResolver:
+    """A resolver that signs a new URL on every call and says how long URLs live."""
+
+    def __init__(self, expires_in: float) -> None:
+        self.expires_in = expires_in
+        self.calls = 0
+
+    def __call__(self, uri: str, context: Any) -> str:
+        self.calls += 1
+        return f'https://signed.example/{uri[-64:]}?sig={self.calls}'
+
+
+def swap_clock() -> tuple[list[float], Callable[[], float]]:
+    now = [1000.0]
+    return now, lambda: now[0]
+
+
+def history_with(*images: bytes) -> list[ModelMessage]:
+    return [
+        ModelRequest(
+            parts=[UserPromptPart(content=['x', *(BinaryImage(data, media_type='image/png') for data in images)])]
+        )
+    ]
+
+
+async def test_urls_stay_the_same_within_their_lifetime() -> None:
+    resolver = SigningResolver(expires_in=3600)
+    now, clock = swap_clock()
+    swapper = MediaUrlSwapper(MemoryMediaStore(public_url=resolver), min_validity=600, clock=clock)
+    one, two = os.urandom(80_000), os.urandom(90_000)
+    messages = history_with(one, two)
+    seen: set[str] = set()
+    for _ in range(20):
+        swapped = await swapper.swap(messages)
+        seen.update(item.url for item in contents(swapped) if isinstance(item, ImageUrl))
+        now[0] += 60
+    assert len(seen) == 2  # one URL per blob over 20 requests
+    assert resolver.calls == 2
+    assert swapper.url_lifetime == 3600
+
+
+async def test_a_url_is_renewed_once_below_min_validity_not_before() -> None:
+    resolver = SigningResolver(expires_in=100)
+    now, clock = swap_clock()
+    swapper = MediaUrlSwapper(MemoryMediaStore(public_url=resolver), min_validity=30, clock=clock)
+    messages = history_with(os.urandom(70_000))
+
+    async def url() -> str:
+        (item,) = [item for item in contents(await swapper.swap(messages)) if isinstance(item, ImageUrl)]
+        return item.url
+
+    first = await url()
+    now[0] += 70  # 30 s left: still enough
+    assert await url() == first
+    now[0] += 1  # 29 s left: renew
+    second = await url()
+    assert second != first
+    now[0] += 70
+    assert await url() == second
+    assert resolver.calls == 2
+
+
+async def test_static_urls_never_expire_and_min_validity_must_fit_the_lifetime() -> None:
+    now, clock = swap_clock()
+    swapper = MediaUrlSwapper(static_store(), clock=clock)
+    messages = history_with(os.urandom(70_000))
+    await swapper.swap(messages)
+    now[0] += 10**9
+    await swapper.swap(messages)
+    assert swapper.urls_issued == 1
+    assert swapper.url_lifetime is None
+
+    short = MediaUrlSwapper(MemoryMediaStore(public_url=SigningResolver(expires_in=60)), min_validity=60)
+    with pytest.raises(InvalidStoreConfiguration, match='min_validity'):
+        await short.swap(messages)
+    with pytest.raises(ValueError, match='min_validity'):
+        MediaUrlSwapper(static_store(), min_validity=-1)
+
+
+async def test_swap_leaves_its_input_alone() -> None:
+    data = os.urandom(70_000)
+    messages = history_with(data)
+    before = repr(messages)
+    swapped = await MediaUrlSwapper(static_store()).swap(messages)
+    assert repr(messages) == before
+    assert swapped is not messages
+    assert swapped[0] is not messages[0]
+    untouched = [ModelRequest(parts=[UserPromptPart(content='only text')])]
+    assert await MediaUrlSwapper(static_store()).swap(untouched) is untouched
+
+
+async def test_history_processor_form() -> None:
+    data = os.urandom(70_000)
+    recorder = Recorder()
+    swapper = MediaUrlSwapper(static_store())
+    agent: Agent[None, str] = Agent(FunctionModel(recorder), capabilities=[ProcessHistory(swapper)])
+    result = await agent.run(['look', BinaryImage(data, media_type='image/png')])
+    assert isinstance(contents(recorder.requests[0])[1], ImageUrl)
+    # ProcessHistory writes its result back into the run: with a static URL the history holds the URL part.
+    assert isinstance(contents(result.all_messages())[1], ImageUrl)
+
+    expiring = MediaUrlSwapper(MemoryMediaStore(public_url=SigningResolver(expires_in=3600)))
+    agent = Agent(FunctionModel(Recorder()), capabilities=[ProcessHistory(expiring)])
+    with pytest.raises(InvalidStoreConfiguration, match='MediaUrls capability'):
+        await agent.run(['look', BinaryImage(data, media_type='image/png')])
+
+
+def test_model_kinds_follow_what_pydantic_ai_downloads() -> None:
+    chat = OpenAIChatModel('gpt-4o', provider=OpenAIProvider(base_url='http://127.0.0.1:9/v1', api_key='test'))
+    assert fetches_by_url(chat, 'image', 'image/png')
+    assert not fetches_by_url(chat, 'audio', 'audio/wav')  # pydantic-ai downloads AudioUrl for chat completions
+    assert not fetches_by_url(chat, 'document', 'application/pdf')
+    responses = OpenAIResponsesModel('gpt-4o', provider=OpenAIProvider(base_url='http://127.0.0.1:9/v1', api_key='t'))
+    assert fetches_by_url(responses, 'document', 'application/pdf')
+    assert not fetches_by_url(responses, 'video', 'video/mp4')
+    assert fetches_by_url(FunctionModel(Recorder()), 'audio', 'audio/wav')
+    assert fetches_by_url(TestModel(), 'video', 'video/mp4')
+    assert not fetches_by_url(FallbackModel(TestModel(), chat), 'audio', 'audio/wav')
+    assert fetches_by_url(FallbackModel(TestModel(), chat), 'image', 'image/png')
+    assert fetches_by_url(None, 'image', 'image/png')
+    assert not fetches_by_url(None, 'document', 'application/pdf')
