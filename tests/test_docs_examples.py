@@ -49,3 +49,20 @@ async def test_wrapping_example_delays_and_forwards() -> None:
     assert isinstance(store.inner, MemoryMediaStore)
     assert await store.exists(lean['uri'])
     assert await restore_media(lean, media_store=store, known_blobs=False) == tree
+
+
+def test_model_urls_setup_examples_run(tmp_path: Path, monkeypatch: Any) -> None:
+    """Both setups build as pasted (API keys are only read, no request is sent)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('OPENAI_API_KEY', 'test-key')
+    monkeypatch.setenv('ANTHROPIC_API_KEY', 'test-key')
+    from mediastash.integrations import MediaUrls
+
+    s3_setup, cdn_setup = blocks('model-urls.md')
+    for block in (s3_setup, cdn_setup):
+        namespace: dict[str, Any] = {}
+        exec(block, namespace)
+        (capability,) = [cap for cap in namespace['agent'].root_capability.capabilities if isinstance(cap, MediaUrls)]
+        assert capability.media_store is namespace['store']
+    assert namespace['store'].public_url_lifetime is None
+    assert (tmp_path / 'media').is_dir()
