@@ -501,3 +501,30 @@ def test_importing_mediastash_does_not_import_the_sdk() -> None:
     )
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ('filename', 'disposition'),
+    [
+        (None, 'inline'),
+        ('cat.png', 'inline; filename="cat.png"'),
+        ('chat "log".txt', 'inline; filename="chat _log_.txt"; filename*=UTF-8\'\'chat%20%22log%22.txt'),
+        ('café.png', 'inline; filename="caf_.png"; filename*=UTF-8\'\'caf%C3%A9.png'),
+    ],
+)
+async def test_presigned_disposition_from_the_context_filename(
+    make: Any, filename: str | None, disposition: str
+) -> None:
+    store = make(public_url=PresignedUrls(expires_in=300, response_content_disposition=True))
+    assert store.public_url_lifetime == 300
+    uri = await store.put(b'inline me', context=MediaContext(media_type='image/png'))
+    url = await store.public_url(uri, context=MediaContext(media_type='image/png', filename=filename))
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        assert await response.read() == b'inline me'
+        assert response.headers.get('Content-Disposition') == disposition
+
+
+async def test_public_url_lifetime_is_none_without_presigning(make: Any) -> None:
+    assert make().public_url_lifetime is None
+    with pytest.raises(InvalidStoreConfiguration, match='response_content_disposition'):
+        PresignedUrls(response_content_disposition=3)  # type: ignore[arg-type]
