@@ -1,0 +1,48 @@
+"""Argument types shared by the commands: byte sizes, positive integers."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+__all__ = ['image_bytes', 'integer', 'parse_size', 'positive_int']
+
+_SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m|gb|gib|g)?\s*', re.IGNORECASE)
+_UNITS = {'b': 1, 'k': 1 << 10, 'kb': 1 << 10, 'kib': 1 << 10, 'm': 1 << 20, 'mb': 1 << 20, 'mib': 1 << 20}
+_UNITS |= {'g': 1 << 30, 'gb': 1 << 30, 'gib': 1 << 30}
+_MIN_IMAGE_BYTES = 50 << 10
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte count: ``65536``, ``64KiB``, ``1.5MiB`` (K/M/G units are binary). Refuses negatives."""
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f'expected a non-negative byte count such as 65536, 64KiB or 2MiB, got {text!r}'
+        )
+    number, unit = match.groups()
+    return int(float(number) * _UNITS[(unit or 'b').lower()])
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a positive integer, got {text!r}') from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f'expected a positive integer, got {value}')
+    return value
+
+
+def image_bytes(text: str) -> int:
+    value = parse_size(text)
+    if 0 < value < _MIN_IMAGE_BYTES:
+        raise argparse.ArgumentTypeError(f'expected 0 (no images) or at least 50KiB, got {value:,} bytes')
+    return value
+
+
+def integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected an integer, got {text!r}') from None

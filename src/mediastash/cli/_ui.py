@@ -1,0 +1,157 @@
+"""What every command shares: user errors, progress, tables and JSON output.
+
+Commands raise ``UserError`` (or a ``MediaStashError`` / ``OSError``) for
+things the user can fix; ``main`` prints one line and exits non-zero, never a
+traceback. Progress goes to stderr and only when stderr is a terminal and
+``--quiet`` was not given; tables go to stdout; with ``--json`` stdout holds
+JSON only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ['EXIT_FAILED', 'EXIT_USAGE', 'Step', 'Ui', 'UserError', 'describe_error']
+
+EXIT_FAILED = 1
+"""The command ran and found a problem (``verify`` found corrupt blobs), or a user error."""
+
+EXIT_USAGE = 2
+"""Bad command-line arguments (argparse's own code)."""
+
+
+class UserError(Exception):
+    """A problem the user can fix (bad URL, missing file, server down): printed as one line, exit code 1."""
+
+
+class Step(Protocol):
+    """A progress handle: ``advance`` by units of work done."""
+
+    def advance(self, amount: float = 1) -> None: ...
+
+
+class _NoStep:
+    def advance(self, amount: float = 1) -> None:
+        pass
+
+
+class Ui:
+    """Output of one command run.
+
+    ``quiet`` silences progress. ``json_target``: ``None`` for tables only,
+    ``'-'`` for JSON on stdout instead of tables, a path to write JSON there
+    as well as the tables.
+    """
+
+    def __init__(self, *, quiet: bool = False, json_target: str | None = None) -> None:
+        self.quiet = quiet
+        self.json_target = json_target
+        self.as_json = json_target == '-'
+        self.out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
+        self.err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
+
+    @property
+    def shows_progress(self) -> bool:
+        return not self.quiet and self.err.is_terminal
+
+    def info(self, message: str) -> None:
+        """A line of narration on stderr (dropped with ``--quiet``)."""
+        if not self.quiet:
+            self.err.print(message, markup=False)
+
+    @contextmanager
+    def progress(self, description: str, total: float | None = None) -> Iterator[Step]:
+        """A progress bar on stderr for long work (a no-op when quiet or not a terminal)."""
+        if not self.shows_progress:
+            yield _NoStep()
+            return
+        columns = (TextColumn('{task.description}'), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=self.err, transient=True) as bar:
+            task = bar.add_task(description, total=total)
+
+            class _Step:
+                def advance(self, amount: float = 1) -> None:
+                    bar.advance(task, amount)
+
+            yield _Step()
+
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        """A table on stdout (skipped with ``--json``); numeric columns are right-aligned."""
+        if self.as_json:
+            return
+        table = Table(title=title, title_justify='left')
+        for index, name in enumerate(columns):
+            numeric = bool(rows) and all(isinstance(row[index], int | float) for row in rows)
+            table.add_column(name, justify='right' if numeric else 'left')
+        for row in rows:
+            table.add_row(*(_cell(value) for value in row))
+        self.out.print(table)
+
+    def line(self, text: str) -> None:
+        """A line of results on stdout (skipped with ``--json``)."""
+        if not self.as_json:
+            self.out.print(text, markup=False)
+
+    def json(self, value: Any) -> None:
+        """The command's result as JSON, where ``--json`` asked for it (nothing without the option)."""
+        if self.json_target is None:
+            return
+        text = json.dumps(value, indent=2) + '\n'
+        if self.as_json:
+            sys.stdout.write(text)
+        else:
+            try:
+                Path(self.json_target).write_text(text, encoding='utf-8')
+            except OSError as error:
+                raise UserError(f'cannot write {self.json_target}: {error.strerror or error}') from None
+
+    def error(self, message: str) -> None:
+        """The one-line error for a user error."""
+        self.err.print(f'mediastash: error: {message}', markup=False, highlight=False)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        return 'yes' if value else 'no'
+    if isinstance(value, int):
+        return f'{value:,}'
+    if isinstance(value, float):
+        return f'{value:,.2f}'
+    return str(value)
+
+
+def describe_error(error: BaseException) -> str | None:
+    """One line for an error the user can act on, or ``None`` for a bug (which keeps its traceback).
+
+    mediastash's own errors never carry secrets. Errors of the S3 SDK and the
+    MongoDB driver are recognised by class name, so this module imports neither.
+    """
+    from mediastash.errors import MediaStashError
+
+    if isinstance(error, MediaStashError):
+        return str(error)
+    if isinstance(error, OSError):
+        where = f': {error.filename}' if error.filename else ''
+        return f'{error.strerror or error}{where}'
+    names = {cls.__name__ for cls in type(error).__mro__}
+    if names & {'EndpointConnectionError', 'ConnectTimeoutError', 'ReadTimeoutError'}:
+        return f'cannot reach the S3 endpoint ({type(error).__name__})'
+    if names & {'NoCredentialsError', 'PartialCredentialsError'}:
+        return 'no AWS credentials found (set them in the environment or an AWS profile)'
+    if 'ClientError' in names:
+        code = getattr(error, 'response', {}).get('Error', {}).get('Code', 'unknown')
+        return f'the S3 service refused the request ({code})'
+    if names & {'ServerSelectionTimeoutError', 'ConnectionFailure', 'AutoReconnect'}:
+        return f'cannot reach the MongoDB server ({type(error).__name__})'
+    if names & {'OperationFailure', 'ConfigurationError'}:
+        return f'MongoDB refused the request ({type(error).__name__})'
+    return None
