@@ -1,0 +1,443 @@
+"""Model URLs benchmark: what ``MediaUrls`` saves a multi-turn agent run, and what it costs per request.
+
+Run from the repository root with the project venv active::
+
+    python benchmarks/model_urls.py --runs 5     # about 2 minutes with SeaweedFS
+    python benchmarks/model_urls.py --quick      # smoke run
+    python benchmarks/model_urls.py --s3 none    # without the S3 presigned-URL row
+
+A 20-turn agent run with pydantic-ai's real ``OpenAIChatModel`` and the OpenAI
+SDK, against a local chat-completions endpoint (``tests/provider_endpoint.py``)
+that records every request body; one new 1-2 MiB image enters the user prompt
+every other turn and stays in the history, as in a real conversation. The run
+is made without the capability, with ``MediaUrls`` on a ``MemoryMediaStore``
+with a static URL resolver, and (``--s3``) with ``MediaUrls`` on an
+``S3MediaStore`` handing out presigned URLs (a fresh bucket per run). Stores
+are wrapped in ``CountingMediaStore``. Separately, ``MediaUrlSwapper.swap`` is
+timed on a history of 100 image parts whose URLs are already cached. Every
+variant runs ``--runs`` times, alternating the order, in one process and on
+one event loop; the table shows medians and ranges.
+See docs/benchmarks.md ("Model URLs") for results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import gc
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from pydantic_ai import Agent
+from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from _servers import Server, s3_server
+from mediastash import media_uri_for
+from mediastash.integrations import MediaUrls
+from mediastash.integrations.media_urls import MediaUrlSwapper
+from mediastash.stores.memory import MemoryMediaStore
+from mediastash.stores.protocols import MediaStore
+from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+from mediastash.testing import CountingMediaStore
+from mediastash.urls import make_static_public_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for the test endpoint
+from tests.provider_endpoint import CapturedRequest, ProviderEndpoint
+
+MiB = 1 << 20
+PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+STATIC_BASE = 'https://media.example.com/blobs'
+EXPIRES_IN = 3600
+REGION = 'us-east-1'
+
+Variant = Literal['without', 'static', 's3']
+LABELS: dict[Variant, str] = {
+    'without': 'without MediaUrls',
+    'static': 'MediaUrls, static URLs (MemoryMediaStore)',
+    's3': 'MediaUrls, S3 presigned URLs',
+}
+
+
+def png_like(size: int, rng: random.Random) -> bytes:
+    """``size`` incompressible bytes behind a PNG signature."""
+    return PNG_SIGNATURE + rng.randbytes(size - len(PNG_SIGNATURE))
+
+
+def make_images(count: int, low_mib: float, high_mib: float, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [png_like(int(rng.uniform(low_mib, high_mib) * MiB), rng) for _ in range(count)]
+
+
+def image_urls(request: CapturedRequest) -> list[str]:
+    """Every ``image_url.url`` of the user messages of one chat-completions request, in order."""
+    urls: list[str] = []
+    for message in request.json['messages']:
+        content = message.get('content')
+        if message['role'] == 'user' and isinstance(content, list):
+            urls.extend(part['image_url']['url'] for part in content if part.get('type') == 'image_url')
+    return urls
+
+
+def base64_probe(data: bytes) -> tuple[bytes, bytes]:
+    """A 4,000-character slice of ``data``'s base64, standard and URL-safe alphabets."""
+    chunk = data[300_000:303_000]
+    return base64.b64encode(chunk), base64.urlsafe_b64encode(chunk)
+
+
+@dataclass
+class RunResult:
+    """One 20-turn run of one variant."""
+
+    seconds: float
+    requests: int
+    body_bytes: int
+    puts: int = 0
+    urls_issued: int = 0
+    distinct_urls: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Sample:
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Sample:
+        return cls(statistics.median(values), min(values), max(values))
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f'{seconds * 1e6:.0f} µs'
+    if seconds < 1:
+        return f'{seconds * 1e3:.1f} ms'
+    return f'{seconds:.2f} s'
+
+
+def fmt_bytes(size: float) -> str:
+    if size >= MiB:
+        return f'{size / MiB:.1f} MiB'
+    return f'{size / 1024:.1f} KiB'
+
+
+def fmt_sample(sample: Sample, fmt: Callable[[float], str]) -> str:
+    if sample.low == sample.high:
+        return fmt(sample.median)
+    return f'{fmt(sample.median)} ({fmt(sample.low)}-{fmt(sample.high)})'
+
+
+class Bench:
+    """The endpoint, the model and (optionally) the S3 server shared by every run."""
+
+    def __init__(self, endpoint: ProviderEndpoint, server: Server | None, images: list[bytes], turns: int) -> None:
+        self.endpoint = endpoint
+        self.server = server
+        self.images = images
+        self.turns = turns
+        self.model = OpenAIChatModel('gpt-4o', provider=OpenAIProvider(base_url=endpoint.openai_base_url, api_key='x'))
+        self._s3_client: Any = None
+
+    def s3_options(self) -> dict[str, Any]:
+        assert self.server is not None
+        return {
+            'endpoint_url': self.server.url,
+            'region_name': REGION,
+            'aws_access_key_id': self.server.access_key_id,
+            'aws_secret_access_key': self.server.secret_access_key,
+        }
+
+    async def new_bucket(self) -> str:
+        if self._s3_client is None:
+            config = AioConfig(signature_version='s3v4', s3={'addressing_style': 'path'})
+            self._s3_client = await get_session().create_client('s3', config=config, **self.s3_options()).__aenter__()
+        bucket = f'bench-urls-{uuid.uuid4().hex[:16]}'
+        await self._s3_client.create_bucket(Bucket=bucket)
+        # SeaweedFS allocates a new bucket's volumes on its first write: do that outside the timing.
+        await self._s3_client.put_object(Bucket=bucket, Key='warm-up', Body=b'.')
+        return bucket
+
+    async def close(self) -> None:
+        if self._s3_client is not None:
+            await self._s3_client.__aexit__(None, None, None)
+
+    async def agent_run(self, variant: Variant) -> RunResult:
+        """One conversation of ``turns`` turns, a new image every other turn; returns what the endpoint received."""
+        store: CountingMediaStore | None = None
+        inner: MediaStore | None = None
+        if variant == 'static':
+            inner = MemoryMediaStore(public_url=make_static_public_url(STATIC_BASE, extension='.png'))
+        elif variant == 's3':
+            inner = S3MediaStore(
+                bucket=await self.new_bucket(),
+                public_url=PresignedUrls(
+                    expires_in=EXPIRES_IN, response_content_type=True, response_content_disposition=True
+                ),
+                **self.s3_options(),
+            )
+            await inner.exists(media_uri_for(b''))  # open the client outside the timing
+        capability = None
+        if inner is not None:
+            store = CountingMediaStore(inner)
+            capability = MediaUrls(store)
+        agent = Agent(self.model, capabilities=[capability] if capability is not None else [])
+        self.endpoint.clear()
+        history: list[ModelMessage] = []
+        gc.collect()
+        started = time.perf_counter()
+        for turn in range(self.turns):
+            prompt: list[Any] = [f'Turn {turn + 1}: what do you see now?']
+            if turn % 2 == 0 and turn // 2 < len(self.images):
+                prompt.append(BinaryImage(data=self.images[turn // 2], media_type='image/png'))
+            result = await agent.run(prompt, message_history=history)
+            history = result.all_messages()
+        seconds = time.perf_counter() - started
+        outcome = RunResult(seconds, len(self.endpoint.requests), self.endpoint.bytes_received)
+        if store is not None and capability is not None:
+            outcome.puts = store.calls['put'] + store.calls['put_stream']
+            outcome.urls_issued = capability.swapper.urls_issued
+            outcome.distinct_urls = self.check_urls()
+            await store.aclose()
+        return outcome
+
+    def check_urls(self) -> list[int]:
+        """Outside the timing: distinct URLs per image over every request, and no request holds an image's base64."""
+        seen: list[set[str]] = [set() for _ in self.images]
+        for request in self.endpoint.requests:
+            urls = image_urls(request)
+            for index, url in enumerate(urls):
+                digest = media_uri_for(self.images[index]).rsplit('/', 1)[1]
+                assert digest in url, f'image {index} sent as {url[:120]}'
+                seen[index].add(url)
+            for data in self.images:
+                standard, url_safe = base64_probe(data)
+                assert standard not in request.body and url_safe not in request.body
+        return [len(urls) for urls in seen]
+
+    async def swap_timing(self, parts: int, part_bytes: int, calls: int) -> tuple[float, float, list[float]]:
+        """``swap`` on a history of ``parts`` image parts: first call (stores, hashes, asks URLs), then cached calls.
+
+        Returns the first call's seconds, base64-encoding those parts once (what the request costs
+        without the capability), and the seconds of each cached call.
+        """
+        rng = random.Random(parts)
+        images = [png_like(part_bytes, rng) for _ in range(parts)]
+        messages: list[ModelMessage] = []
+        for turn in range(0, parts, 2):
+            content: list[Any] = [f'Turn {turn // 2 + 1}.']
+            content.extend(BinaryImage(data=data, media_type='image/png') for data in images[turn : turn + 2])
+            messages.append(ModelRequest(parts=[UserPromptPart(content=content)]))
+            messages.append(ModelResponse(parts=[TextPart('Noted.')]))
+        swapper = MediaUrlSwapper(MemoryMediaStore(public_url=make_static_public_url(STATIC_BASE)))
+        gc.collect()
+        started = time.perf_counter()
+        swapped = await swapper.swap(messages, model=self.model)
+        first = time.perf_counter() - started
+        assert swapper.urls_issued == parts
+        assert sum(isinstance(item, BinaryImage) for item in _contents(swapped)) == 0
+        started = time.perf_counter()
+        for data in images:
+            base64.b64encode(data)
+        encode = time.perf_counter() - started
+        samples: list[float] = []
+        gc.collect()
+        for _ in range(calls):
+            started = time.perf_counter()
+            await swapper.swap(messages, model=self.model)
+            samples.append(time.perf_counter() - started)
+        assert swapper.urls_issued == parts
+        return first, encode, samples
+
+
+def _contents(messages: list[ModelMessage]) -> list[object]:
+    found: list[object] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+                    found.extend(part.content)
+    return found
+
+
+def versions() -> str:
+    names = ('mediastash', 'pydantic-ai-slim', 'openai', 'aiohttp', 'aiobotocore')
+    found = []
+    for name in names:
+        try:
+            found.append(f'{name} {metadata.version(name)}')
+        except metadata.PackageNotFoundError:
+            found.append(f'{name} (not installed)')
+    return ', '.join(found)
+
+
+async def measure(
+    bench: Bench, variants: list[Variant], runs: int, swap_parts: int, swap_bytes: int, swap_calls: int, verbose: bool
+) -> tuple[dict[Variant, list[RunResult]], list[float], list[float], list[float]]:
+    results: dict[Variant, list[RunResult]] = {variant: [] for variant in variants}
+    print('warm-up run of each variant ...', file=sys.stderr, flush=True)
+    for variant in variants:
+        await bench.agent_run(variant)
+    for run in range(runs):
+        shift = run % len(variants)
+        for variant in variants[shift:] + variants[:shift]:
+            outcome = await bench.agent_run(variant)
+            results[variant].append(outcome)
+            if verbose:
+                print(
+                    f'    {variant:8} {outcome.seconds:.2f} s, {outcome.requests} requests, '
+                    f'{fmt_bytes(outcome.body_bytes)}, {outcome.puts} puts, {outcome.urls_issued} URLs',
+                    file=sys.stderr,
+                )
+        print(f'  agent runs: {run + 1}/{runs} done', file=sys.stderr, flush=True)
+    firsts: list[float] = []
+    encodes: list[float] = []
+    medians: list[float] = []
+    for run in range(runs):
+        first, encode, samples = await bench.swap_timing(swap_parts, swap_bytes, swap_calls)
+        firsts.append(first)
+        encodes.append(encode)
+        medians.append(statistics.median(samples))
+        if verbose:
+            print(
+                f'    swap: first {fmt_time(first)}, cached median {fmt_time(medians[-1])} '
+                f'(p90 {fmt_time(sorted(samples)[int(0.9 * len(samples))])}), base64 {fmt_time(encode)}',
+                file=sys.stderr,
+            )
+        print(f'  swap timing: {run + 1}/{runs} done', file=sys.stderr, flush=True)
+    return results, firsts, encodes, medians
+
+
+def render(
+    results: dict[Variant, list[RunResult]],
+    firsts: list[float],
+    encodes: list[float],
+    medians: list[float],
+    swap_parts: int,
+    swap_bytes: int,
+    images: int,
+) -> list[str]:
+    lines = [
+        '| case | without MediaUrls | with MediaUrls | change | target | result |',
+        '|---|---:|---:|---:|---:|:---:|',
+    ]
+    without = results['without']
+    base_bytes = Sample.of([float(r.body_bytes) for r in without])
+    base_time = Sample.of([r.seconds for r in without])
+    for variant in ('static', 's3'):
+        if variant not in results:
+            continue
+        rows = results[variant]
+        label = 'static URLs' if variant == 'static' else 'S3 presigned URLs'
+        body = Sample.of([float(r.body_bytes) for r in rows])
+        saved = 1 - body.median / base_bytes.median
+        lines.append(
+            f'| request-body bytes, whole run, {label} | {fmt_sample(base_bytes, fmt_bytes)} | '
+            f'{fmt_sample(body, fmt_bytes)} | {saved:.2%} fewer | ≥ 95% fewer | {"PASS" if saved >= 0.95 else "MISS"} |'
+        )
+        seconds = Sample.of([r.seconds for r in rows])
+        lines.append(
+            f'| wall time of the run (SDK + local endpoint), {label} | {fmt_sample(base_time, fmt_time)} | '
+            f'{fmt_sample(seconds, fmt_time)} | {base_time.median / seconds.median:.1f}x faster | (info) | |'
+        )
+        distinct = max(max(r.distinct_urls) for r in rows)
+        lines.append(
+            f'| distinct URLs per image over the run, {label} | | {distinct} (max over images and runs) | | 1 | '
+            f'{"PASS" if distinct == 1 else "MISS"} |'
+        )
+        puts = max(r.puts for r in rows)
+        issued = max(r.urls_issued for r in rows)
+        lines.append(
+            f'| store puts / URLs asked per run, {label} | 0 / 0 | {puts} / {issued} | | '
+            f'{images} / {images} (one per image) | {"PASS" if puts == images and issued == images else "MISS"} |'
+        )
+    cached = Sample.of(medians)
+    lines.append(
+        f'| `swap` per request, {swap_parts} image parts with cached URLs | base64 of those parts: '
+        f'{fmt_sample(Sample.of(encodes), fmt_time)} | {fmt_sample(cached, fmt_time)} | | ≤ 1 ms | '
+        f'{"PASS" if cached.median <= 1e-3 else "MISS"} |'
+    )
+    lines.append(
+        f'| `swap`, first request (puts and hashes {fmt_bytes(swap_parts * swap_bytes)}, asks {swap_parts} URLs) | '
+        f'| {fmt_sample(Sample.of(firsts), fmt_time)} | | (info) | |'
+    )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or '').split('\n\n')[0])
+    parser.add_argument('--runs', type=int, default=5, help='runs per variant; the median is reported (default 5)')
+    parser.add_argument('--quick', action='store_true', help='6 turns, 2 runs, small swap timing: a smoke test')
+    parser.add_argument('--verbose', action='store_true', help='print every sample to stderr')
+    parser.add_argument('--turns', type=int, default=20, help='turns of the agent run (default 20)')
+    parser.add_argument('--images', type=int, default=10, help='images added, one every other turn (default 10)')
+    parser.add_argument('--s3', choices=('seaweedfs', 'moto', 'none'), default='seaweedfs', help='presigned-URL row')
+    parser.add_argument('--swap-parts', type=int, default=100, help='image parts in the swap timing (default 100)')
+    parser.add_argument('--swap-kib', type=int, default=1024, help='KiB per image in the swap timing (default 1024)')
+    parser.add_argument('--swap-calls', type=int, default=200, help='cached swap calls per run (default 200)')
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.turns, args.images, args.swap_calls, args.swap_kib = 2, 6, 3, 50, 128
+    if args.runs < 1 or args.turns < 1 or args.images < 1:
+        parser.error('--runs, --turns and --images must be at least 1')
+    images = min(args.images, (args.turns + 1) // 2)
+    pictures = make_images(images, 1.0, 2.0, seed=0)
+    variants: list[Variant] = ['without', 'static'] + ([] if args.s3 == 'none' else ['s3'])
+    swap_bytes = args.swap_kib * 1024
+
+    async def go(server: Server | None) -> tuple[dict[Variant, list[RunResult]], list[float], list[float], list[float]]:
+        async with ProviderEndpoint() as endpoint:
+            bench = Bench(endpoint, server, pictures, args.turns)
+            try:
+                return await measure(
+                    bench, variants, args.runs, args.swap_parts, swap_bytes, args.swap_calls, args.verbose
+                )
+            finally:
+                await bench.close()
+
+    if args.s3 == 'none':
+        results, firsts, encodes, medians = asyncio.run(go(None))
+    else:
+        with s3_server(args.s3) as server:
+            results, firsts, encodes, medians = asyncio.run(go(server))
+
+    sent = sum(min(turn // 2 + 1, images) for turn in range(args.turns))
+    info = [
+        f'- machine: {platform.platform()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}',
+        f'- Python {platform.python_version()} ({platform.python_implementation()}); {versions()}',
+        f'- agent run: {args.turns} turns (one `agent.run(..., message_history=...)` each, one model request each), '
+        f'{images} distinct PNG-like images of 1-2 MiB ({fmt_bytes(sum(map(len, pictures)))} in all), a new one in '
+        f'the user prompt every other turn, {sent} image parts sent over the run; `OpenAIChatModel` and the OpenAI '
+        'SDK against a local chat-completions endpoint on 127.0.0.1 that records each request body',
+        f'- MediaUrls defaults (threshold 64 KiB, min_validity 600 s); static URLs: `MemoryMediaStore` with '
+        f'`make_static_public_url`; S3: {"none" if args.s3 == "none" else args.s3} on 127.0.0.1, '
+        f'`PresignedUrls(expires_in={EXPIRES_IN}, response_content_type=True, response_content_disposition=True)`, '
+        'a fresh bucket per run; stores wrapped in `CountingMediaStore`',
+        f'- one untimed warm-up run per variant, then {args.runs} runs each, alternating order; '
+        f'`swap` timing: {args.swap_parts} image parts of {fmt_bytes(swap_bytes)} in {args.swap_parts // 2} user '
+        f'prompts, median of {args.swap_calls} cached calls per run, {args.runs} runs',
+    ]
+    command = 'python benchmarks/model_urls.py' + (' --quick' if args.quick else f' --runs {args.runs}')
+    if args.s3 != 'seaweedfs':
+        command += f' --s3 {args.s3}'
+    table = render(results, firsts, encodes, medians, args.swap_parts, swap_bytes, images)
+    print('\n'.join([*info, '', *table, '', f'Rerun: `{command}`']))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
