@@ -17,11 +17,13 @@ from mediastash.errors import (
     MediaNotFoundError,
     MediaStashError,
     StoreClosedError,
+    StoreNotFoundError,
     UnsafeKeyError,
     UnsupportedMarkerFormat,
 )
 from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
 from mediastash.known_blobs import KnownBlobCache
+from mediastash.open_store import open_store
 from mediastash.stores import (
     BaseMediaStore,
     CacheAwareMediaStore,
@@ -38,21 +40,23 @@ from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_
 from mediastash.urls import PublicUrlResolver, make_static_public_url
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
-if TYPE_CHECKING:
-    from mediastash.stores.mongo import MongoMediaStore
-    from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+if TYPE_CHECKING:  # `X as X` re-exports them for type checkers without listing them in __all__
+    from mediastash.stores.mongo import MongoMediaStore as MongoMediaStore
+    from mediastash.stores.s3 import PresignedUrls as PresignedUrls
+    from mediastash.stores.s3 import S3MediaStore as S3MediaStore
 
 __version__ = '0.1.0'
 
+# MongoMediaStore, S3MediaStore and PresignedUrls are importable by name
+# (`from mediastash import S3MediaStore`) but kept out of __all__: they need an
+# extra, and `from mediastash import *` must work without it.
 __all__ = [
-    'MongoMediaStore',
-    'PresignedUrls',
-    'S3MediaStore',
     'DEFAULT_THRESHOLD_BYTES',
     'CorruptMetadataError',
     'InvalidStoreConfiguration',
     'KnownBlobCache',
     'StoreClosedError',
+    'StoreNotFoundError',
     'externalize_media',
     'restore_media',
     'EMPTY_CONTEXT',
@@ -83,15 +87,23 @@ __all__ = [
     'is_media_uri',
     'make_static_public_url',
     'media_uri_for',
+    'open_store',
     'parse_media_uri',
     'sharded_key_strategy',
 ]
 
 
 def __getattr__(name: str) -> object:
-    """Stores behind optional extras (S3, MongoDB) load on first access."""
+    """Stores behind optional extras (S3, MongoDB) load on first access; without the extra, an install hint."""
     from mediastash import stores
 
     if name in stores._OPTIONAL:
         return getattr(stores, name)
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__() -> list[str]:
+    """The module's names plus the lazily loaded stores, which ``__all__`` leaves out."""
+    from mediastash import stores
+
+    return sorted({*globals(), *stores._OPTIONAL})

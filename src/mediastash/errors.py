@@ -17,6 +17,7 @@ __all__ = [
     'MediaNotFoundError',
     'MediaStashError',
     'StoreClosedError',
+    'StoreNotFoundError',
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',
 ]
@@ -98,6 +99,20 @@ class InvalidStoreConfiguration(MediaStashError, ValueError):
 
 class StoreClosedError(MediaStashError, RuntimeError):
     """The store was closed and cannot serve further calls."""
+
+
+class StoreNotFoundError(MediaStashError, LookupError):
+    """The storage a store points at does not exist: an S3 bucket, or a folder or database opened without creating it.
+
+    Not a ``FileNotFoundError``: code that reads a missing blob as "not
+    stored" must not read a missing bucket or folder the same way.
+    """
+
+    def __init__(self, what: str, name: str, *, hint: str = '') -> None:
+        self.what = what
+        self.name = name
+        suffix = f'; {hint}' if hint else ''
+        super().__init__(f'{what} {name!r} does not exist{suffix}')
 
 
 class CorruptMetadataError(MediaStashError, ValueError):

@@ -47,7 +47,7 @@ _LIST_BATCH = 1024
 
 
 class DiskMediaStore(BaseMediaStore):
-    """Content-addressed blobs as files under ``directory``.
+    """Content-addressed blobs as files under ``directory`` (created if missing; ``~`` is expanded).
 
     ``key_strategy`` maps a URI to a relative path; the result is refused with
     ``UnsafeKeyError`` when it could escape the directory. User metadata lives
@@ -73,7 +73,7 @@ class DiskMediaStore(BaseMediaStore):
         fsync: bool = False,
     ) -> None:
         super().__init__(public_url=public_url)
-        self._root = Path(directory)
+        self._root = Path(directory).expanduser()
         self._root.mkdir(parents=True, exist_ok=True)
         self._real_root = self._root.resolve()
         self._identity = ('disk', os.path.realpath(self._root))
@@ -82,7 +82,7 @@ class DiskMediaStore(BaseMediaStore):
 
     @property
     def directory(self) -> Path:
-        """The folder the store writes to, as given."""
+        """The folder the store writes to, as given (a leading ``~`` expanded to the home folder)."""
         return self._root
 
     def _describe(self) -> str:

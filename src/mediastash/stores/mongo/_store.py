@@ -66,7 +66,8 @@ class MongoMediaStore(BaseMediaStore):
 
     Pass exactly one of ``client`` (your ``AsyncMongoClient``; never closed by
     the store) or ``db_url`` (the store creates the client and closes it in
-    ``aclose`` / ``async with``). ``database`` is required. ``chunk_size_bytes``
+    ``aclose`` / ``async with``). ``database`` defaults to the one the
+    connection string names (``mongodb://host/<database>``). ``chunk_size_bytes``
     (default 4 MiB, at most 16 MiB minus 64 KiB) is the largest piece a chunk
     document holds; blobs up to that size are stored inside their manifest.
 
@@ -91,7 +92,8 @@ class MongoMediaStore(BaseMediaStore):
                 'MongoMediaStore needs exactly one of client= (an AsyncMongoClient) or db_url= '
                 f'(got client={"set" if client is not None else None}, db_url={"set" if db_url is not None else None})'
             )
-        self._database_name = check_database(database)
+        if database is not None:
+            check_database(database)
         self._collection_name = check_collection(collection)
         self._chunk_size = check_chunk_size(chunk_size_bytes)
         if client is None:
@@ -106,6 +108,7 @@ class MongoMediaStore(BaseMediaStore):
             self._owns_client = True
         else:
             self._owns_client = False
+        self._database_name = check_database(database if database is not None else _default_database(client))
         self._client = client
         database_handle = client[self._database_name]
         self._manifests: AsyncCollection[Document] = database_handle[self._collection_name]
@@ -446,6 +449,19 @@ def _split(data: bytes, size: int) -> Iterable[bytes]:
     view = memoryview(data)
     for start in range(0, len(data), size):
         yield bytes(view[start : start + size])
+
+
+def _default_database(client: AsyncMongoClient[Document]) -> str:
+    """The database the client's connection string names; ``InvalidStoreConfiguration`` when it names none.
+
+    Read from the parsed connection string, without contacting the server.
+    """
+    try:
+        return client.get_default_database().name
+    except ConfigurationError:
+        raise InvalidStoreConfiguration(
+            'MongoMediaStore needs database= or a connection string that names one (mongodb://host:port/<database>)'
+        ) from None
 
 
 def _client_hosts(client: AsyncMongoClient[Document]) -> tuple[str, ...]:
