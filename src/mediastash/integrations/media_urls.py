@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import Any, Final, Literal
@@ -37,7 +38,7 @@ from mediastash._lru import BoundedLRU
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidStoreConfiguration
 from mediastash.integrations._model_kinds import ALL_KINDS, MediaKind, fetches_by_url
-from mediastash.known_blobs import KnownBlobCache
+from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker._common import (
     DEFAULT_MAX_CONCURRENCY,
@@ -92,8 +93,13 @@ def _kind_of(content: BinaryContent) -> MediaKind | None:
 
 @dataclasses.dataclass(slots=True)
 class _IssuedUrl:
+    """A URL handed out for one blob, and the last URL part built from it (reused while nothing differs)."""
+
     url: str
     expires_at: float | None
+    part: ImageUrl | AudioUrl | VideoUrl | DocumentUrl | None = None
+    identifier: str | None = None
+    vendor_metadata: dict[str, Any] | None = None
 
 
 class MediaUrlSwapper:
@@ -143,6 +149,11 @@ class MediaUrlSwapper:
         self.clock = clock
         self._urls: BoundedLRU[tuple[str, str], _IssuedUrl] = BoundedLRU(max_items=max_urls)
         self._identifiers: BoundedLRU[str, str] = BoundedLRU(max_items=max_urls)
+        # Fingerprints by content object (with the id of the bytes they were taken of), so a history
+        # sent again costs no fingerprint; the fingerprint only nominates, the cache still compares.
+        self._fingerprints: BoundedLRU[int, tuple[weakref.ref[BinaryContent], int, int]] = BoundedLRU(
+            max_items=max_urls
+        )
         self.urls_issued = 0
         """How many URLs the store was asked for (a stable run asks once per blob per lifetime)."""
 
@@ -154,13 +165,10 @@ class MediaUrlSwapper:
             return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
         return self._url_lifetime
 
-    def _wanted(self, content: BinaryContent, model: Any) -> MediaKind | None:
-        kind = _kind_of(content)
-        if kind is None:
-            return None
+    def _wanted(self, kind: MediaKind, media_type: str, model: Any) -> bool:
         if self.kinds is not None:
-            return kind if kind in self.kinds else None
-        return kind if fetches_by_url(model, kind, content.media_type) else None
+            return kind in self.kinds
+        return fetches_by_url(model, kind, media_type)
 
     async def swap(self, messages: list[ModelMessage], *, model: Any = None) -> list[ModelMessage]:
         """A new message list with large media of requests replaced by URL parts (``messages`` is not changed).
@@ -170,6 +178,7 @@ class MediaUrlSwapper:
         the request goes to (for ``kinds='auto'``).
         """
         found: list[tuple[TypedPayload, MediaKind]] = []
+        decided: dict[tuple[MediaKind, str], bool] = {}
         for item in typed_payloads(messages, self.threshold_bytes):
             content = item.original
             if item.text or not isinstance(content, BinaryContent):
@@ -179,8 +188,14 @@ class MediaUrlSwapper:
             part = message.parts[j] if isinstance(message, ModelRequest) and isinstance(j, int) else None
             if getattr(part, 'part_kind', None) not in _PARTS_SWAPPED:
                 continue
-            kind = self._wanted(content, model)
-            if kind is not None:
+            kind = _kind_of(content)
+            if kind is None:
+                continue
+            key = (kind, content.media_type)
+            wanted = decided.get(key)
+            if wanted is None:
+                wanted = decided[key] = self._wanted(kind, content.media_type, model)
+            if wanted:
                 found.append((item, kind))
         if not found:
             return messages
@@ -191,38 +206,30 @@ class MediaUrlSwapper:
                 'or every request would need a fresh URL'
             )
         batch = PayloadBatch(self.media_store, select_cache(self.known_blobs, self.media_store), self.max_concurrency)
-        jobs = [batch.add('bytes', item.source, item.size, item.media_type) for item, _ in found]
+        jobs = [
+            batch.add('bytes', item.source, item.size, item.media_type, self._fingerprint(item)) for item, _ in found
+        ]
         await batch.flush()
         now = self.clock()
-        urls: list[str | None] = [None] * len(found)
+        issued: list[_IssuedUrl | None] = [None] * len(found)
         missing: list[int] = []
         for index, ((item, _), job) in enumerate(zip(found, jobs, strict=True)):
             assert job is not None and job.uri is not None
-            issued = self._urls.get((job.uri, item.media_type or ''))
-            if issued is not None and (issued.expires_at is None or issued.expires_at - now >= self.min_validity):
-                urls[index] = issued.url
+            known = self._urls.get((job.uri, item.media_type or ''))
+            if known is not None and (known.expires_at is None or known.expires_at - now >= self.min_validity):
+                issued[index] = known
             else:
                 missing.append(index)
         if missing:
-            await self._issue(found, jobs, urls, missing, lifetime)
+            await self._issue(found, jobs, issued, missing, lifetime)
         replacements: list[tuple[TypedPayload, object]] = []
-        for (item, kind), job, url in zip(found, jobs, urls, strict=True):
+        for (item, kind), job, url in zip(found, jobs, issued, strict=True):
             if url is None:
                 continue
             assert job is not None and job.uri is not None
             content = item.original
             assert isinstance(content, BinaryContent)
-            replacements.append(
-                (
-                    item,
-                    _URL_CLASS[kind](
-                        url=url,
-                        media_type=content.media_type,
-                        identifier=self._identifier(content, job.uri),
-                        vendor_metadata=content.vendor_metadata,
-                    ),
-                )
-            )
+            replacements.append((item, self._url_part(url, kind, content, job.uri)))
         logger.debug('swapped %d of %d media parts for URLs (%d new URLs)', len(replacements), len(found), len(missing))
         return with_replaced_contents(messages, replacements) if replacements else messages
 
@@ -230,7 +237,7 @@ class MediaUrlSwapper:
         self,
         found: list[tuple[TypedPayload, MediaKind]],
         jobs: list[Any],
-        urls: list[str | None],
+        issued: list[_IssuedUrl | None],
         missing: list[int],
         lifetime: float | None,
     ) -> None:
@@ -251,11 +258,47 @@ class MediaUrlSwapper:
             self.urls_issued += 1
             if url is None:
                 return
-            urls[index] = url
             expires_at = None if lifetime is None else started + lifetime
-            self._urls.put((uri, item.media_type or ''), _IssuedUrl(url, expires_at))
+            issued[index] = fresh = _IssuedUrl(url, expires_at)
+            self._urls.put((uri, item.media_type or ''), fresh)
 
         await run_all(issue(index) for index in missing)
+
+    def _fingerprint(self, item: TypedPayload) -> int | None:
+        """The remembered fingerprint of this content object's current bytes, else a fresh one (remembered)."""
+        content = item.original
+        assert isinstance(content, BinaryContent)
+        data = content.data
+        known = self._fingerprints.get(id(content))
+        if known is not None and known[0]() is content and known[1] == id(data):
+            return known[2]
+        fp = fingerprint_bytes(data)
+        self._fingerprints.put(id(content), (weakref.ref(content), id(data), fp))
+        return fp
+
+    def _url_part(
+        self, issued: _IssuedUrl, kind: MediaKind, content: BinaryContent, uri: str
+    ) -> ImageUrl | AudioUrl | VideoUrl | DocumentUrl:
+        """The URL part for ``content``: the one built last time when URL, kind, identifier and metadata agree."""
+        identifier = self._identifier(content, uri)
+        part = issued.part
+        if (
+            part is not None
+            and type(part) is _URL_CLASS[kind]
+            and part.media_type == content.media_type
+            and issued.identifier == identifier
+            and issued.vendor_metadata == content.vendor_metadata
+        ):
+            return part
+        part = _URL_CLASS[kind](
+            url=issued.url,
+            media_type=content.media_type,
+            identifier=identifier,
+            vendor_metadata=content.vendor_metadata,
+        )
+        issued.part, issued.identifier = part, identifier
+        issued.vendor_metadata = None if content.vendor_metadata is None else dict(content.vendor_metadata)
+        return part
 
     def _identifier(self, content: BinaryContent, uri: str) -> str:
         """``content.identifier``, without hashing a payload whose default identifier is remembered by URI."""

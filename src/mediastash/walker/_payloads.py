@@ -233,7 +233,12 @@ def with_replaced_contents(
 
 def shallow_replace(obj: Any, **changes: Any) -> Any:
     """A shallow copy of a part, message or content object with public fields set (no re-validation)."""
-    clone = copy.copy(obj)
+    state = getattr(obj, '__dict__', None)
+    if type(state) is dict and not hasattr(type(obj), '__slots__'):
+        clone = object.__new__(type(obj))  # what copy.copy does for a plain instance, without its detours
+        clone.__dict__.update(state)
+    else:
+        clone = copy.copy(obj)
     for name, value in changes.items():
         setattr(clone, name, value)
     return clone
@@ -300,13 +305,17 @@ class PayloadBatch:
         self._jobs: dict[tuple[PayloadKind, int], list[Job]] = {}
         self._open: list[Job] = []
 
-    def add(self, kind: PayloadKind, source: str | bytes, size: int, media_type: str | None) -> Job | None:
+    def add(
+        self, kind: PayloadKind, source: str | bytes, size: int, media_type: str | None, fp: int | None = None
+    ) -> Job | None:
         """The job that will hold ``source``'s URI, or ``None`` when it must stay inline.
 
         The cache and this batch's own jobs are consulted before the base64
-        alphabet scan, so a payload seen before costs one fingerprint and one comparison.
+        alphabet scan, so a payload seen before costs one fingerprint and one
+        comparison. ``fp``: the payload's fingerprint, when the caller knows it.
         """
-        fp = fingerprint_bytes(source) if isinstance(source, bytes) else fingerprint(source)
+        if fp is None:
+            fp = fingerprint_bytes(source) if isinstance(source, bytes) else fingerprint(source)
         cache = self.cache
         known = cache.lookup(kind, source, fp) if cache is not None else None
         if known is not None and cache is not None and cache.is_trusted(known):
