@@ -336,3 +336,22 @@ def test_model_kinds_follow_what_pydantic_ai_downloads() -> None:
     assert fetches_by_url(FallbackModel(TestModel(), chat), 'image', 'image/png')
     assert fetches_by_url(None, 'image', 'image/png')
     assert not fetches_by_url(None, 'document', 'application/pdf')
+
+
+async def test_remembered_fingerprints_follow_changed_bytes() -> None:
+    """The per-object fingerprint memo never serves the URL of bytes the object no longer holds."""
+    first, second = os.urandom(70_000), os.urandom(70_000)
+    messages = history_with(first)
+    swapper = MediaUrlSwapper(static_store())
+    (part,) = [item for item in contents(await swapper.swap(messages)) if isinstance(item, ImageUrl)]
+    assert part.url == url_of(first)
+    (again,) = [item for item in contents(await swapper.swap(messages)) if isinstance(item, ImageUrl)]
+    assert again is part  # nothing changed: the URL part itself is reused
+    (content,) = [item for item in contents(messages) if isinstance(item, BinaryContent)]
+    content.data = second
+    (changed,) = [item for item in contents(await swapper.swap(messages)) if isinstance(item, ImageUrl)]
+    assert changed.url == url_of(second)
+    content.vendor_metadata = {'detail': 'low'}
+    (detailed,) = [item for item in contents(await swapper.swap(messages)) if isinstance(item, ImageUrl)]
+    assert detailed.vendor_metadata == {'detail': 'low'}
+    assert detailed.url == url_of(second)
