@@ -81,9 +81,9 @@ def assert_presigned_for(url: str, store: S3MediaStore, endpoint: S3Endpoint, bu
 
 def cached_url(capability: MediaUrls, data: bytes) -> str:
     """The URL the capability's swapper remembers for ``data`` as image/png."""
-    issued = capability.swapper._urls.peek((media_uri_for(data), 'image/png'))
+    issued = capability.swapper.issued_url(media_uri_for(data), 'image/png')
     assert issued is not None
-    return issued.url
+    return issued
 
 
 async def fetch(url: str) -> tuple[int, bytes, str | None, str | None]:

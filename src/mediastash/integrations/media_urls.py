@@ -165,6 +165,11 @@ class MediaUrlSwapper:
             return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
         return self._url_lifetime
 
+    def issued_url(self, uri: str, media_type: str) -> str | None:
+        """The URL last handed out for ``uri`` served as ``media_type`` (``None`` if none is remembered)."""
+        issued = self._urls.peek((uri, media_type))
+        return None if issued is None else issued.url
+
     def _wanted(self, kind: MediaKind, media_type: str, model: Any) -> bool:
         if self.kinds is not None:
             return kind in self.kinds
