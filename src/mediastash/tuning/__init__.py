@@ -1,0 +1,65 @@
+"""Threshold tuning: replay your histories against your store at several thresholds, measure, recommend.
+
+What ``mediastash tune`` runs, usable from Python::
+
+    histories = await load_inputs([Path('history.json')])
+    async with UrlNamespaces('/var/media') as namespaces:
+        rows = await sweep(histories, [16 << 10, 64 << 10, 256 << 10], namespaces)
+    print(recommend(rows, margin=0.10).line())
+
+``docs/tuning.md`` describes what is replayed, what is measured and the rule.
+"""
+
+from mediastash.tuning._inputs import (
+    History,
+    HistoryInputError,
+    load_history_file,
+    load_inputs,
+    load_step_store,
+    synthetic_history,
+)
+from mediastash.tuning._namespaces import MemoryNamespaces, NamespaceCleanupError, Namespaces, UrlNamespaces
+from mediastash.tuning._plot import PlotError, check_plot_target, plot_sweep
+from mediastash.tuning._results import (
+    DYNAMODB_ITEM_LIMIT,
+    KNOWN_LIMITS,
+    MONGODB_DOCUMENT_LIMIT,
+    Limit,
+    ThresholdRow,
+)
+from mediastash.tuning._rule import DEFAULT_MARGIN, Recommendation, recommend, rule_text
+from mediastash.tuning._sweep import RoundTripMismatch, count_snapshots, persisted_size, snapshots_of, sweep
+from mediastash.tuning._units import format_bytes, format_seconds, format_threshold
+
+__all__ = [
+    'DEFAULT_MARGIN',
+    'DYNAMODB_ITEM_LIMIT',
+    'KNOWN_LIMITS',
+    'MONGODB_DOCUMENT_LIMIT',
+    'History',
+    'HistoryInputError',
+    'Limit',
+    'MemoryNamespaces',
+    'NamespaceCleanupError',
+    'Namespaces',
+    'PlotError',
+    'Recommendation',
+    'RoundTripMismatch',
+    'ThresholdRow',
+    'UrlNamespaces',
+    'check_plot_target',
+    'count_snapshots',
+    'format_bytes',
+    'format_seconds',
+    'format_threshold',
+    'load_history_file',
+    'load_inputs',
+    'load_step_store',
+    'persisted_size',
+    'plot_sweep',
+    'recommend',
+    'rule_text',
+    'snapshots_of',
+    'sweep',
+    'synthetic_history',
+]

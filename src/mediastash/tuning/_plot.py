@@ -1,0 +1,105 @@
+"""The sweep's plot: persisted bytes and save/restore time against the threshold, the pick marked.
+
+matplotlib is an optional extra (``pip install 'mediastash[plot]'``), imported
+only here and only when a plot is asked for. The figure is drawn without
+pyplot (no global state, no display), as PNG or SVG by the file extension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from mediastash.errors import MediaStashError
+from mediastash.tuning._results import KNOWN_LIMITS, Limit, ThresholdRow
+from mediastash.tuning._rule import Recommendation
+from mediastash.tuning._units import format_threshold
+
+__all__ = ['PLOT_FORMATS', 'PlotError', 'check_plot_target', 'plot_sweep']
+
+PLOT_FORMATS: Final = {'.png': 'png', '.svg': 'svg'}
+_MIB = float(1 << 20)
+
+
+class PlotError(MediaStashError):
+    """The plot cannot be drawn: matplotlib is missing or the file type is not PNG or SVG."""
+
+
+def check_plot_target(path: Path) -> str:
+    """The format for ``path`` (``'png'`` or ``'svg'``), after checking that matplotlib can be imported."""
+    kind = PLOT_FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise PlotError(f'the plot file must end in .png or .svg, got {path.name!r}')
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PlotError('plotting needs matplotlib: pip install "mediastash[plot]"') from None
+    return kind
+
+
+def plot_sweep(
+    rows: Sequence[ThresholdRow],
+    recommendation: Recommendation,
+    path: Path,
+    *,
+    limit: Limit | None = None,
+    margin: float | None = None,
+    title: str = 'mediastash tune',
+) -> None:
+    """Draw the sweep into ``path`` (PNG or SVG): bytes on top, median times below, shared log x axis."""
+    kind = check_plot_target(path)
+    from matplotlib.figure import Figure
+
+    thresholds = [row.threshold_bytes for row in rows]
+    figure = Figure(figsize=(8.0, 7.0), layout='constrained')
+    sizes, times = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+
+    sizes.plot(thresholds, [row.persisted_bytes_total / _MIB for row in rows], 'o-', label='all snapshots (total)')
+    sizes.plot(thresholds, [row.persisted_bytes_p95 / _MIB for row in rows], 's--', label='p95 snapshot')
+    sizes.plot(thresholds, [row.persisted_bytes_max / _MIB for row in rows], '^:', label='largest snapshot')
+    if margin is not None:
+        ceiling = min(row.persisted_bytes_total for row in rows) * (1 + margin) / _MIB
+        sizes.axhline(ceiling, color='0.55', linewidth=0.8, linestyle='--', label=f'smallest total + {margin:.0%}')
+    shown = [limit] if limit is not None else list(KNOWN_LIMITS.values())
+    for cap in shown:
+        sizes.axhline(cap.bytes / _MIB, color='tab:red', linewidth=0.8, linestyle='-.', alpha=0.7)
+        sizes.annotate(
+            cap.name, (0.01, cap.bytes / _MIB), xycoords=('axes fraction', 'data'), fontsize=7, color='tab:red',
+            va='bottom',
+        )  # fmt: skip
+    sizes.set_yscale('log')
+    sizes.set_ylabel('persisted snapshot JSON (MiB)')
+    sizes.set_title(title)
+
+    times.plot(thresholds, [row.externalize_seconds_median * 1000 for row in rows], 'o-', label='save (externalize)')
+    times.plot(thresholds, [row.restore_seconds_median * 1000 for row in rows], 's-', label='restore (store reads)')
+    times.set_ylabel('median per snapshot (ms)')
+    times.set_ylim(bottom=0)
+    times.set_xlabel('threshold_bytes')
+
+    chosen = recommendation.threshold_bytes
+    for axes in (sizes, times):
+        if chosen is not None:
+            axes.axvline(chosen, color='tab:green', linewidth=2, alpha=0.6)
+        axes.grid(True, which='major', alpha=0.3)
+        axes.legend(fontsize=8, loc='best')
+    if chosen is not None:
+        sizes.annotate(
+            f'recommended: {format_threshold(chosen)}', (chosen, 0.97), xycoords=('data', 'axes fraction'),
+            color='tab:green', ha='center', va='top', fontsize=9, fontweight='bold',
+            bbox={'boxstyle': 'round', 'facecolor': 'white', 'edgecolor': 'tab:green'},
+        )  # fmt: skip
+    _threshold_axis(times, thresholds)
+    figure.savefig(path, format=kind, dpi=110)
+
+
+def _threshold_axis(axes: Any, thresholds: Sequence[int]) -> None:
+    """Log-2 x axis ticked and labelled at the measured thresholds."""
+    from matplotlib.ticker import NullLocator
+
+    axes.set_xscale('log', base=2)
+    low, high = min(thresholds), max(thresholds)
+    axes.set_xlim(low / 1.5, high * 1.5)
+    axes.set_xticks(list(thresholds), [format_threshold(value) for value in thresholds])
+    axes.xaxis.set_minor_locator(NullLocator())
