@@ -159,7 +159,7 @@ async def test_entries_past_their_trust_age_are_rechecked_in_one_batch() -> None
 
     now[0] = 61.0  # past the trust age: one batched check, one put for the lost blob
     assert await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024) == lean
-    assert store.calls == {'exists_many': 1, 'put': 1}
+    assert store.calls == {'touch_many': 1, 'put': 1}
     assert await inner.exists(lost)
 
     store.reset()
@@ -174,7 +174,7 @@ async def test_trust_age_zero_always_asks_the_store() -> None:
     tree = image_tree(7)
     await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024)
     await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024)
-    assert store.calls == {'put': 1, 'exists_many': 1}
+    assert store.calls == {'put': 1, 'touch_many': 1}
 
 
 def test_bad_trust_age_is_refused() -> None:

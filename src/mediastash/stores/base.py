@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Coroutine, Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Final, Self, TypeVar
 
@@ -25,7 +27,15 @@ from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verifie
 from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
-__all__ = ['DEFAULT_EXISTS_CONCURRENCY', 'AsyncClosing', 'BaseMediaStore', 'ChunkedMediaStore', 'Ingest']
+__all__ = [
+    'DEFAULT_EXISTS_CONCURRENCY',
+    'TOUCH_AFTER_SECONDS',
+    'AsyncClosing',
+    'BaseMediaStore',
+    'BlobInfo',
+    'ChunkedMediaStore',
+    'Ingest',
+]
 
 DEFAULT_EXISTS_CONCURRENCY: Final = 16
 """How many existence checks ``exists_many`` keeps in flight by default."""
@@ -43,7 +53,27 @@ _CAPABILITIES: Final = {
     'iter_uris': '_list_digests',
     'put_stream': '_write_stream',
     'get_stream': '_raw_chunks',
+    'iter_blobs': '_list_blobs',
+    'delete_unless_touched': '_delete_unless_touched',
 }
+
+TOUCH_AFTER_SECONDS: Final = 3600.0
+"""A confirmation (a ``put`` of stored bytes, a re-check of a known blob) refreshes the blob's
+last-write time once it is older than this, so garbage collection sees the blob as in use.
+See ``docs/gc.md`` for the rule that makes collection safe against writers in other processes."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    """One stored blob as a collector sees it: no bytes read.
+
+    ``written_at``: Unix time of the last write or touch; ``None`` when the
+    store cannot tell (rows pydantic-ai-harness wrote without ``created_at``).
+    """
+
+    uri: str
+    size: int
+    written_at: float | None
 
 
 class Ingest:
@@ -188,6 +218,22 @@ class BaseMediaStore(AsyncClosing, ABC):
                 removed += 1
         return removed
 
+    def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        """Yield every stored blob with its size and last-write time, reading no blob's bytes."""
+        raise NotImplementedError
+
+    async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
+        """The subset of ``digests`` that is stored; refresh the last-write time of those written before
+        ``touch_before`` (Unix time) to now. Default: ``_contains_many`` without touching (a store that
+        cannot be collected has no timestamps to keep fresh)."""
+        return await self._contains_many(digests, max_concurrency)
+
+    async def _delete_unless_touched(self, digests: list[str], written_before: float) -> list[str]:
+        """Delete each blob whose last-write time is still before ``written_before`` (Unix time), checked
+        atomically with the delete where the backend can; return the digests deleted. Blobs of unknown
+        age are never deleted here."""
+        raise NotImplementedError
+
     def _list_digests(self) -> AsyncIterator[str]:
         """Yield the digest of every stored blob."""
         raise NotImplementedError
@@ -331,6 +377,42 @@ class BaseMediaStore(AsyncClosing, ABC):
             return await deletion
         finally:
             note_deletion(key)
+
+    async def touch_many(
+        self,
+        uris: Iterable[str],
+        *,
+        touch_after: float = TOUCH_AFTER_SECONDS,
+        max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
+    ) -> frozenset[str]:
+        """``exists_many`` that also marks the found blobs as in use: a blob last written more than
+        ``touch_after`` seconds ago gets its last-write time set to now (see ``docs/gc.md``)."""
+        digests = {parse_media_uri(uri): uri for uri in uris}
+        self._check_open()
+        if not digests:
+            return frozenset()
+        found = await self._touch_many(list(digests), time.time() - touch_after, max_concurrency)
+        return frozenset(digests[digest] for digest in found)
+
+    async def iter_blobs(self) -> AsyncIterator[BlobInfo]:
+        """Every stored blob with its size and last-write time (no bytes read); for garbage collection."""
+        self._check_open()
+        async for info in self._list_blobs():
+            yield info
+
+    async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]:
+        """Delete the blobs among ``uris`` not written or touched since ``written_before`` (Unix time).
+
+        The check and the delete are one atomic step where the backend allows
+        it (SQLite, MongoDB, disk); see ``docs/gc.md`` for S3. Returns the URIs
+        deleted. Only garbage collection should call this.
+        """
+        digests = list(dict.fromkeys(parse_media_uri(uri) for uri in uris))
+        self._check_open()
+        if not digests:
+            return frozenset()
+        deleted = await self._noting_deletion(self._delete_unless_touched(digests, written_before))
+        return frozenset(media_uri(digest) for digest in deleted)
 
     async def iter_uris(self) -> AsyncIterator[str]:
         """Every stored URI."""

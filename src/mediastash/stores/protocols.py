@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 
+if TYPE_CHECKING:
+    from mediastash.stores.base import BlobInfo
+
 __all__ = [
     'CacheAwareMediaStore',
+    'CollectableMediaStore',
     'DeletableMediaStore',
     'ListableMediaStore',
     'MediaStore',
     'StreamingMediaStore',
+    'confirm_in',
     'exists_in',
 ]
 
@@ -118,3 +123,24 @@ async def exists_in(store: MediaStore, uris: Iterable[str], *, max_concurrency: 
 
     answers = await asyncio.gather(*(one(uri) for uri in wanted))
     return frozenset(uri for uri, present in zip(wanted, answers, strict=True) if present)
+
+
+@runtime_checkable
+class CollectableMediaStore(Protocol):
+    """A store garbage collection can sweep: blobs listed with size and age, deleted only when still old."""
+
+    def iter_blobs(self) -> AsyncIterator[BlobInfo]: ...
+
+    async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]: ...
+
+    async def touch_many(self, uris: Iterable[str], *, touch_after: float = ...) -> frozenset[str]: ...
+
+
+async def confirm_in(store: MediaStore, uris: Iterable[str], *, max_concurrency: int = 16) -> frozenset[str]:
+    """The subset of ``uris`` stored in ``store``, marking them as in use where the store keeps ages
+    (``touch_many``); a plain existence check otherwise. What a writer calls before re-trusting a
+    cached blob."""
+    touch = getattr(store, 'touch_many', None)
+    if touch is not None:
+        return frozenset(await touch(uris, max_concurrency=max_concurrency))
+    return await exists_in(store, uris, max_concurrency=max_concurrency)

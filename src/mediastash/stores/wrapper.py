@@ -14,8 +14,9 @@ from typing import Any
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.known_blobs import storage_key_of
-from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, AsyncClosing
+from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS, AsyncClosing, BlobInfo
 from mediastash.stores.protocols import (
+    CollectableMediaStore,
     DeletableMediaStore,
     ListableMediaStore,
     MediaStore,
@@ -26,6 +27,7 @@ from mediastash.stores.protocols import (
 __all__ = ['WrapperMediaStore']
 
 _OPTIONAL_METHODS = (
+    (CollectableMediaStore, ('iter_blobs', 'delete_unless_touched')),
     (DeletableMediaStore, ('delete', 'delete_many')),
     (ListableMediaStore, ('iter_uris',)),
     (StreamingMediaStore, ('put_stream', 'get_stream')),
@@ -83,6 +85,26 @@ class WrapperMediaStore(AsyncClosing):
     @property
     def deletion_generation(self) -> object:
         return getattr(self.inner, 'deletion_generation', None)
+
+    async def touch_many(
+        self,
+        uris: Iterable[str],
+        *,
+        touch_after: float = TOUCH_AFTER_SECONDS,
+        max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
+    ) -> frozenset[str]:
+        touch = getattr(self.inner, 'touch_many', None)
+        if touch is None:
+            return await exists_in(self.inner, uris, max_concurrency=max_concurrency)
+        return frozenset(await touch(uris, touch_after=touch_after, max_concurrency=max_concurrency))
+
+    def iter_blobs(self) -> AsyncIterator[BlobInfo]:
+        inner: Any = self.inner
+        return inner.iter_blobs()  # type: ignore[no-any-return]
+
+    async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]:
+        inner: Any = self.inner
+        return frozenset(await inner.delete_unless_touched(uris, written_before=written_before))
 
     async def exists_many(
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY

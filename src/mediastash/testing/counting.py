@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
-from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY
+from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
 from mediastash.stores.protocols import MediaStore
 from mediastash.stores.wrapper import WrapperMediaStore
 
@@ -22,7 +22,7 @@ __all__ = ['CountingMediaStore']
 class CountingMediaStore(WrapperMediaStore):
     """Counts calls per public method name in ``calls`` and the bytes handed to ``put``/``put_stream``.
 
-    ``calls['put']``, ``calls['get']``, ``calls['exists_many']``... count calls
+    ``calls['put']``, ``calls['get']``, ``calls['exists_many']``, ``calls['touch_many']``... count calls
     made (successful or not). ``put_sizes`` maps every URI a put returned to
     the size of its bytes; ``bytes_put`` sums the bytes of every put.
     """
@@ -67,6 +67,16 @@ class CountingMediaStore(WrapperMediaStore):
     ) -> frozenset[str]:
         self.calls['exists_many'] += 1
         return await super().exists_many(uris, max_concurrency=max_concurrency)
+
+    async def touch_many(
+        self,
+        uris: Iterable[str],
+        *,
+        touch_after: float = TOUCH_AFTER_SECONDS,
+        max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
+    ) -> frozenset[str]:
+        self.calls['touch_many'] += 1
+        return await super().touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency)
 
     async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
         self.calls['public_url'] += 1

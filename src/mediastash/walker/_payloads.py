@@ -46,7 +46,7 @@ from mediastash.markers import (
     needs_literal_wrap,
     wrap_literal,
 )
-from mediastash.stores.protocols import MediaStore, exists_in
+from mediastash.stores.protocols import MediaStore, confirm_in
 from mediastash.walker._common import TreeCopier, in_thread_if_large, run_all
 
 if TYPE_CHECKING:
@@ -353,7 +353,7 @@ class PayloadBatch:
 
     async def _recheck(self, stale: list[Job]) -> None:
         uris = [job.recheck.uri for job in stale if job.recheck is not None]
-        present = await exists_in(self.store, uris, max_concurrency=self.max_concurrency)
+        present = await confirm_in(self.store, uris, max_concurrency=self.max_concurrency)
         for job in stale:
             entry = job.recheck
             assert entry is not None
