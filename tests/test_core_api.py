@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import subprocess
+import sys
 
 import pytest
 
@@ -118,3 +120,78 @@ async def test_async_resolver_and_bad_return_type() -> None:
     assert await resolve_public_url(signer, URI, MediaContext()) == 'signed:' + URI
     with pytest.raises(TypeError, match='int'):
         await resolve_public_url(lambda uri, context: 5, URI, MediaContext())  # type: ignore[arg-type,return-value]
+
+
+# -- imports without the optional extras --------------------------------------------
+
+HIDE_PACKAGES = """
+import sys
+HIDDEN = set(sys.argv[1].split(','))
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in HIDDEN:
+            raise ModuleNotFoundError(f'No module named {name!r} (hidden by the test)', name=name)
+        return None
+sys.meta_path.insert(0, Hide())
+"""
+
+STAR_IMPORT = """
+from mediastash import *
+import mediastash
+assert 'open_store' in dir() and 'DiskMediaStore' in dir() and 'StoreNotFoundError' in dir()
+assert not any(name.split('.')[0] in HIDDEN for name in sys.modules), sorted(sys.modules)
+assert {'S3MediaStore', 'MongoMediaStore', 'PresignedUrls'} <= set(dir(mediastash))
+for name in ('S3MediaStore', 'PresignedUrls', 'MongoMediaStore'):
+    try:
+        getattr(mediastash, name)
+    except ImportError as error:
+        print(name, error)
+    else:
+        print(name, 'loaded')
+"""
+
+
+def run_hiding(packages: str, code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, '-c', HIDE_PACKAGES + code, packages], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_star_import_works_without_the_s3_and_mongo_extras() -> None:
+    result = run_hiding('aiobotocore,botocore,aiohttp,pymongo,bson', STAR_IMPORT)
+    assert result.returncode == 0, result.stderr
+    assert 'S3MediaStore needs the \'s3\' extra: pip install "mediastash[s3]"' in result.stdout
+    assert 'PresignedUrls needs the \'s3\' extra: pip install "mediastash[s3]"' in result.stdout
+    assert 'MongoMediaStore needs the \'mongo\' extra: pip install "mediastash[mongo]"' in result.stdout
+
+
+def test_star_import_with_the_extras_still_reaches_the_optional_stores() -> None:
+    result = run_hiding('nothing', STAR_IMPORT.replace('assert not any', 'any'))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split('\n')[:3] == ['S3MediaStore loaded', 'PresignedUrls loaded', 'MongoMediaStore loaded']
+
+
+def test_optional_stores_stay_out_of_all_but_importable_by_name() -> None:
+    assert {'S3MediaStore', 'MongoMediaStore', 'PresignedUrls'}.isdisjoint(mediastash.__all__)
+    from mediastash import MongoMediaStore, PresignedUrls, S3MediaStore
+    from mediastash.stores.mongo import MongoMediaStore as mongo_store
+    from mediastash.stores.s3 import PresignedUrls as presigned
+    from mediastash.stores.s3 import S3MediaStore as s3_store
+
+    assert (S3MediaStore, PresignedUrls, MongoMediaStore) == (s3_store, presigned, mongo_store)
+
+
+def test_integrations_without_the_harness_extra_give_the_install_hint() -> None:
+    code = """
+import mediastash
+try:
+    import mediastash.integrations
+except ImportError as error:
+    print('hint:', error)
+"""
+    result = run_hiding('pydantic_ai,pydantic_ai_harness,pydantic_ai_persistence', code)
+    assert result.returncode == 0, result.stderr
+    assert (
+        'hint: mediastash.integrations needs pydantic-ai and pydantic-ai-harness: pip install "mediastash[harness]"'
+        in (result.stdout)
+    )

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import re
 import tempfile
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterator, Mapping
 from contextlib import aclosing
 from enum import Enum
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.errors import IntegrityError, InvalidStoreConfiguration, UnsafeKeyError
+from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreNotFoundError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores.base import BaseMediaStore, Ingest
 from mediastash.stores.s3._hashing import PipelinedSha256
@@ -116,6 +117,11 @@ class S3MediaStore(BaseMediaStore):
     Capabilities: listing, deleting (batched), streaming. ``put_stream`` spools
     to memory up to ``multipart_threshold`` and to a temporary file beyond, so
     the key (the digest) is known before anything is uploaded.
+
+    The store never creates its bucket: a call that finds it missing raises
+    ``StoreNotFoundError`` naming it (``exists``, ``get_metadata`` and
+    ``delete`` ask the bucket once per store when a HEAD answers 404, since a
+    HEAD cannot say which of bucket and key is missing).
     """
 
     def __init__(
@@ -187,6 +193,8 @@ class S3MediaStore(BaseMediaStore):
         self._owns_client = client is None
         self._opening = asyncio.Lock()
         self._identity: Hashable | None = None
+        self._bucket_seen = False
+        self._bucket_checking = asyncio.Lock()
 
     # -- description -------------------------------------------------------------------
 
@@ -318,7 +326,8 @@ class S3MediaStore(BaseMediaStore):
         async def read_range(offset: int, length: int) -> bytes:
             return data if offset == 0 and length == len(data) else data[offset : offset + length]
 
-        await self._store(key, digest, len(data), read_range, extra)
+        with self._bucket_errors():
+            await self._store(key, digest, len(data), read_range, extra)
 
     async def _store(
         self,
@@ -423,13 +432,54 @@ class S3MediaStore(BaseMediaStore):
         return decode_metadata(head.get('Metadata', {}))
 
     async def _head(self, key: str) -> Mapping[str, Any] | None:
+        """The object's HEAD, or ``None`` when it is absent (``StoreNotFoundError`` when the bucket is)."""
         client = await self._s3()
         try:
-            return await client.head_object(Bucket=self._bucket, Key=key)
+            with self._bucket_errors():
+                head = await client.head_object(Bucket=self._bucket, Key=key)
         except ClientError as exc:
             if _is_not_found(exc):
+                await self._check_bucket(client)
                 return None
             raise
+        self._bucket_seen = True
+        return head
+
+    async def _check_bucket(self, client: S3Client) -> None:
+        """Ask once per store whether the bucket exists, after a HEAD answered 404.
+
+        ``StoreNotFoundError`` when it does not. Any other answer (403 without
+        ``s3:ListBucket`` permission, say) cannot tell and is not asked again.
+        """
+        if self._bucket_seen:
+            return
+        async with self._bucket_checking:  # many concurrent misses ask once
+            if self._bucket_seen:
+                return
+            try:
+                await client.head_bucket(Bucket=self._bucket)
+            except ClientError as exc:
+                if error_status(exc) == 404 or _is_no_such_bucket(exc):
+                    raise self._missing_bucket() from exc
+                if error_status(exc) >= 500:
+                    return  # ask again next time
+            self._bucket_seen = True
+
+    @contextlib.contextmanager
+    def _bucket_errors(self) -> Iterator[None]:
+        """Turn S3's ``NoSuchBucket`` into ``StoreNotFoundError`` naming the bucket."""
+        try:
+            yield
+        except ClientError as exc:
+            if _is_no_such_bucket(exc):
+                raise self._missing_bucket() from exc
+            raise
+
+    def _missing_bucket(self) -> StoreNotFoundError:
+        where = f' at {_public_endpoint(self._endpoint_url)}' if self._endpoint_url else ''
+        return StoreNotFoundError(
+            'S3 bucket', self._bucket, hint=f'create it first{where} (mediastash never creates buckets)'
+        )
 
     async def _object_chunks(self, digest: str, key: str, chunk_size: int) -> AsyncGenerator[bytes, None]:
         """The object's bytes in pieces of at most ``chunk_size``; a body cut short resumes with a ranged GET."""
@@ -441,7 +491,8 @@ class S3MediaStore(BaseMediaStore):
             if received:
                 arguments['Range'] = f'bytes={received}-'
             try:
-                response = await client.get_object(**arguments)
+                with self._bucket_errors():
+                    response = await client.get_object(**arguments)
             except ClientError as exc:
                 if _is_not_found(exc):
                     raise self._not_found(digest) from None
@@ -509,7 +560,13 @@ class S3MediaStore(BaseMediaStore):
         default = self._key_strategy is default_key_strategy
         seen: set[str] = set()
         paginator = client.get_paginator('list_objects_v2')
-        async for page in paginator.paginate(Bucket=self._bucket, Prefix=self._key_prefix):
+        pages = aiter(paginator.paginate(Bucket=self._bucket, Prefix=self._key_prefix))
+        while True:
+            with self._bucket_errors():
+                try:
+                    page = await anext(pages)
+                except StopAsyncIteration:
+                    return
             for item in page.get('Contents', []):
                 name = item['Key'][len(self._key_prefix) :]
                 if default:
@@ -530,7 +587,8 @@ class S3MediaStore(BaseMediaStore):
         if await self._head(key) is None:
             return False
         client = await self._s3()
-        await client.delete_object(Bucket=self._bucket, Key=key)
+        with self._bucket_errors():
+            await client.delete_object(Bucket=self._bucket, Key=key)
         return True
 
     async def _delete_many(self, digests: list[str]) -> int:
@@ -548,9 +606,10 @@ class S3MediaStore(BaseMediaStore):
         found = [key for key, hit in zip(keys, await asyncio.gather(*map(present, keys)), strict=True) if hit]
         for start in range(0, len(found), _DELETE_BATCH):
             batch = found[start : start + _DELETE_BATCH]
-            response = await client.delete_objects(
-                Bucket=self._bucket, Delete={'Objects': [{'Key': key} for key in batch], 'Quiet': True}
-            )
+            with self._bucket_errors():
+                response = await client.delete_objects(
+                    Bucket=self._bucket, Delete={'Objects': [{'Key': key} for key in batch], 'Quiet': True}
+                )
             errors = response.get('Errors', [])
             if errors:
                 first = errors[0]
@@ -570,7 +629,8 @@ class S3MediaStore(BaseMediaStore):
                 await spool.write(piece)
             digest = ingest.digest
             key = self._key_for(digest, context)
-            await self._store(key, digest, spool.size, spool.read_range, extra)
+            with self._bucket_errors():
+                await self._store(key, digest, spool.size, spool.read_range, extra)
         finally:
             await spool.close()
 
@@ -650,7 +710,14 @@ def _put_arguments(context: MediaContextLike) -> dict[str, Any]:
 
 
 def _is_not_found(exc: ClientError) -> bool:
+    """A missing key (a missing bucket is not: see ``_is_no_such_bucket``)."""
+    if _is_no_such_bucket(exc):
+        return False
     return error_status(exc) == 404 or error_code(exc) in ('NoSuchKey', 'NotFound', '404')
+
+
+def _is_no_such_bucket(exc: ClientError) -> bool:
+    return error_code(exc) == 'NoSuchBucket'
 
 
 def _is_precondition_failed(exc: ClientError) -> bool:
