@@ -1,11 +1,228 @@
-"""``mediastash tune``: choose ``threshold_bytes`` on your own histories and store."""
+"""``mediastash tune``: choose ``threshold_bytes`` on your own histories and store.
+
+Replays each history as a step store saves it (a snapshot after every step)
+at every threshold, each threshold in a fresh namespace of the store, and
+prints what was measured, the recommended threshold and the rule behind it.
+See ``docs/tuning.md``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
+from pathlib import Path
+from typing import Any
 
-__all__ = ['register']
+from mediastash.cli._args import parse_size
+from mediastash.cli._ui import Ui, UserError
+
+__all__ = ['parse_limit', 'parse_margin', 'parse_thresholds', 'register']
+
+DEFAULT_THRESHOLDS = '4KiB,16KiB,64KiB,256KiB,1MiB'
+
+
+def parse_thresholds(text: str) -> list[int]:
+    """``'4KiB,64KiB,1MiB'`` -> ascending, distinct byte counts (each at least 1)."""
+    values: list[int] = []
+    for piece in text.split(','):
+        if not piece.strip():
+            raise argparse.ArgumentTypeError(
+                f'expected sizes separated by commas such as 4KiB,64KiB,1MiB, got {text!r}'
+            )
+        value = parse_size(piece)
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f'thresholds must be at least 1 byte (the plot axis is logarithmic), got {piece.strip()!r}'
+            )
+        values.append(value)
+    return sorted(set(values))
+
+
+def parse_margin(text: str) -> float:
+    """``'10%'`` or ``'0.1'`` -> 0.1."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith('%') else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a margin such as 10% or 0.1, got {text!r}') from None
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f'expected a non-negative margin such as 10% or 0.1, got {text!r}')
+    return value
+
+
+def parse_limit(text: str) -> Any:
+    """``mongodb``, ``dynamodb`` or a byte count -> a ``Limit``."""
+    from mediastash.tuning import KNOWN_LIMITS, Limit
+
+    known = KNOWN_LIMITS.get(text.strip().lower())
+    if known is not None:
+        return known
+    try:
+        size = parse_size(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f'expected mongodb, dynamodb or a byte count such as 400KB, got {text!r}'
+        ) from None
+    return Limit(f'a limit of {size:,} bytes', size)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
-    """Add this module's commands (not written yet)."""
+    """Add ``tune``."""
+    tune = commands.add_parser(
+        'tune',
+        parents=[common],
+        help='measure several thresholds on your histories and store, and recommend one',
+        description=(
+            'Replay message histories as a step store saves them (a snapshot after every step) at each threshold, '
+            'each threshold in a fresh namespace of the store (removed afterwards), and report persisted snapshot '
+            'bytes, blobs, store calls and save/restore times, with a recommended threshold and its rule.'
+        ),
+    )
+    tune.add_argument(
+        'histories',
+        nargs='*',
+        type=Path,
+        metavar='HISTORY',
+        help='pydantic-ai message-history JSON files, pydantic-ai-harness FileStepStore folders or SqliteStepStore '
+        'databases',
+    )
+    tune.add_argument(
+        '--store',
+        required=True,
+        metavar='URL',
+        help='the store to measure on: memory://, a folder, sqlite:///file.db, s3://bucket/prefix, mongodb://host/db',
+    )
+    tune.add_argument(
+        '--thresholds',
+        type=parse_thresholds,
+        default=parse_thresholds(DEFAULT_THRESHOLDS),
+        metavar='SIZES',
+        help=f'comma-separated thresholds to compare (default: {DEFAULT_THRESHOLDS})',
+    )
+    tune.add_argument('--synthetic', action='store_true', help='also replay the 50-step, 40 MiB synthetic history')
+    tune.add_argument(
+        '--limit',
+        type=parse_limit,
+        default=None,
+        metavar='mongodb|dynamodb|BYTES',
+        help='only recommend thresholds whose largest snapshot fits this cap (default: none)',
+    )
+    tune.add_argument(
+        '--margin',
+        type=parse_margin,
+        default=None,
+        metavar='FRACTION',
+        help='how far above the smallest total persisted bytes the pick may be, e.g. 10%% or 0.1 (default: 10%%)',
+    )
+    tune.add_argument(
+        '--plot', type=Path, default=None, metavar='FILE', help='draw the results into FILE (.png or .svg)'
+    )
+    tune.set_defaults(handler=run_tune)
+
+
+async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
+    """Load the inputs, sweep the thresholds, print the table and recommendation, write JSON and the plot."""
+    from mediastash.tuning import (
+        DEFAULT_MARGIN,
+        History,
+        UrlNamespaces,
+        check_plot_target,
+        count_snapshots,
+        load_inputs,
+        plot_sweep,
+        recommend,
+        sweep,
+        synthetic_history,
+    )
+
+    if not args.histories and not args.synthetic:
+        raise UserError('nothing to replay: give history files or step stores, or --synthetic')
+    if args.plot is not None:
+        check_plot_target(args.plot)
+    margin: float = DEFAULT_MARGIN if args.margin is None else args.margin
+    thresholds: list[int] = args.thresholds
+
+    async with UrlNamespaces(args.store) as namespaces:  # a bad URL fails here, before any work
+        histories: list[History] = await load_inputs(list(args.histories))
+        if args.synthetic:
+            ui.info('building the synthetic history ...')
+            histories.append(synthetic_history())
+        snapshots = count_snapshots(histories)
+        started = time.perf_counter()
+        with ui.progress('replaying snapshots', total=len(thresholds) * snapshots) as step:
+            rows = await sweep(histories, thresholds, namespaces, advance=step.advance)
+    seconds = time.perf_counter() - started
+
+    recommendation = recommend(rows, margin=margin, limit=args.limit)
+    _print_table(ui, rows, histories, snapshots, namespaces.description, seconds)
+    ui.line(recommendation.line())
+    if recommendation.threshold_bytes is not None:
+        ui.line(f'Why: {recommendation.reason}.')
+    ui.line(f'Rule: {recommendation.rule}')
+    if args.plot is not None:
+        plot_sweep(
+            rows, recommendation, args.plot, limit=args.limit, margin=margin, title=_plot_title(histories, snapshots)
+        )
+        ui.info(f'plot written to {args.plot}')
+    ui.json(
+        {
+            'store': namespaces.description,
+            'histories': [{'name': history.name, 'messages': len(history.messages)} for history in histories],
+            'snapshots_per_threshold': snapshots,
+            'sweep_seconds': seconds,
+            'margin': margin,
+            'limit': None if args.limit is None else {'name': args.limit.name, 'bytes': args.limit.bytes},
+            'rows': [row.as_json() for row in rows],
+            'recommendation': recommendation.as_json(),
+        }
+    )
+    return 0
+
+
+def _print_table(ui: Ui, rows: list[Any], histories: list[Any], snapshots: int, store: str, seconds: float) -> None:
+    from mediastash.tuning import format_bytes, format_seconds, format_threshold
+
+    columns = [
+        'threshold',
+        'persisted',
+        'p95',
+        'largest',
+        'blobs',
+        'media',
+        'puts',
+        'gets',
+        'save',
+        'restore',
+        'MongoDB',
+        'DynamoDB',
+    ]
+    table = [
+        [
+            format_threshold(row.threshold_bytes),
+            format_bytes(row.persisted_bytes_total),
+            format_bytes(row.persisted_bytes_p95),
+            format_bytes(row.persisted_bytes_max),
+            row.blobs,
+            format_bytes(row.media_bytes),
+            row.puts,
+            row.gets,
+            format_seconds(row.externalize_seconds_median),
+            format_seconds(row.restore_seconds_median),
+            row.fits_mongodb,
+            row.fits_dynamodb,
+        ]
+        for row in rows
+    ]
+    count = f'{len(histories)} histor{"y" if len(histories) == 1 else "ies"}'
+    title = f'Threshold sweep: {count}, {snapshots} snapshots per threshold, {store}, {format_seconds(seconds)}'
+    ui.table(title, columns, table)
+    ui.line(
+        'persisted: JSON of all snapshots; p95 / largest: one snapshot; blobs / media: stored in the store; '
+        'puts / gets: store calls; save / restore: median per snapshot; MongoDB / DynamoDB: the largest snapshot '
+        'fits 16 MiB / 400 KB.'
+    )
+
+
+def _plot_title(histories: list[Any], snapshots: int) -> str:
+    names = histories[0].name if len(histories) == 1 else f'{len(histories)} histories'
+    return f'mediastash tune: {names}, {snapshots} snapshots per threshold'

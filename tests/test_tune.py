@@ -1,0 +1,527 @@
+"""``mediastash tune`` as a user runs it (subprocesses), on real step stores, history files and stores; and the rule."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    BinaryContent,
+    BinaryImage,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai_harness.step_persistence import FileStepStore, SqliteStepStore, StepPersistence
+
+from mediastash import DiskMediaStore, SqliteMediaStore
+from mediastash.tuning import KNOWN_LIMITS, Limit, ThresholdRow, recommend, rule_text
+from tests.s3_servers import S3Endpoint, unique_bucket
+
+KiB = 1 << 10
+MiB = 1 << 20
+REPORT = 'r' * MiB
+IMAGE_SIZES = (400_000, 300_000)
+THRESHOLDS = '4KiB,16KiB,64KiB,256KiB,1MiB'
+ROW_FIELDS = {
+    'threshold_bytes': int,
+    'snapshots': int,
+    'persisted_bytes_total': int,
+    'persisted_bytes_p95': int,
+    'persisted_bytes_max': int,
+    'blobs': int,
+    'media_bytes': int,
+    'puts': int,
+    'gets': int,
+    'store_calls': int,
+    'externalize_seconds_median': float,
+    'restore_seconds_median': float,
+    'fits_mongodb': bool,
+    'fits_dynamodb': bool,
+}
+
+
+def tune(*args: object, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m mediastash tune ARGS`` in ``cwd``, as a user runs it (in a terminal 200 columns wide)."""
+    env = {**(os.environ if env is None else env), 'COLUMNS': '200'}
+    return subprocess.run(
+        [sys.executable, '-m', 'mediastash', 'tune', *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+def succeeded(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, f'exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}'
+    assert 'Traceback' not in result.stderr
+    return result
+
+
+def tree_of(folder: Path) -> set[str]:
+    """Every file and folder under ``folder``, relative."""
+    return {str(path.relative_to(folder)) for path in folder.rglob('*')}
+
+
+# -- inputs: a real agent run in harness step stores, and history files -----------------------
+
+
+def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Call the tool twice (it returns the same 1 MiB report), then answer."""
+    calls = sum(isinstance(part, ToolCallPart) for message in messages for part in message.parts)
+    if calls < 2:
+        return ModelResponse(
+            parts=[ToolCallPart(tool_name='fetch_report', args={'n': calls}, tool_call_id=f'c{calls}')]
+        )
+    return ModelResponse(parts=[TextPart('done')])
+
+
+def images() -> list[Any]:
+    return [
+        'compare these',
+        BinaryImage(data=os.urandom(IMAGE_SIZES[0]), media_type='image/png'),
+        BinaryImage(data=os.urandom(IMAGE_SIZES[1]), media_type='image/jpeg'),
+    ]
+
+
+async def agent_run(store: Any) -> list[ModelMessage]:
+    agent: Agent[None, str] = Agent(FunctionModel(scripted), capabilities=[StepPersistence(store=store)])
+
+    @agent.tool_plain
+    def fetch_report(n: int) -> str:
+        return REPORT
+
+    result = await agent.run(images())
+    return result.all_messages()
+
+
+@pytest.fixture(scope='module')
+def file_step_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A harness FileStepStore folder (its default media store inside) written by one agent run."""
+    folder = tmp_path_factory.mktemp('file-steps') / 'steps'
+    asyncio.run(agent_run(FileStepStore(folder)))
+    return folder
+
+
+@pytest.fixture(scope='module')
+def sqlite_step_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A harness SqliteStepStore database written by two agent runs."""
+    database = tmp_path_factory.mktemp('sqlite-steps') / 'steps.db'
+
+    async def two_runs() -> None:
+        store = SqliteStepStore(database=database)
+        await agent_run(store)
+        await agent_run(store)
+
+    asyncio.run(two_runs())
+    return database
+
+
+def known_answer_messages() -> list[ModelMessage]:
+    """A history whose recommendation at 4/16/64/256 KiB is known without measuring.
+
+    The first request holds 300 KB of small text parts (below every threshold)
+    and images of 8, 32 and 128 KiB; four short steps follow, so each of the
+    four snapshots repeats all of it. Relative to the smallest total (4 KiB:
+    everything moved), 16 KiB keeps the 8 KiB image inline (+10.9 KB of
+    base64 per snapshot, about 3.6%), 64 KiB also the 32 KiB one (about 18%),
+    256 KiB all three (about 60%).
+    """
+    filler = [UserPromptPart(content=f'{index:03d} ' + 'lorem ipsum ' * 250) for index in range(100)]
+    pictures = UserPromptPart(
+        content=[
+            'three pictures',
+            BinaryContent(data=os.urandom(8 * KiB), media_type='image/png'),
+            BinaryContent(data=os.urandom(32 * KiB), media_type='image/png'),
+            BinaryContent(data=os.urandom(128 * KiB), media_type='image/png'),
+        ]
+    )
+    messages: list[ModelMessage] = [ModelRequest(parts=[*filler, pictures])]
+    for step in range(4):
+        messages.append(ModelResponse(parts=[TextPart(f'answer {step}')]))
+        messages.append(ModelRequest(parts=[UserPromptPart(content=f'next {step}')]))
+    return messages
+
+
+@pytest.fixture
+def known_answer_file(tmp_path: Path) -> Path:
+    path = tmp_path / 'known.json'
+    path.write_bytes(ModelMessagesTypeAdapter.dump_json(known_answer_messages()))
+    return path
+
+
+def rows_by_threshold(report: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {row['threshold_bytes']: row for row in report['rows']}
+
+
+# -- tune on a harness FileStepStore -----------------------------------------------------------
+
+
+def test_tune_on_a_file_step_store(file_step_store: Path, tmp_path: Path) -> None:
+    media = tmp_path / 'media'
+    existing = asyncio.run(_put_one(DiskMediaStore(media)))
+    before = tree_of(media)
+    out = tmp_path / 'out.json'
+    result = succeeded(tune(file_step_store, '--store', media, '--thresholds', THRESHOLDS, '--json', out, cwd=tmp_path))
+
+    for label in ('4 KiB', '16 KiB', '64 KiB', '256 KiB', '1 MiB'):
+        assert label in result.stdout
+    assert 'Recommended threshold:' in result.stdout
+    assert 'Rule: Among all thresholds, take the largest' in result.stdout
+
+    report = json.loads(out.read_text())
+    assert [history['name'].split('#')[0] for history in report['histories']] == [str(file_step_store)]
+    rows = rows_by_threshold(report)
+    assert sorted(rows) == [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB]
+    for row in report['rows']:
+        assert set(row) == set(ROW_FIELDS)
+        for name, kind in ROW_FIELDS.items():
+            assert type(row[name]) is kind, (name, row[name])
+        # request(prompt) response(call) request(return) response(call) request(return) response(done):
+        # snapshots after each tool return, and the finished run.
+        assert row['snapshots'] == 3
+    # Measured: two images and one report (returned twice, stored once) move at 4 KiB to 256 KiB.
+    for threshold in (4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB):
+        row = rows[threshold]
+        assert (row['blobs'], row['puts'], row['media_bytes']) == (3, 3, sum(IMAGE_SIZES) + len(REPORT))
+        assert row['gets'] == 9  # each snapshot restored from the store: 3 distinct blobs each
+        assert row['persisted_bytes_max'] < 64 * KiB
+    # At 1 MiB only the 1 MiB report moves; the images stay inline in all three snapshots.
+    assert (rows[MiB]['blobs'], rows[MiB]['media_bytes'], rows[MiB]['gets']) == (1, len(REPORT), 3)
+    assert rows[MiB]['persisted_bytes_max'] > sum(IMAGE_SIZES) * 4 // 3
+    assert rows[MiB]['persisted_bytes_total'] > 3 * sum(IMAGE_SIZES) * 4 // 3
+    assert rows[MiB]['fits_mongodb'] and not rows[MiB]['fits_dynamodb']
+    assert report['recommendation']['threshold_bytes'] in rows
+    assert 'within 10%' in report['recommendation']['rule']
+
+    # Cleaned up: the store folder holds exactly what it held before (no blobs, no sub-folders left).
+    assert tree_of(media) == before
+    assert asyncio.run(DiskMediaStore(media).exists(existing))
+
+
+async def _put_one(store: Any) -> str:
+    async with store:
+        return str(await store.put(b'a blob that was here before the sweep'))
+
+
+def test_tune_on_a_sqlite_step_store_reads_every_run(sqlite_step_store: Path, tmp_path: Path) -> None:
+    result = succeeded(tune(sqlite_step_store, '--store', 'memory://', '--thresholds', '64KiB', '--json', cwd=tmp_path))
+    report = json.loads(result.stdout)  # bare --json: JSON only on stdout
+    assert len(report['histories']) == 2
+    assert all(history['name'].startswith(f'{sqlite_step_store}#') for history in report['histories'])
+    (row,) = report['rows']
+    assert row['snapshots'] == 6
+    assert row['blobs'] == 5  # two runs with their own random images, one shared report
+    assert report['recommendation']['threshold_bytes'] == 64 * KiB
+
+
+# -- tune on history files: the known answer, exact sizes, plots -------------------------------
+
+
+def test_recommendation_follows_the_rule_on_a_known_case(known_answer_file: Path, tmp_path: Path) -> None:
+    def recommended(*extra: object) -> dict[str, Any]:
+        result = tune(
+            known_answer_file,
+            '--store',
+            'memory://',
+            '--thresholds',
+            '4KiB,16KiB,64KiB,256KiB',
+            '--json',
+            *extra,
+            cwd=tmp_path,
+        )
+        return json.loads(succeeded(result).stdout)  # type: ignore[no-any-return]
+
+    report = recommended()
+    rows = rows_by_threshold(report)
+    assert [rows[t]['blobs'] for t in (4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB)] == [3, 2, 1, 0]
+    floor = rows[4 * KiB]['persisted_bytes_total']
+    assert min(row['persisted_bytes_total'] for row in rows.values()) == floor
+    assert 0.02 < rows[16 * KiB]['persisted_bytes_total'] / floor - 1 < 0.05
+    assert 0.15 < rows[64 * KiB]['persisted_bytes_total'] / floor - 1 < 0.25
+    assert report['recommendation']['threshold_bytes'] == 16 * KiB  # the largest within 10%
+    assert recommended('--margin', '25%')['recommendation']['threshold_bytes'] == 64 * KiB
+    assert recommended('--margin', '0')['recommendation']['threshold_bytes'] == 4 * KiB
+    nothing_fits = recommended('--limit', '1000')['recommendation']
+    assert nothing_fits['threshold_bytes'] is None
+    assert 'no threshold keeps the largest snapshot within a limit of 1,000 bytes' in nothing_fits['reason']
+
+    # Printed as well: the pick, why, and the rule.
+    text = succeeded(tune(known_answer_file, '--store', 'memory://', '--thresholds', '4KiB,16KiB,64KiB', cwd=tmp_path))
+    assert 'Recommended threshold: 16 KiB (16,384 bytes)' in text.stdout
+    assert (
+        'Rule: Among all thresholds, take the largest whose total persisted snapshot bytes are within 10%'
+        in text.stdout
+    )
+
+
+def test_persisted_bytes_are_the_exact_snapshot_json(known_answer_file: Path, tmp_path: Path) -> None:
+    """At 256 KiB nothing moves, so each persisted snapshot is the compact JSON of a history prefix."""
+    result = succeeded(
+        tune(known_answer_file, '--store', 'memory://', '--thresholds', '256KiB', '--json', cwd=tmp_path)
+    )
+    (row,) = json.loads(result.stdout)['rows']
+    history = json.loads(known_answer_file.read_bytes())
+    sizes = [len(json.dumps(history[:end], separators=(',', ':'), ensure_ascii=False).encode()) for end in (3, 5, 7, 9)]
+    assert row['snapshots'] == 4
+    assert row['persisted_bytes_total'] == sum(sizes)
+    assert row['persisted_bytes_max'] == row['persisted_bytes_p95'] == max(sizes)
+    assert (row['blobs'], row['puts'], row['gets'], row['media_bytes']) == (0, 0, 0, 0)
+
+
+def test_several_history_files_share_each_namespace(known_answer_file: Path, tmp_path: Path) -> None:
+    second = tmp_path / 'second.json'
+    second.write_bytes(known_answer_file.read_bytes())
+    result = succeeded(
+        tune(known_answer_file, second, '--store', tmp_path / 'store', '--thresholds', '4KiB', '--json', cwd=tmp_path)
+    )
+    report = json.loads(result.stdout)
+    assert [history['name'] for history in report['histories']] == [str(known_answer_file), str(second)]
+    (row,) = report['rows']
+    assert row['snapshots'] == 8
+    assert row['blobs'] == row['puts'] == 3  # the second file's payloads were already stored
+    assert not (tmp_path / 'store').exists()  # created for the sweep, removed after it
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b'\x89PNG\r\n\x1a\n'
+    assert data[12:16] == b'IHDR'
+    width, height = struct.unpack('>II', data[16:24])
+    return width, height
+
+
+def test_plot_png_and_svg(known_answer_file: Path, tmp_path: Path) -> None:
+    import matplotlib.image
+
+    png = tmp_path / 'tune.png'
+    svg = tmp_path / 'tune.svg'
+    for target in (png, svg):
+        succeeded(
+            tune(
+                known_answer_file,
+                '--store',
+                'memory://',
+                '--thresholds',
+                '4KiB,16KiB,64KiB',
+                '--plot',
+                target,
+                '-q',
+                cwd=tmp_path,
+            )
+        )
+    width, height = png_size(png.read_bytes())
+    assert (width, height) == (880, 770)  # 8 x 7 inches at 110 dpi
+    pixels = matplotlib.image.imread(png)
+    assert pixels.shape[:2] == (height, width)
+    assert pixels.std() > 0.05  # drawn, not blank
+    root = ElementTree.fromstring(svg.read_text())
+    assert root.tag.endswith('svg')
+    assert 'recommended: 16 KiB' in svg.read_text()
+
+
+# -- other stores: SQLite, S3 on moto, MongoDB -------------------------------------------------
+
+
+def test_tune_on_sqlite_leaves_only_the_existing_table(known_answer_file: Path, tmp_path: Path) -> None:
+    database = tmp_path / 'media.db'
+    asyncio.run(_put_one(SqliteMediaStore(database=database)))
+    result = succeeded(
+        tune(
+            known_answer_file, '--store', f'sqlite:///{database}', '--thresholds', '4KiB,64KiB', '--json', cwd=tmp_path
+        )
+    )
+    rows = rows_by_threshold(json.loads(result.stdout))
+    assert (rows[4 * KiB]['blobs'], rows[64 * KiB]['blobs']) == (3, 1)
+    with sqlite3.connect(database) as connection:
+        tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        assert tables == ['media']
+        assert connection.execute('SELECT count(*) FROM media').fetchone() == (1,)
+    # A database the sweep had to create is removed again.
+    fresh = tmp_path / 'fresh.db'
+    succeeded(tune(known_answer_file, '--store', f'sqlite:///{fresh}', '--thresholds', '4KiB', '-q', cwd=tmp_path))
+    assert not fresh.exists()
+
+
+@pytest.fixture
+def s3_bucket(moto_server: S3Endpoint) -> str:
+    import boto3
+
+    client = boto3.client('s3', **moto_server.client_options())
+    bucket = unique_bucket('tune')
+    client.create_bucket(Bucket=bucket)
+    client.put_object(Bucket=bucket, Key='keep/existing.txt', Body=b'user data')
+    return bucket
+
+
+def test_tune_on_s3_deletes_every_key_it_wrote(
+    known_answer_file: Path, tmp_path: Path, moto_server: S3Endpoint, s3_bucket: str
+) -> None:
+    import boto3
+
+    env = {
+        **os.environ,
+        'AWS_ACCESS_KEY_ID': moto_server.access_key_id,
+        'AWS_SECRET_ACCESS_KEY': moto_server.secret_access_key,
+        'AWS_DEFAULT_REGION': moto_server.region_name,
+    }
+    url = f's3://{s3_bucket}/media?endpoint_url={moto_server.url}&region={moto_server.region_name}'
+    result = succeeded(
+        tune(known_answer_file, '--store', url, '--thresholds', '4KiB,64KiB', '--json', cwd=tmp_path, env=env)
+    )
+    rows = rows_by_threshold(json.loads(result.stdout))
+    assert (rows[4 * KiB]['blobs'], rows[64 * KiB]['blobs']) == (3, 1)
+    assert moto_server.secret_access_key not in result.stdout + result.stderr
+    client = boto3.client('s3', **moto_server.client_options())
+    keys = [item['Key'] for item in client.list_objects_v2(Bucket=s3_bucket).get('Contents', [])]
+    assert keys == ['keep/existing.txt']
+
+
+def test_tune_on_mongodb_drops_its_collections(known_answer_file: Path, tmp_path: Path, mongo_uri: str) -> None:
+    from pymongo import MongoClient
+
+    database = 'mediastash_tune_tests'
+    base, _, query = mongo_uri.partition('?')
+    url = f'{base.rstrip("/")}/{database}?collection=media' + (f'&{query}' if query else '')
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo_uri)
+    try:
+        client[database]['media'].insert_one({'_id': 'user-document'})
+        result = succeeded(
+            tune(known_answer_file, '--store', url, '--thresholds', '4KiB,64KiB', '--json', cwd=tmp_path)
+        )
+        rows = rows_by_threshold(json.loads(result.stdout))
+        assert (rows[4 * KiB]['blobs'], rows[64 * KiB]['blobs']) == (3, 1)
+        names = set(client[database].list_collection_names())
+        assert not any('tune' in name for name in names), names
+        assert client[database]['media'].count_documents({}) == 1
+    finally:
+        client.drop_database(database)
+        client.close()
+
+
+# -- bad inputs --------------------------------------------------------------------------------
+
+
+def bad(result: subprocess.CompletedProcess[str]) -> str:
+    """The error line of a failed run: exit code != 0, no traceback, one line naming the problem."""
+    assert result.returncode != 0, result.stdout
+    assert 'Traceback' not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    errors = [line for line in lines if 'error:' in line]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_bad_inputs_give_one_line_errors(known_answer_file: Path, tmp_path: Path) -> None:
+    store = ('--store', 'memory://')
+    assert 'no such file or folder' in bad(tune(tmp_path / 'missing.json', *store, cwd=tmp_path))
+    not_history = tmp_path / 'object.json'
+    not_history.write_text('{"messages": 3}')
+    assert 'not a pydantic-ai message history' in bad(tune(not_history, *store, cwd=tmp_path))
+    not_json = tmp_path / 'notes.txt'
+    not_json.write_text('hello')
+    assert 'is not JSON' in bad(tune(not_json, *store, cwd=tmp_path))
+    no_runs = tmp_path / 'folder'
+    no_runs.mkdir()
+    assert 'not a pydantic-ai-harness FileStepStore' in bad(tune(no_runs, *store, cwd=tmp_path))
+    other_db = tmp_path / 'other.db'
+    with sqlite3.connect(other_db) as connection:
+        connection.execute('CREATE TABLE t (x)')
+    assert 'not a pydantic-ai-harness SqliteStepStore' in bad(tune(other_db, *store, cwd=tmp_path))
+    assert 'nothing to replay' in bad(tune(*store, cwd=tmp_path))
+
+    for thresholds in ('4KiB,,64KiB', 'lots', '0,4KiB', ''):
+        result = tune(known_answer_file, *store, '--thresholds', thresholds, cwd=tmp_path)
+        assert result.returncode == 2
+        assert '--thresholds' in bad(result)
+    assert '--limit' in bad(tune(known_answer_file, *store, '--limit', 'cassandra', cwd=tmp_path))
+    assert '--margin' in bad(tune(known_answer_file, *store, '--margin', 'some', cwd=tmp_path))
+    assert '.png or .svg' in bad(tune(known_answer_file, *store, '--plot', tmp_path / 'x.jpg', cwd=tmp_path))
+
+    assert "unknown store URL scheme 'ftp'" in bad(tune(known_answer_file, '--store', 'ftp://host/x', cwd=tmp_path))
+    assert 'sqlite://' in bad(tune(known_answer_file, '--store', 'sqlite://host/x.db', cwd=tmp_path))
+    secret = 'mongodb://user:hunter2@127.0.0.1:1/db?bogusOption=1'
+    result = tune(known_answer_file, '--store', secret, cwd=tmp_path)
+    assert 'hunter2' not in bad(result) and 'hunter2' not in result.stdout
+    assert list(tmp_path.glob('mediastash-tune-*')) == []
+
+
+# -- the rule, at library level -----------------------------------------------------------------
+
+
+def row(threshold: int, total: int, *, largest: int = 1000, blobs: int = 1, seconds: float = 0.01) -> ThresholdRow:
+    return ThresholdRow(
+        threshold_bytes=threshold,
+        snapshots=10,
+        persisted_bytes_total=total,
+        persisted_bytes_p95=largest,
+        persisted_bytes_max=largest,
+        blobs=blobs,
+        media_bytes=0,
+        puts=blobs,
+        gets=blobs,
+        store_calls=2 * blobs,
+        externalize_seconds_median=seconds / 2,
+        restore_seconds_median=seconds / 2,
+        fits_mongodb=True,
+        fits_dynamodb=largest <= 409_600,
+    )
+
+
+def test_rule_largest_threshold_within_the_margin() -> None:
+    rows = [row(4096, 1000, blobs=9), row(16384, 1090, blobs=5), row(65536, 1110, blobs=2), row(1 << 20, 5000, blobs=0)]
+    assert recommend(rows).threshold_bytes == 16384
+    assert recommend(rows, margin=0.11).threshold_bytes == 65536
+    assert recommend(rows, margin=0).threshold_bytes == 4096
+    assert recommend(rows, margin=10).threshold_bytes == 1 << 20
+
+
+def test_rule_ties_go_to_the_faster_and_are_named() -> None:
+    rows = [
+        row(4096, 1000, blobs=3, seconds=0.02),
+        row(16384, 1000, blobs=3, seconds=0.01),
+        row(65536, 1000, blobs=3, seconds=0.03),
+    ]
+    chosen = recommend(rows)
+    assert chosen.threshold_bytes == 16384
+    assert chosen.equivalent_thresholds == (4096, 65536)
+    assert '4 KiB, 64 KiB stored exactly the same' in chosen.reason
+    # Same bytes but different blobs is no tie: the largest threshold wins whatever the times.
+    rows = [row(4096, 1000, blobs=3, seconds=0.001), row(65536, 1000, blobs=1, seconds=0.5)]
+    assert recommend(rows).threshold_bytes == 65536
+
+
+def test_rule_respects_the_limit() -> None:
+    dynamo = KNOWN_LIMITS['dynamodb']
+    rows = [row(4096, 1000, largest=300_000), row(16384, 1050, largest=500_000), row(65536, 1060, largest=600_000)]
+    assert recommend(rows).threshold_bytes == 65536
+    chosen = recommend(rows, limit=dynamo)
+    assert chosen.threshold_bytes == 4096
+    assert "fits DynamoDB's 400 KB item cap" in chosen.reason
+    assert 'whose largest snapshot fits DynamoDB' in chosen.rule
+    nothing = recommend(rows, limit=Limit('a limit of 10 bytes', 10))
+    assert nothing.threshold_bytes is None
+    assert nothing.line().startswith('No recommendation: no threshold keeps the largest snapshot within')
+    assert nothing.as_json()['threshold_bytes'] is None
+
+
+def test_rule_text_is_what_the_docs_state() -> None:
+    docs = (Path(__file__).resolve().parent.parent / 'docs' / 'tuning.md').read_text()
+    assert rule_text(0.10, None) in docs.replace('\n', ' ')
