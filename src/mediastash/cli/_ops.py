@@ -1,11 +1,601 @@
-"""Store operations: ``stats``, ``verify``, ``ls``, ``externalize``, ``restore``."""
+"""Store operations: ``stats``, ``verify``, ``ls``, ``externalize``, ``restore``.
+
+Every command opens its store from a URL (``open_store``), closes it at the
+end, and names it in output only through the store's own secret-free
+``repr``, never through the URL (which may carry credentials). Read-only
+commands open with ``create=False``, so a mistyped path creates nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-__all__ = ['register']
+from mediastash.cli._args import parse_size, positive_int
+from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
+from mediastash.errors import IntegrityError, MediaNotFoundError
+from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.disk import DiskMediaStore
+from mediastash.stores.protocols import ListableMediaStore, MediaStore, StreamingMediaStore
+from mediastash.stores.sqlite import SqliteMediaStore
+from mediastash.uri import parse_media_uri
+from mediastash.walker import DEFAULT_THRESHOLD_BYTES
+
+__all__ = ['SIZE_BUCKETS', 'BlobFacts', 'BlobLookup', 'VerifyReport', 'register', 'size_histogram', 'verify_blobs']
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+SIZE_BUCKETS: tuple[int, ...] = (KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB)
+"""Upper bounds (exclusive) of the ``stats`` size histogram: powers of 4 from 1 KiB; the last bucket is open."""
+
+_LOOKUP_JOBS = 16
+"""Size and media-type lookups in flight for ``stats`` and ``ls --long``."""
+_DEFAULT_VERIFY_JOBS = 4
+_VERIFY_CHUNK = 1 << 20
+_S3_DEFAULT_CONTENT_TYPE = 'binary/octet-stream'
+"""What S3 reports for an object uploaded without a Content-Type: the media type was not recorded."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
-    """Add this module's commands (not written yet)."""
+    """Add ``stats``, ``verify``, ``ls``, ``externalize`` and ``restore``."""
+    url_help = 'the store: a folder, file:///path, sqlite:///path.db, s3://bucket/prefix, mongodb://host/db'
+
+    stats = commands.add_parser(
+        'stats',
+        parents=[common],
+        help='count the blobs of a store, with a size histogram and media types',
+        description='Count the blobs of a store and their bytes, with a size histogram and the media types '
+        "the store recorded ('unknown' where it records none, as a disk store).",
+    )
+    stats.add_argument('url', metavar='URL', help=url_help)
+    stats.set_defaults(handler=_stats)
+
+    verify = commands.add_parser(
+        'verify',
+        parents=[common],
+        help='re-read and re-hash every blob; exit code 1 when one is corrupt or missing',
+        description='Read every blob the store lists (or only the URIs given) and check it against its sha256. '
+        'Lists corrupt and missing blobs; the exit code is 1 when there is any, 0 otherwise.',
+    )
+    verify.add_argument('url', metavar='URL', help=url_help)
+    verify.add_argument(
+        'uris', nargs='*', metavar='URI', help='check only these media+sha256:// URIs (default: every listed blob)'
+    )
+    verify.add_argument(
+        '--jobs',
+        type=positive_int,
+        default=_DEFAULT_VERIFY_JOBS,
+        metavar='N',
+        help=f'blobs read at a time (default: {_DEFAULT_VERIFY_JOBS})',
+    )
+    verify.set_defaults(handler=_verify)
+
+    ls = commands.add_parser(
+        'ls',
+        parents=[common],
+        help='list the URIs of every blob',
+        description='Print the media+sha256:// URI of every blob, one per line, sorted.',
+    )
+    ls.add_argument('url', metavar='URL', help=url_help)
+    ls.add_argument('-l', '--long', action='store_true', help="add each blob's size and media type")
+    ls.set_defaults(handler=_ls)
+
+    externalize = commands.add_parser(
+        'externalize',
+        parents=[common],
+        help='move the large payloads of a JSON message history into a store',
+        description='Read a JSON message history (a list of messages as pydantic-ai writes it, or any JSON), '
+        'store its large binary and text payloads, and write the lean JSON with markers in their place. '
+        "IN and OUT may be '-' for stdin and stdout.",
+    )
+    externalize.add_argument('input', metavar='IN', help='the JSON history to read')
+    externalize.add_argument('output', metavar='OUT', help='where to write the lean JSON (replaced atomically)')
+    externalize.add_argument('--store', required=True, metavar='URL', help=url_help + ' (created when missing)')
+    externalize.add_argument(
+        '--threshold',
+        type=parse_size,
+        default=DEFAULT_THRESHOLD_BYTES,
+        metavar='BYTES',
+        help='store payloads of at least this many bytes (default: 64KiB)',
+    )
+    externalize.set_defaults(handler=_externalize)
+
+    restore = commands.add_parser(
+        'restore',
+        parents=[common],
+        help='put the payloads of a lean JSON history back from a store',
+        description='Read JSON written by externalize (or by pydantic-ai-harness), replace every marker by '
+        "its payload from the store, and write the full JSON. IN and OUT may be '-' for stdin and stdout. "
+        'OUT is left untouched when a blob is missing or corrupt.',
+    )
+    restore.add_argument('input', metavar='IN', help='the lean JSON to read')
+    restore.add_argument('output', metavar='OUT', help='where to write the restored JSON (replaced atomically)')
+    restore.add_argument('--store', required=True, metavar='URL', help=url_help)
+    restore.set_defaults(handler=_restore)
+
+
+# -- opening stores --------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _opened(url: str, *, create: bool) -> AsyncIterator[BaseMediaStore]:
+    """The store behind ``url``, closed when the block ends."""
+    from mediastash.open_store import open_store
+
+    async with open_store(url, create=create) as store:
+        yield store
+
+
+def _listable(store: MediaStore) -> ListableMediaStore:
+    if not isinstance(store, ListableMediaStore):
+        raise UserError(f'{store!r} cannot list its blobs')
+    return store
+
+
+async def _list_uris(store: MediaStore, ui: Ui) -> list[str]:
+    """Every URI the store lists, sorted."""
+    listable = _listable(store)
+    uris: list[str] = []
+    with ui.progress('listing') as step:
+        async for uri in listable.iter_uris():
+            uris.append(uri)
+            step.advance()
+    uris.sort()
+    return uris
+
+
+async def _list_sized(store: MediaStore, ui: Ui) -> dict[str, int | None]:
+    """Every listed URI, sorted, with its size when the listing tells it (``iter_blobs``), else ``None``."""
+    blobs = getattr(store, 'iter_blobs', None)
+    if blobs is None:
+        return dict.fromkeys(await _list_uris(store, ui))
+    sizes: dict[str, int | None] = {}
+    with ui.progress('listing') as step:
+        async for info in blobs():
+            sizes[info.uri] = info.size
+            step.advance()
+    return dict(sorted(sizes.items()))
+
+
+async def _for_each(items: Sequence[str], jobs: int, work: Callable[[str], Awaitable[None]]) -> None:
+    """Run ``work`` on every item, ``jobs`` at a time; the first error cancels the rest and is raised as is."""
+    pending = iter(items)
+
+    async def worker() -> None:
+        for item in pending:
+            await work(item)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(jobs, len(items))):
+                group.create_task(worker())
+    except BaseExceptionGroup as error:
+        raise _first_leaf(error) from None
+
+
+def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = error.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+# -- sizes and media types -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BlobFacts:
+    """A stored blob's size in bytes and the media type its store recorded (``None``: not recorded)."""
+
+    size: int
+    media_type: str | None
+
+
+class BlobLookup(contextlib.AbstractAsyncContextManager['BlobLookup']):
+    """Look up blob sizes and media types by the cheapest route the store offers.
+
+    Disk: the file's size (media types are not recorded). SQLite: ``length()``
+    of the row on a read-only side connection. S3: one HEAD
+    (``Content-Length``, ``Content-Type``). MongoDB: the manifest's ``size``
+    and ``media_type``. Any other store (memory included): the size its
+    listing gave, else the blob is read (streamed when it can), and the
+    media type from its ``media_type_of`` when it has one. A blob that is
+    not stored raises ``MediaNotFoundError``.
+    """
+
+    def __init__(self, store: MediaStore) -> None:
+        self._store = store
+        self._sqlite: sqlite3.Connection | None = None
+        self._sqlite_lock = threading.Lock()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._sqlite is not None:
+            self._sqlite.close()
+            self._sqlite = None
+
+    async def facts(self, uri: str, listed_size: int | None = None) -> BlobFacts:
+        """Size and media type of the blob under ``uri``; ``listed_size``: the size a listing gave, if any."""
+        store = self._store
+        digest = parse_media_uri(uri)
+        if isinstance(store, DiskMediaStore):
+            if listed_size is not None:
+                return BlobFacts(listed_size, None)
+            return BlobFacts(await asyncio.to_thread(self._file_size, store, uri), None)
+        if isinstance(store, SqliteMediaStore) and _is_database_file(store.database):
+            return await asyncio.to_thread(self._sqlite_row, store, uri, digest)
+        s3 = sys.modules.get('mediastash.stores.s3')
+        if s3 is not None and isinstance(store, s3.S3MediaStore):
+            return await self._s3_head(store, uri)
+        mongo = sys.modules.get('mediastash.stores.mongo')
+        if mongo is not None and isinstance(store, mongo.MongoMediaStore):
+            facts = await self._mongo_manifest(store, uri, digest)
+            if facts is not None:
+                return facts
+        size = listed_size if listed_size is not None else await _read_size(store, uri)
+        return BlobFacts(size, await _recorded_media_type(store, uri))
+
+    @staticmethod
+    def _file_size(store: DiskMediaStore, uri: str) -> int:
+        try:
+            return store.path_for(uri).stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            raise MediaNotFoundError(uri, where=repr(store)) from None
+
+    def _sqlite_row(self, store: SqliteMediaStore, uri: str, digest: str) -> BlobFacts:
+        with self._sqlite_lock:
+            if self._sqlite is None:
+                assert store.database is not None
+                location = Path(store.database).resolve().as_uri() + '?mode=ro'
+                self._sqlite = sqlite3.connect(location, uri=True, check_same_thread=False)
+            # length() of a BLOB reads the record header, not the bytes.
+            row = self._sqlite.execute(
+                f'SELECT length(bytes), media_type FROM "{store.table}" WHERE sha256 = ?', (digest,)
+            ).fetchone()
+        if row is None:
+            raise MediaNotFoundError(uri, where=repr(store))
+        return BlobFacts(int(row[0] or 0), None if row[1] is None else str(row[1]))
+
+    @staticmethod
+    async def _s3_head(store: Any, uri: str) -> BlobFacts:
+        # The store's own HEAD (same client, retries and error handling); no public equivalent yet.
+        head = await store._head(store.key_for(uri))
+        if head is None:
+            raise MediaNotFoundError(uri, where=repr(store))
+        content_type = head.get('ContentType')
+        recorded = isinstance(content_type, str) and content_type not in ('', _S3_DEFAULT_CONTENT_TYPE)
+        return BlobFacts(int(head.get('ContentLength', 0)), content_type if recorded else None)
+
+    @staticmethod
+    async def _mongo_manifest(store: Any, uri: str, digest: str) -> BlobFacts | None:
+        # The manifest records size and media type; ``None`` when it lacks a size (the caller then reads).
+        manifests = getattr(store, '_manifests', None)
+        if manifests is None:
+            return None
+        manifest = await manifests.find_one({'_id': digest}, {'size': 1, 'media_type': 1})
+        if manifest is None:
+            raise MediaNotFoundError(uri, where=repr(store))
+        size, media_type = manifest.get('size'), manifest.get('media_type')
+        if not isinstance(size, int) or isinstance(size, bool):
+            return None
+        return BlobFacts(size, media_type if isinstance(media_type, str) else None)
+
+
+def _is_database_file(database: str | None) -> bool:
+    return database is not None and database not in ('', ':memory:') and not database.startswith('file:')
+
+
+async def _read_size(store: MediaStore, uri: str) -> int:
+    if isinstance(store, StreamingMediaStore):
+        size = 0
+        async for chunk in store.get_stream(uri, chunk_size=_VERIFY_CHUNK):
+            size += len(chunk)
+        return size
+    return len(await store.get(uri))
+
+
+async def _recorded_media_type(store: MediaStore, uri: str) -> str | None:
+    lookup = getattr(store, 'media_type_of', None)
+    if lookup is None:
+        return None
+    value = lookup(uri)
+    if inspect.isawaitable(value):
+        value = await value
+    return value if isinstance(value, str) else None
+
+
+async def _facts_of_all(
+    store: MediaStore, listed: dict[str, int | None], ui: Ui
+) -> tuple[dict[str, BlobFacts], list[str]]:
+    """Facts of every listed URI (in listing order), and the URIs that vanished since they were listed."""
+    found: dict[str, BlobFacts] = {}
+    vanished: list[str] = []
+    async with BlobLookup(store) as lookup:
+        with ui.progress('reading sizes', total=len(listed)) as step:
+
+            async def one(uri: str) -> None:
+                try:
+                    found[uri] = await lookup.facts(uri, listed[uri])
+                except MediaNotFoundError:
+                    vanished.append(uri)
+                step.advance()
+
+            await _for_each(list(listed), _LOOKUP_JOBS, one)
+    return {uri: found[uri] for uri in listed if uri in found}, sorted(vanished)
+
+
+# -- stats -----------------------------------------------------------------------------------
+
+
+def _size_label(size: int) -> str:
+    if size >= MiB and size % MiB == 0:
+        return f'{size // MiB} MiB'
+    if size >= KiB and size % KiB == 0:
+        return f'{size // KiB} KiB'
+    return f'{size} B'
+
+
+def size_histogram(sizes: Sequence[int]) -> list[dict[str, Any]]:
+    """Blob counts and bytes per ``SIZE_BUCKETS`` bucket (every bucket, empty ones too)."""
+    lows = (0, *SIZE_BUCKETS)
+    highs: tuple[int | None, ...] = (*SIZE_BUCKETS, None)
+    rows: list[dict[str, Any]] = []
+    for low, high in zip(lows, highs, strict=True):
+        if low == 0:
+            label = f'< {_size_label(SIZE_BUCKETS[0])}'
+        elif high is None:
+            label = f'>= {_size_label(low)}'
+        else:
+            label = f'{_size_label(low)} - {_size_label(high)}'
+        inside = [size for size in sizes if size >= low and (high is None or size < high)]
+        rows.append({'range': label, 'min_bytes': low, 'max_bytes': high, 'blobs': len(inside), 'bytes': sum(inside)})
+    return rows
+
+
+async def _stats(args: argparse.Namespace, ui: Ui) -> int:
+    from mediastash.demo import format_bytes
+
+    async with _opened(args.url, create=False) as store:
+        found, vanished = await _facts_of_all(store, await _list_sized(store, ui), ui)
+        label = repr(store)
+    sizes = [facts.size for facts in found.values()]
+    total = sum(sizes)
+    histogram = size_histogram(sizes)
+    by_type: dict[str | None, list[int]] = {}
+    for facts in found.values():
+        by_type.setdefault(facts.media_type, []).append(facts.size)
+    types = sorted(by_type.items(), key=lambda item: (-len(item[1]), item[0] is None, item[0] or ''))
+    ui.line(f'store: {label}')
+    ui.line(f'blobs: {len(found):,}, {format_bytes(total)} ({total:,} bytes)')
+    if vanished:
+        ui.line(f'{len(vanished):,} listed blob(s) vanished before they could be measured')
+    ui.table('Sizes', ['size', 'blobs', 'bytes'], [[row['range'], row['blobs'], row['bytes']] for row in histogram])
+    ui.table(
+        'Media types',
+        ['media type', 'blobs', 'bytes'],
+        [[media_type or 'unknown', len(group), sum(group)] for media_type, group in types],
+    )
+    ui.json(
+        {
+            'store': label,
+            'blobs': len(found),
+            'bytes': total,
+            'histogram': histogram,
+            'media_types': [
+                {'media_type': media_type, 'blobs': len(group), 'bytes': sum(group)} for media_type, group in types
+            ],
+            'vanished': vanished,
+        }
+    )
+    return 0
+
+
+# -- verify ----------------------------------------------------------------------------------
+
+
+@dataclass
+class VerifyReport:
+    """What ``verify`` found: blobs checked, intact, corrupt and missing, and the bytes of the intact ones."""
+
+    checked: int = 0
+    ok: int = 0
+    bytes: int = 0
+    corrupt: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``--json`` document (URIs sorted)."""
+        return {
+            'checked': self.checked,
+            'ok': self.ok,
+            'corrupt': sorted(self.corrupt),
+            'missing': sorted(self.missing),
+            'bytes': self.bytes,
+        }
+
+
+async def verify_blobs(store: MediaStore, uris: Sequence[str], *, jobs: int, ui: Ui | None = None) -> VerifyReport:
+    """Read every blob in ``uris`` (streamed when the store can), ``jobs`` at a time, checking its sha256."""
+    report = VerifyReport()
+    progress = ui.progress('verifying', total=len(uris)) if ui is not None else contextlib.nullcontext(None)
+    with progress as step:
+
+        async def one(uri: str) -> None:
+            try:
+                size = await _read_size(store, uri)
+            except IntegrityError:
+                report.corrupt.append(uri)
+            except MediaNotFoundError:
+                report.missing.append(uri)
+            else:
+                report.ok += 1
+                report.bytes += size
+            report.checked += 1
+            if step is not None:
+                step.advance()
+
+        await _for_each(uris, jobs, one)
+    return report
+
+
+async def _verify(args: argparse.Namespace, ui: Ui) -> int:
+    from mediastash.demo import format_bytes
+
+    given = list(dict.fromkeys(args.uris))
+    for uri in given:
+        parse_media_uri(uri)  # a bad URI is a user error before the store is opened
+    async with _opened(args.url, create=False) as store:
+        uris = sorted(given) if given else await _list_uris(store, ui)
+        report = await verify_blobs(store, uris, jobs=args.jobs, ui=ui)
+        label = repr(store)
+    result = report.as_json()
+    for uri in result['corrupt']:
+        ui.line(f'corrupt  {uri}')
+    for uri in result['missing']:
+        ui.line(f'missing  {uri}')
+    problems = len(result['corrupt']) + len(result['missing'])
+    ui.line(
+        f'{label}: checked {report.checked:,} blob(s), {report.ok:,} ok ({format_bytes(report.bytes)}), '
+        f'{len(result["corrupt"]):,} corrupt, {len(result["missing"]):,} missing'
+    )
+    ui.json(result)
+    return EXIT_FAILED if problems else 0
+
+
+# -- ls --------------------------------------------------------------------------------------
+
+
+async def _ls(args: argparse.Namespace, ui: Ui) -> int:
+    async with _opened(args.url, create=False) as store:
+        if not args.long:
+            uris = await _list_uris(store, ui)
+            for uri in uris:
+                ui.line(uri)
+            ui.json([{'uri': uri} for uri in uris])
+            return 0
+        found, _vanished = await _facts_of_all(store, await _list_sized(store, ui), ui)
+    rows = list(found.items())
+    width = max((len(f'{facts.size:,}') for _, facts in rows), default=1)
+    type_width = max((len(facts.media_type or 'unknown') for _, facts in rows), default=7)
+    for uri, facts in rows:
+        ui.line(f'{facts.size:>{width},}  {facts.media_type or "unknown":<{type_width}}  {uri}')
+    ui.json([{'uri': uri, 'size': facts.size, 'media_type': facts.media_type} for uri, facts in rows])
+    return 0
+
+
+# -- externalize and restore -------------------------------------------------------------------
+
+
+def _read_json(source: str) -> tuple[Any, int]:
+    """The JSON document in the file ``source`` (``-``: stdin) and its size in bytes."""
+    raw = sys.stdin.buffer.read() if source == '-' else Path(source).read_bytes()
+    name = 'stdin' if source == '-' else source
+    try:
+        return json.loads(raw), len(raw)
+    except UnicodeDecodeError:
+        raise UserError(f'{name} is not UTF-8 JSON') from None
+    except json.JSONDecodeError as error:
+        raise UserError(f'{name} is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})') from None
+    except RecursionError:
+        raise UserError(f'{name} is nested too deeply to read') from None
+
+
+def _check_target(target: str, ui: Ui) -> None:
+    """Fail before any work when ``target`` cannot be written, or would mix with JSON on stdout."""
+    if target == '-':
+        if ui.as_json:
+            raise UserError("OUT '-' and --json without a FILE would both write to stdout; give --json a FILE")
+        return
+    folder = Path(target).parent
+    if not folder.is_dir():
+        raise UserError(f'cannot write {target}: the folder {str(folder)!r} does not exist')
+    if Path(target).is_dir():
+        raise UserError(f'cannot write {target}: it is a folder')
+
+
+def _write_json(target: str, document: Any) -> int:
+    """Write ``document`` as compact UTF-8 JSON (as pydantic writes histories); atomically for a file. Returns bytes."""
+    data = json.dumps(document, ensure_ascii=False, separators=(',', ':')).encode()
+    if target == '-':
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return len(data)
+    path = Path(target)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    try:
+        with os.fdopen(handle, 'wb') as file:
+            file.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return len(data)
+
+
+def _say(ui: Ui, target: str, text: str) -> None:
+    """A result line: on stdout, or on stderr when stdout carries the JSON document."""
+    if target == '-':
+        ui.info(text)
+    else:
+        ui.line(text)
+
+
+async def _externalize(args: argparse.Namespace, ui: Ui) -> int:
+    from mediastash.demo import format_bytes
+    from mediastash.testing.counting import CountingMediaStore
+    from mediastash.walker import externalize_media
+
+    _check_target(args.output, ui)
+    tree, input_bytes = _read_json(args.input)
+    async with _opened(args.store, create=True) as store:
+        counting = CountingMediaStore(store)
+        lean = await externalize_media(tree, media_store=counting, threshold_bytes=args.threshold)
+        label = repr(store)
+    output_bytes = _write_json(args.output, lean)
+    blobs, blob_bytes = len(counting.put_sizes), sum(counting.put_sizes.values())
+    ratio = f', {input_bytes / output_bytes:,.1f}x smaller' if output_bytes else ''
+    _say(ui, args.output, f'input   {format_bytes(input_bytes)} ({input_bytes:,} bytes)')
+    _say(ui, args.output, f'output  {format_bytes(output_bytes)} ({output_bytes:,} bytes){ratio}')
+    _say(ui, args.output, f'stored  {blobs:,} blob(s), {format_bytes(blob_bytes)} ({blob_bytes:,} bytes) in {label}')
+    ui.json(
+        {
+            'store': label,
+            'input_bytes': input_bytes,
+            'output_bytes': output_bytes,
+            'blobs': blobs,
+            'blob_bytes': blob_bytes,
+            'threshold_bytes': args.threshold,
+        }
+    )
+    return 0
+
+
+async def _restore(args: argparse.Namespace, ui: Ui) -> int:
+    from mediastash.demo import format_bytes
+    from mediastash.testing.counting import CountingMediaStore
+    from mediastash.walker import restore_media
+
+    _check_target(args.output, ui)
+    tree, input_bytes = _read_json(args.input)
+    async with _opened(args.store, create=False) as store:
+        counting = CountingMediaStore(store)
+        full = await restore_media(tree, media_store=counting)
+        label = repr(store)
+    output_bytes = _write_json(args.output, full)
+    blobs = counting.calls['get']
+    _say(ui, args.output, f'input   {format_bytes(input_bytes)} ({input_bytes:,} bytes)')
+    _say(ui, args.output, f'output  {format_bytes(output_bytes)} ({output_bytes:,} bytes)')
+    _say(ui, args.output, f'read    {blobs:,} blob(s) from {label}')
+    ui.json({'store': label, 'input_bytes': input_bytes, 'output_bytes': output_bytes, 'blobs': blobs})
+    return 0

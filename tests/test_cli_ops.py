@@ -1,0 +1,414 @@
+"""``mediastash stats / verify / ls / externalize / restore`` run as a user runs them, against real stores.
+
+Each command runs in a subprocess (``python -m mediastash``). Every backend
+gets the same store of four blobs of different sizes and media types; a blob
+is then corrupted behind the store's back (file, row, object, manifest) for
+``verify`` to find. Subprocesses cost about a second each, so each test
+groups several assertions per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediastash import DiskMediaStore, MediaContext, MemoryMediaStore, SqliteMediaStore
+from mediastash.cli._ops import SIZE_BUCKETS, verify_blobs
+from mediastash.stores.base import BaseMediaStore
+from tests.mongo_support import TEST_DATABASE, RawCollections, mongo_uri, raw_client, unique_name
+from tests.s3_servers import S3Endpoint, free_port, moto_server, unique_bucket
+
+__all__ = ['mongo_uri', 'moto_server']  # the session fixtures, imported so pytest finds them here
+
+SECRET = 'SECRET-cli-ops-7f3a9c'
+"""Set as AWS_SECRET_ACCESS_KEY (and put in URLs) in every run; it must never be printed."""
+
+BLOBS: list[tuple[int, str | None]] = [
+    (10, 'text/plain'),
+    (5000, 'image/png'),
+    (200_000, 'image/png'),
+    (1_300_000, None),
+]
+"""Sizes and media types of the seeded blobs: four histogram buckets, two types and one without."""
+
+ABSENT = 'media+sha256://' + '0' * 64
+
+
+def run(*args: str, env: dict[str, str] | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m mediastash ARGS`` with a recognizable secret in the environment; text output."""
+    full_env = {**os.environ, 'AWS_SECRET_ACCESS_KEY': SECRET, 'AWS_ACCESS_KEY_ID': 'cli-test-key', **(env or {})}
+    full_env.pop('COLUMNS', None)
+    result = subprocess.run(
+        [sys.executable, '-m', 'mediastash', *args],
+        input=stdin,
+        capture_output=True,
+        env=full_env,
+        timeout=120,
+        check=False,
+    )
+    stdout, stderr = result.stdout.decode(errors='replace'), result.stderr.decode(errors='replace')
+    assert SECRET not in stdout and SECRET not in stderr, (stdout, stderr)
+    return subprocess.CompletedProcess(result.args, result.returncode, stdout, stderr)
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit code 1, exactly one line on stderr naming what went wrong, no traceback."""
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert 'Traceback' not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith('mediastash: error: '), lines
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def parsed(result: subprocess.CompletedProcess[str], code: int = 0) -> Any:
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert 'Traceback' not in result.stderr
+    return json.loads(result.stdout)
+
+
+# -- seeded stores, one per backend --------------------------------------------------------------
+
+
+@dataclass
+class Seeded:
+    """A store holding ``BLOBS``: its URL, environment, and a way to corrupt a blob behind its back."""
+
+    url: str
+    uris: list[str]
+    corrupt: Callable[[str], Awaitable[None]]
+    env: dict[str, str] = field(default_factory=dict)
+    records_media_types: bool = True
+
+
+async def seed(store: BaseMediaStore) -> list[str]:
+    uris = []
+    async with store:
+        for number, (size, media_type) in enumerate(BLOBS):
+            data = hashlib.shake_256(f'blob {number}'.encode()).digest(size)
+            uris.append(await store.put(data, context=MediaContext(media_type=media_type)))
+    return uris
+
+
+def s3_url(bucket: str, endpoint: str, prefix: str = 'cli/') -> str:
+    return f's3://{bucket}/{prefix}?endpoint_url={endpoint}'
+
+
+def s3_env(endpoint: S3Endpoint) -> dict[str, str]:
+    return {
+        'AWS_ACCESS_KEY_ID': endpoint.access_key_id,
+        'AWS_SECRET_ACCESS_KEY': endpoint.secret_access_key,
+        'AWS_DEFAULT_REGION': endpoint.region_name,
+    }
+
+
+async def s3_client_call(endpoint: S3Endpoint, method: str, **arguments: Any) -> Any:
+    """One call through a plain aiobotocore client (not the store)."""
+    from aiobotocore.session import get_session
+
+    async with get_session().create_client('s3', **endpoint.client_options()) as client:
+        return await getattr(client, method)(**arguments)
+
+
+@pytest.fixture(params=['disk', 'sqlite', 's3', 'mongo'])
+async def seeded(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Seeded]:
+    if request.param == 'disk':
+        folder = tmp_path / 'blobs'
+        disk = DiskMediaStore(folder)
+        uris = await seed(disk)
+
+        async def corrupt_file(uri: str) -> None:
+            disk.path_for(uri).write_bytes(b'not the bytes this name promises')
+
+        yield Seeded(str(folder), uris, corrupt_file, records_media_types=False)
+    elif request.param == 'sqlite':
+        database = tmp_path / 'blobs.db'
+        uris = await seed(SqliteMediaStore(database=database))
+
+        async def corrupt_row(uri: str) -> None:
+            with sqlite3.connect(database) as connection:
+                connection.execute(
+                    'UPDATE media SET bytes = ? WHERE sha256 = ?', (b'other bytes', uri.removeprefix('media+sha256://'))
+                )
+            connection.close()
+
+        yield Seeded(f'sqlite:///{database}', uris, corrupt_row)
+    elif request.param == 's3':
+        endpoint: S3Endpoint = request.getfixturevalue('moto_server')
+        from mediastash.stores.s3 import S3MediaStore
+
+        bucket = unique_bucket('cli')
+        await s3_client_call(endpoint, 'create_bucket', Bucket=bucket)
+        uris = await seed(S3MediaStore(bucket=bucket, key_prefix='cli/', **endpoint.client_options()))
+
+        async def corrupt_object(uri: str) -> None:
+            key = 'cli/' + uri.removeprefix('media+sha256://') + '.bin'
+            await s3_client_call(endpoint, 'put_object', Bucket=bucket, Key=key, Body=b'other bytes')
+
+        yield Seeded(s3_url(bucket, endpoint.url), uris, corrupt_object, env=s3_env(endpoint))
+    else:
+        server: str = request.getfixturevalue('mongo_uri')
+        from mediastash.stores.mongo import MongoMediaStore
+
+        collection = unique_name('cli')
+        uris = await seed(MongoMediaStore(db_url=server, database=TEST_DATABASE, collection=collection))
+        client = raw_client(server)
+        raw = RawCollections(client, TEST_DATABASE, collection)
+        try:
+            yield Seeded(mongo_store_url(server, TEST_DATABASE, collection), uris, raw_overwrite(raw))
+        finally:
+            await raw.drop()
+            await client.close()
+
+
+def raw_overwrite(raw: RawCollections) -> Callable[[str], Awaitable[None]]:
+    async def corrupt_manifest(uri: str) -> None:
+        await raw.overwrite(uri, b'other bytes')
+
+    return corrupt_manifest
+
+
+def mongo_store_url(server: str, database: str, collection: str) -> str:
+    """``mongodb://host:port/<database>?collection=<collection>`` from the test server's URI."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server)
+    options = f'&{parts.query}' if parts.query else ''
+    return f'{parts.scheme}://{parts.netloc}/{database}?collection={collection}{options}'
+
+
+# -- ls, stats, verify on every backend ------------------------------------------------------------
+
+
+def expected_histogram() -> list[int]:
+    counts = [0] * (len(SIZE_BUCKETS) + 1)
+    for size, _ in BLOBS:
+        counts[sum(size >= bound for bound in SIZE_BUCKETS)] += 1
+    return counts
+
+
+async def test_ls_stats_verify(seeded: Seeded) -> None:
+    url, env = seeded.url, seeded.env
+    by_uri = dict(zip(seeded.uris, BLOBS, strict=True))
+
+    listing = run('ls', url, env=env)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.splitlines() == sorted(seeded.uris)
+
+    long = parsed(run('ls', '--long', url, '--json', env=env))
+    assert [entry['uri'] for entry in long] == sorted(seeded.uris)
+    for entry in long:
+        size, media_type = by_uri[entry['uri']]
+        assert entry['size'] == size
+        assert entry['media_type'] == (media_type if seeded.records_media_types else None)
+
+    stats = parsed(run('stats', url, '--json', env=env))
+    assert stats['blobs'] == len(BLOBS)
+    assert stats['bytes'] == sum(size for size, _ in BLOBS)
+    assert [row['blobs'] for row in stats['histogram']] == expected_histogram()
+    assert sum(row['bytes'] for row in stats['histogram']) == stats['bytes']
+    types = {row['media_type']: row['blobs'] for row in stats['media_types']}
+    assert types == ({'image/png': 2, 'text/plain': 1, None: 1} if seeded.records_media_types else {None: 4})
+    assert SECRET not in json.dumps(stats)
+
+    clean = parsed(run('verify', url, '--json', env=env))
+    assert clean == {'checked': 4, 'ok': 4, 'corrupt': [], 'missing': [], 'bytes': stats['bytes']}
+
+    victim = seeded.uris[1]
+    await seeded.corrupt(victim)
+    found = run('verify', url, '--jobs', '2', env=env)
+    assert found.returncode == 1, found.stderr
+    assert f'corrupt  {victim}' in found.stdout
+    assert 'checked 4 blob(s), 3 ok' in found.stdout
+    assert 'Traceback' not in found.stderr
+
+    named = parsed(run('verify', url, seeded.uris[0], ABSENT, victim, '--json', env=env), code=1)
+    assert named == {'checked': 3, 'ok': 1, 'corrupt': [victim], 'missing': [ABSENT], 'bytes': BLOBS[0][0]}
+
+
+def test_stats_tables(tmp_path: Path) -> None:
+    folder = tmp_path / 'blobs'
+    asyncio.run(seed(SqliteMediaStore(database=tmp_path / 'b.db')))
+    asyncio.run(seed(DiskMediaStore(folder)))
+    result = run('stats', f'sqlite:///{tmp_path / "b.db"}', '--json', str(tmp_path / 'stats.json'))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert 'blobs: 4, 1.4 MiB (1,505,010 bytes)' in out
+    assert '64 KiB - 256 KiB' in out and '>= 64 MiB' in out and 'image/png' in out and 'unknown' in out
+    assert json.loads((tmp_path / 'stats.json').read_text())['blobs'] == 4
+    quiet = run('ls', '-l', str(folder), '--quiet')
+    assert quiet.returncode == 0 and quiet.stderr == ''
+    assert [line.split()[:2] for line in quiet.stdout.splitlines()].count(['5,000', 'unknown']) == 1
+
+
+async def test_verify_reports_a_listed_blob_that_vanished() -> None:
+    """A blob listed but gone when read (deleted meanwhile) is 'missing', not an error."""
+
+    class Vanishing(MemoryMediaStore):
+        async def _list_digests(self) -> AsyncIterator[str]:
+            async for digest in super()._list_digests():
+                yield digest
+            yield ABSENT.removeprefix('media+sha256://')
+
+    async with Vanishing() as store:
+        kept = await store.put(b'kept')
+        uris = [uri async for uri in store.iter_uris()]
+        report = await verify_blobs(store, uris, jobs=3)
+    assert report.as_json() == {'checked': 2, 'ok': 1, 'corrupt': [], 'missing': [ABSENT], 'bytes': 4}
+    assert kept in uris
+
+
+async def test_verify_raises_store_errors_as_they_are() -> None:
+    """A failing read (not a corrupt or missing blob) stops verify with that error, not an ExceptionGroup."""
+
+    class Broken(MemoryMediaStore):
+        async def _raw_chunks(self, digest: str, context: Any, chunk_size: int) -> AsyncIterator[bytes]:
+            raise ConnectionResetError('peer went away')
+            yield b''
+
+    async with Broken() as store:
+        uris = [await store.put(bytes([n])) for n in range(5)]
+        with pytest.raises(ConnectionResetError, match='peer went away'):
+            await verify_blobs(store, uris, jobs=2)
+
+
+# -- externalize and restore ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Path, list[Any]]:
+    """A pydantic-ai history with a 300 kB ``BinaryImage``, as ``ModelMessagesTypeAdapter.dump_json`` writes it."""
+    from pydantic_ai.messages import (
+        BinaryImage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        UserPromptPart,
+    )
+
+    image = hashlib.shake_256(b'image').digest(300_000)
+    messages = [
+        ModelRequest(
+            parts=[
+                UserPromptPart(content=['What is in this picture? ü', BinaryImage(data=image, media_type='image/png')])
+            ]
+        ),
+        ModelResponse(parts=[TextPart('A cat on a mat.')]),
+    ]
+    path = tmp_path / 'history.json'
+    path.write_bytes(ModelMessagesTypeAdapter.dump_json(messages))
+    return path, messages
+
+
+def test_externalize_restore_round_trip(tmp_path: Path, history: tuple[Path, list[Any]]) -> None:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    source, messages = history
+    lean, restored, store = tmp_path / 'lean.json', tmp_path / 'restored.json', tmp_path / 'store'
+    summary_file = tmp_path / 'summary.json'
+
+    out = run('externalize', str(source), str(lean), '--store', str(store), '--json', str(summary_file))
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(summary_file.read_text())
+    assert summary['input_bytes'] == source.stat().st_size
+    assert summary['output_bytes'] == lean.stat().st_size < 2000
+    assert (summary['blobs'], summary['blob_bytes'], summary['threshold_bytes']) == (1, 300_000, 64 * 1024)
+    assert 'stored  1 blob(s), 293.0 KiB (300,000 bytes)' in out.stdout
+    assert len(list(store.glob('*.bin'))) == 1
+
+    back = parsed(run('restore', str(lean), str(restored), '--store', str(store), '--json'))
+    assert back['blobs'] == 1 and back['output_bytes'] == source.stat().st_size
+    # The same JSON (restore puts 'data' back as the binary part's last key) and the same messages.
+    assert json.loads(restored.read_bytes()) == json.loads(source.read_bytes())
+    assert ModelMessagesTypeAdapter.validate_json(restored.read_bytes()) == messages
+
+    # stdin to stdout, into SQLite; the summary goes to stderr then
+    database = tmp_path / 'blobs.db'
+    piped = run(
+        'externalize', '-', '-', '--store', f'sqlite:///{database}', '--threshold', '1KiB', stdin=source.read_bytes()
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout) == json.loads(lean.read_text())
+    assert 'stored  1 blob(s)' in piped.stderr
+    again = run('restore', '-', '-', '--store', f'sqlite:///{database}', '--quiet', stdin=piped.stdout.encode())
+    assert again.returncode == 0 and again.stderr == ''
+    assert again.stdout.encode() == restored.read_bytes()
+
+
+def test_restore_with_a_missing_blob_writes_nothing(tmp_path: Path, history: tuple[Path, list[Any]]) -> None:
+    source, _ = history
+    lean, store = tmp_path / 'lean.json', tmp_path / 'store'
+    assert run('externalize', str(source), str(lean), '--store', str(store), '-q').returncode == 0
+    (blob,) = store.glob('*.bin')
+    blob.unlink()
+    target = tmp_path / 'restored.json'
+    target.write_text('previous content')
+    line = assert_user_error(
+        run('restore', str(lean), str(target), '--store', str(store)), f'media+sha256://{blob.name[:64]}'
+    )
+    assert 'no media stored' in line
+    assert target.read_text() == 'previous content'
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        ['history.json', 'lean.json', 'restored.json', 'store']
+    )
+
+    blob.write_bytes(b'tampered')
+    assert_user_error(run('restore', str(lean), str(target), '--store', str(store)), 'corrupt')
+    assert target.read_text() == 'previous content'
+
+
+# -- user errors ------------------------------------------------------------------------------------
+
+
+def test_user_errors_are_one_line_and_create_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / 'nothing-here'
+    for command in (['stats'], ['ls'], ['verify'], ['ls', '--long']):
+        assert_user_error(run(*command, str(missing)), 'nothing-here')
+    assert_user_error(run('stats', f'sqlite:///{tmp_path / "none.db"}'), 'none.db')
+    history = tmp_path / 'h.json'
+    history.write_text('[]')
+    assert_user_error(run('restore', str(history), str(tmp_path / 'out.json'), '--store', str(missing)))
+    assert list(tmp_path.iterdir()) == [history]
+
+    assert_user_error(run('stats', 'ftp://example.com/blobs'))
+    assert_user_error(
+        run('externalize', str(tmp_path / 'absent.json'), 'o.json', '--store', str(missing)), 'absent.json'
+    )
+    history.write_text('[{"parts": ')
+    assert_user_error(
+        run('externalize', str(history), str(tmp_path / 'o.json'), '--store', str(missing)), 'not valid JSON'
+    )
+    assert_user_error(
+        run('externalize', str(history), str(tmp_path / 'no' / 'o.json'), '--store', str(missing)), 'does not exist'
+    )
+    assert_user_error(run('verify', str(tmp_path), 'media+sha256://nothex'), 'invalid media URI')
+    assert list(tmp_path.iterdir()) == [history]
+
+
+def test_remote_errors(moto_server: S3Endpoint) -> None:
+    """Stopped servers and a missing bucket: one line naming the service, nothing created, no secret."""
+    port = free_port()
+    stopped = s3_url('bucket', f'http://127.0.0.1:{port}') + '&max_attempts=1'
+    assert_user_error(run('stats', stopped), 'cannot reach the S3 endpoint')
+    bucket = unique_bucket('absent')
+    assert_user_error(run('ls', s3_url(bucket, moto_server.url), env=s3_env(moto_server)), 'does not exist')
+    buckets = asyncio.run(s3_client_call(moto_server, 'list_buckets'))['Buckets']
+    assert bucket not in [entry['Name'] for entry in buckets]
+    assert_user_error(
+        run('verify', f'mongodb://user:{SECRET}@127.0.0.1:{port}/db?serverSelectionTimeoutMS=300'),
+        'cannot reach the MongoDB server',
+    )
