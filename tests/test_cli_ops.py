@@ -10,6 +10,7 @@ groups several assertions per run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -397,6 +398,16 @@ def test_user_errors_are_one_line_and_create_nothing(tmp_path: Path) -> None:
     )
     assert_user_error(run('verify', str(tmp_path), 'media+sha256://nothex'), 'invalid media URI')
     assert list(tmp_path.iterdir()) == [history]
+
+    # A file that is no database, and a database without the store's table (which is not created).
+    assert_user_error(run('ls', f'sqlite:///{history}'), 'SQLite: file is not a database')
+    other = tmp_path / 'other.db'
+    with contextlib.closing(sqlite3.connect(other)) as connection:
+        connection.execute('CREATE TABLE notes (text)')
+        connection.commit()
+    assert_user_error(run('stats', f'sqlite:///{other}?table=blobs'), "no table 'blobs'", 'nothing was created')
+    with contextlib.closing(sqlite3.connect(other)) as connection:
+        assert connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == [('notes',)]
 
 
 def test_remote_errors(moto_server: S3Endpoint) -> None:

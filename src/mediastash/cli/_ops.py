@@ -136,7 +136,25 @@ async def _opened(url: str, *, create: bool) -> AsyncIterator[BaseMediaStore]:
     from mediastash.open_store import open_store
 
     async with open_store(url, create=create) as store:
+        if not create and isinstance(store, SqliteMediaStore) and _is_database_file(store.database):
+            await asyncio.to_thread(_require_table, store)
         yield store
+
+
+def _require_table(store: SqliteMediaStore) -> None:
+    """Refuse a database without the store's table before the store would create it (read-only commands)."""
+    assert store.database is not None
+    with contextlib.closing(_read_only_connection(store.database)) as connection:
+        row = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (store.table,)
+        ).fetchone()
+    if row is None:
+        raise UserError(f'no table {store.table!r} in the SQLite database {store.database!r}; nothing was created')
+
+
+def _read_only_connection(database: str) -> sqlite3.Connection:
+    location = Path(database).resolve().as_uri() + '?mode=ro'
+    return sqlite3.connect(location, uri=True, check_same_thread=False)
 
 
 def _listable(store: MediaStore) -> ListableMediaStore:
@@ -256,8 +274,7 @@ class BlobLookup(contextlib.AbstractAsyncContextManager['BlobLookup']):
         with self._sqlite_lock:
             if self._sqlite is None:
                 assert store.database is not None
-                location = Path(store.database).resolve().as_uri() + '?mode=ro'
-                self._sqlite = sqlite3.connect(location, uri=True, check_same_thread=False)
+                self._sqlite = _read_only_connection(store.database)
             # length() of a BLOB reads the record header, not the bytes.
             row = self._sqlite.execute(
                 f'SELECT length(bytes), media_type FROM "{store.table}" WHERE sha256 = ?', (digest,)

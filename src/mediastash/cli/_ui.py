@@ -132,8 +132,9 @@ def _cell(value: object) -> str:
 def describe_error(error: BaseException) -> str | None:
     """One line for an error the user can act on, or ``None`` for a bug (which keeps its traceback).
 
-    mediastash's own errors never carry secrets. Errors of the S3 SDK and the
-    MongoDB driver are recognised by class name, so this module imports neither.
+    mediastash's own errors never carry secrets. Errors of sqlite3, the S3 SDK
+    and the MongoDB driver are recognised by module or class name, so this
+    module imports none of them.
     """
     from mediastash.errors import MediaStashError
 
@@ -142,6 +143,8 @@ def describe_error(error: BaseException) -> str | None:
     if isinstance(error, OSError):
         where = f': {error.filename}' if error.filename else ''
         return f'{error.strerror or error}{where}'
+    if any(cls.__module__ == 'sqlite3' for cls in type(error).__mro__):
+        return f'SQLite: {error}'  # e.g. 'file is not a database', 'database is locked'; no secrets in these
     names = {cls.__name__ for cls in type(error).__mro__}
     if names & {'EndpointConnectionError', 'ConnectTimeoutError', 'ReadTimeoutError'}:
         return f'cannot reach the S3 endpoint ({type(error).__name__})'
