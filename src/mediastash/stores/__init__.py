@@ -3,11 +3,12 @@
 import importlib
 from typing import TYPE_CHECKING
 
-from mediastash.stores.base import BaseMediaStore, ChunkedMediaStore, Ingest
+from mediastash.stores.base import BaseMediaStore, BlobInfo, ChunkedMediaStore, Ingest
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import (
     CacheAwareMediaStore,
+    CollectableMediaStore,
     DeletableMediaStore,
     ListableMediaStore,
     MediaStore,
@@ -16,12 +17,14 @@ from mediastash.stores.protocols import (
 from mediastash.stores.sqlite import SqliteMediaStore
 from mediastash.stores.wrapper import WrapperMediaStore
 
-if TYPE_CHECKING:
-    from mediastash.stores.mongo import MongoMediaStore
-    from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+if TYPE_CHECKING:  # `X as X` re-exports them for type checkers without listing them in __all__
+    from mediastash.stores.mongo import MongoMediaStore as MongoMediaStore
+    from mediastash.stores.s3 import PresignedUrls as PresignedUrls
+    from mediastash.stores.s3 import S3MediaStore as S3MediaStore
 
-# Stores behind optional extras are imported on first use, so `import mediastash`
-# neither needs nor pays for aiobotocore / pymongo.
+# The stores behind extras are importable by name but kept out of __all__, so that
+# `from mediastash.stores import *` works without the extras. They are imported on
+# first use, so `import mediastash` neither needs nor pays for aiobotocore / pymongo.
 _OPTIONAL = {
     'MongoMediaStore': ('mediastash.stores.mongo', 'mongo'),
     'S3MediaStore': ('mediastash.stores.s3', 's3'),
@@ -30,7 +33,9 @@ _OPTIONAL = {
 
 __all__ = [
     'BaseMediaStore',
+    'BlobInfo',
     'CacheAwareMediaStore',
+    'CollectableMediaStore',
     'ChunkedMediaStore',
     'DeletableMediaStore',
     'DiskMediaStore',
@@ -38,9 +43,6 @@ __all__ = [
     'ListableMediaStore',
     'MediaStore',
     'MemoryMediaStore',
-    'MongoMediaStore',
-    'PresignedUrls',
-    'S3MediaStore',
     'SqliteMediaStore',
     'StreamingMediaStore',
     'WrapperMediaStore',
