@@ -31,6 +31,9 @@ class TestMemoryStore(StoreConformance):
     async def raw_count(self, store: Any) -> int | None:
         return len([uri async for uri in store.iter_uris()])
 
+    async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
+        store.set_written_at_for_tests(uri, when)
+
 
 async def test_media_type_is_recorded() -> None:
     store = MemoryMediaStore()

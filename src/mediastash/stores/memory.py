@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import MappingProxyType
 
-from mediastash.context import MediaContextLike, context_media_type, context_metadata
-from mediastash.stores.base import BaseMediaStore, Ingest
-from mediastash.uri import parse_media_uri
+from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
+from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['MemoryMediaStore']
 
 
 class MemoryMediaStore(BaseMediaStore):
-    """Blobs in a dict. Supports listing (in insertion order), deleting and streaming.
+    """Blobs in a dict. Supports listing (in insertion order), deleting, streaming and garbage collection.
 
     Metadata of the first ``put`` wins, as with the database-backed stores. The
-    dict is private to the instance, so its ``storage_key`` is too.
+    dict is private to the instance, so its ``storage_key`` is too. Each blob's
+    last-write time (``time.time()`` of its first ``put`` or latest touch) is
+    kept for ``iter_blobs``.
     """
 
     def __init__(self, *, public_url: PublicUrlResolver | None = None) -> None:
@@ -25,13 +28,23 @@ class MemoryMediaStore(BaseMediaStore):
         self._blobs: dict[str, bytes] = {}
         self._metadata: dict[str, Mapping[str, str]] = {}
         self._media_types: dict[str, str | None] = {}
+        self._written_at: dict[str, float | None] = {}
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        now = time.time()
         if digest in self._blobs:
+            self._refresh(digest, now - TOUCH_AFTER_SECONDS, now)
             return
         self._blobs[digest] = data
         self._metadata[digest] = MappingProxyType(dict(context_metadata(context)))
         self._media_types[digest] = context_media_type(context)
+        self._written_at[digest] = now
+
+    def _refresh(self, digest: str, touch_before: float, now: float) -> None:
+        """Set the blob's last-write time to ``now`` when it is older than ``touch_before`` or unknown."""
+        written_at = self._written_at.get(digest)
+        if written_at is None or written_at < touch_before:
+            self._written_at[digest] = now
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         try:
@@ -61,7 +74,31 @@ class MemoryMediaStore(BaseMediaStore):
     async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         self._metadata.pop(digest, None)
         self._media_types.pop(digest, None)
+        self._written_at.pop(digest, None)
         return self._blobs.pop(digest, None) is not None
+
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        for digest in list(self._blobs):
+            data = self._blobs.get(digest)
+            if data is not None:
+                yield BlobInfo(media_uri(digest), len(data), self._written_at.get(digest))
+
+    async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
+        now = time.time()
+        present = {digest for digest in digests if digest in self._blobs}
+        for digest in present:
+            self._refresh(digest, touch_before, now)
+        return present
+
+    async def _delete_unless_touched(self, digests: list[str], written_before: float) -> list[str]:
+        """Atomic by construction: nothing else runs between the check and the delete."""
+        deleted: list[str] = []
+        for digest in digests:
+            written_at = self._written_at.get(digest)
+            if digest in self._blobs and written_at is not None and written_at < written_before:
+                await self._delete(digest, EMPTY_CONTEXT)
+                deleted.append(digest)
+        return deleted
 
     async def _write_stream(self, ingest: Ingest, context: MediaContextLike) -> None:
         data = await ingest.read_all()
@@ -84,3 +121,7 @@ class MemoryMediaStore(BaseMediaStore):
     def drop_for_tests(self, uri: str) -> None:
         """Lose the stored bytes behind the store's back, as a vanished file would (conformance suite)."""
         self._blobs.pop(parse_media_uri(uri), None)
+
+    def set_written_at_for_tests(self, uri: str, when: float | None) -> None:
+        """Set a blob's last-write time behind the store's back; ``None`` makes its age unknown (conformance suite)."""
+        self._written_at[parse_media_uri(uri)] = when

@@ -17,13 +17,14 @@ what really landed and can corrupt or remove blobs behind the store's back.
 Optional hooks: ``raw_count`` (how many blobs the backend holds, to check
 that identical bytes are stored once), ``reopen_store`` (a second instance on
 the same storage, to check that a deletion through one instance is seen by
-the other's known-blob cache) and ``close_store``.
+the other's known-blob cache), ``raw_set_written_at`` (age a blob behind the
+store's back, for the garbage-collection tests) and ``close_store``.
 
 ``folder`` is an empty temporary directory the store may use. Stores are
 released by ``close_store`` after each test (default: ``aclose`` when the
 store has one; override it to also close clients the test module created).
-Tests of optional capabilities (listing, deleting, streaming) skip when the
-store does not implement the matching protocol. The class name has no
+Tests of optional capabilities (listing, deleting, streaming, garbage
+collection) skip when the store does not implement the matching protocol. The class name has no
 ``Test`` prefix, so pytest only collects it through subclasses.
 """
 
@@ -33,6 +34,7 @@ import asyncio
 import base64
 import hashlib
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +59,8 @@ from mediastash import (
 )
 from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BlobInfo
+from mediastash.stores.protocols import CollectableMediaStore
 from mediastash.testing.counting import CountingMediaStore
 from mediastash.urls import PublicUrlResolver
 
@@ -124,6 +128,9 @@ class StoreTests:
     later_metadata_replaces: ClassVar[bool] = False
     """Declare ``True`` when a later put carrying metadata replaces the stored metadata (see its test)."""
 
+    written_at_resolution: ClassVar[float] = 0.0
+    """Seconds by which the backend may round a blob's last-write time (S3 answers whole seconds: 1.0)."""
+
     # -- what a backend's test module provides -----------------------------------------
 
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> Any:
@@ -145,6 +152,15 @@ class StoreTests:
     async def raw_count(self, store: Any) -> int | None:
         """How many blobs the backend holds, or ``None`` when that cannot be checked."""
         return None
+
+    async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
+        """Set the blob's last-write time (Unix time) behind the store's back; ``None``: make its age unknown.
+
+        Raise ``NotImplementedError`` (the default) where the backend cannot
+        (S3's ``LastModified``; an unknown age on disk): the tests that need
+        it skip, the real-time garbage-collection tests still run.
+        """
+        raise NotImplementedError
 
     async def reopen_store(self, store: Any) -> Any | None:
         """A second, independent instance on the same storage as ``store``, or ``None``.
@@ -343,6 +359,10 @@ class StoreTests:
         if _has(store, StreamingMediaStore):
             calls['put_stream'] = lambda: store.put_stream(chunked(b'after closing', 4))
             calls['get_stream'] = lambda: collect(store.get_stream(uri))
+        if _has(store, CollectableMediaStore):
+            calls['iter_blobs'] = lambda: _blobs(store)
+            calls['touch_many'] = lambda: store.touch_many([uri])
+            calls['delete_unless_touched'] = lambda: store.delete_unless_touched([uri], written_before=time.time())
         not_refused: list[str] = []
         for name, call in calls.items():
             try:
@@ -516,6 +536,8 @@ class StoreTests:
         uris = await asyncio.gather(*(store.put(f'blob {i}'.encode()) for i in range(1500)))
         listed = [uri async for uri in store.iter_uris()]
         assert sorted(listed) == sorted(uris)
+        if _has(store, CollectableMediaStore):
+            assert sorted(info.uri for info in await _blobs(store)) == sorted(uris)
 
     # -- optional: deleting ------------------------------------------------------------
 
@@ -552,6 +574,155 @@ class StoreTests:
         assert not await store.exists(first)
         assert not await store.exists(second)
         assert await store.get(third) == b'many 2'
+
+    # -- optional: garbage collection --------------------------------------------------
+
+    async def _age(self, store: Any, uri: str, when: float | None) -> None:
+        """``raw_set_written_at``, or skip the test when the backend cannot set that."""
+        try:
+            await self.raw_set_written_at(store, uri, when)
+        except NotImplementedError:
+            what = 'an unknown age' if when is None else 'a last-write time'
+            pytest.skip(f'{type(self).__name__}.raw_set_written_at cannot give a blob {what}')
+
+    async def test_iter_blobs_lists_sizes_and_times(self, store: Any) -> None:
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        assert await _blobs(store) == []
+        slack = self.written_at_resolution + 2.0
+        before = time.time()
+        sizes = {await store.put(blob(size, seed=20 + size)): size for size in (0, 1, 5000, 70_000)}
+        sizes[await store.put(b'with metadata', context=MediaContext(media_type='text/plain', metadata={'k': 'v'}))] = (
+            13
+        )
+        if _has(store, StreamingMediaStore):
+            sizes[await store.put_stream(chunked(blob(90_000, seed=21), 7000))] = 90_000
+        await store.put(blob(5000, seed=5020))
+        after = time.time()
+        infos = await _blobs(store)
+        assert sorted((info.uri, info.size) for info in infos) == sorted(sizes.items())
+        for info in infos:
+            assert isinstance(info, BlobInfo)
+            assert info.written_at is not None
+            assert before - slack <= info.written_at <= after + slack, (info, before, after)
+
+    async def test_put_of_stored_bytes_refreshes_an_old_blob(self, store: Any) -> None:
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        old_data, young_data = blob(3000, seed=30), blob(3000, seed=31)
+        old, young = await store.put(old_data), await store.put(young_data)
+        now = time.time()
+        await self._age(store, old, now - 2 * TOUCH_AFTER_SECONDS)
+        await self._age(store, young, now - 60)
+        young_before = await _written_at(store, young)
+        assert young_before is not None and young_before < now - 30
+        assert await store.put(old_data, context=MediaContext(metadata={'k': 'v'})) == old
+        assert await store.put(young_data) == young
+        refreshed = await _written_at(store, old)
+        assert refreshed is not None and refreshed >= now - self.written_at_resolution - 1
+        assert await _written_at(store, young) == young_before, 'a young blob is not rewritten by a put'
+        assert await store.get(old) == old_data
+        if _has(store, StreamingMediaStore):
+            await self._age(store, old, now - 2 * TOUCH_AFTER_SECONDS)
+            assert await store.put_stream(chunked(old_data, 700)) == old
+            refreshed = await _written_at(store, old)
+            assert refreshed is not None and refreshed >= now - self.written_at_resolution - 1
+
+    async def test_put_of_a_blob_of_unknown_age_makes_it_young(self, store: Any) -> None:
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        data = blob(2500, seed=32)
+        uri = await store.put(data)
+        await self._age(store, uri, None)
+        assert await _written_at(store, uri) is None
+        now = time.time()
+        await store.put(data)
+        written_at = await _written_at(store, uri)
+        assert written_at is not None and written_at >= now - self.written_at_resolution - 1
+
+    async def test_touch_many_reports_what_is_stored(self, store: Any) -> None:
+        touch_many = getattr(store, 'touch_many', None)
+        if touch_many is None:
+            pytest.skip(f'{type(store).__name__} has no touch_many')
+        first, second = await store.put(b'touched 1'), await store.put(b'touched 2')
+        assert await touch_many([first, second, MISSING_URI, first]) == {first, second}
+        assert await touch_many([]) == frozenset()
+        assert await touch_many([MISSING_URI]) == frozenset()
+        assert await touch_many([first], touch_after=0) == {first}
+        with pytest.raises(InvalidMediaURI):
+            await touch_many([first, 'media+sha256://nope'])
+        assert await store.get(first) == b'touched 1'
+
+    async def test_touch_many_refreshes_only_old_blobs(self, store: Any) -> None:
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        old, young = await store.put(blob(1500, seed=33)), await store.put(blob(1500, seed=34))
+        now = time.time()
+        await self._age(store, old, now - 2 * TOUCH_AFTER_SECONDS)
+        await self._age(store, young, now - 60)
+        young_before = await _written_at(store, young)
+        assert await store.touch_many([old, young, MISSING_URI]) == {old, young}
+        refreshed = await _written_at(store, old)
+        assert refreshed is not None and refreshed >= now - self.written_at_resolution - 1
+        assert await _written_at(store, young) == young_before
+        assert await store.touch_many([young], touch_after=30) == {young}
+        refreshed = await _written_at(store, young)
+        assert refreshed is not None and refreshed >= now - self.written_at_resolution - 1
+
+    async def test_delete_unless_touched(self, store: Any) -> None:
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        old_data = blob(10_000, seed=35)
+        old, young = await store.put(old_data, context=MediaContext(metadata={'k': 'v'})), await store.put(b'young')
+        now = time.time()
+        await self._age(store, old, now - 1000)
+        cutoff = now - 500
+        assert await store.delete_unless_touched([], written_before=cutoff) == frozenset()
+        with pytest.raises(InvalidMediaURI):
+            await store.delete_unless_touched([old, 'media+sha256://nope'], written_before=cutoff)
+        assert await store.exists(old), 'an invalid URI must stop the call before anything is deleted'
+        deleted = await store.delete_unless_touched([old, young, MISSING_URI, old], written_before=cutoff)
+        assert deleted == {old}
+        assert not await store.exists(old)
+        with pytest.raises(MediaNotFoundError):
+            await store.get(old)
+        assert await store.get(young) == b'young'
+        assert [info.uri for info in await _blobs(store)] == [young]
+        assert await store.delete_unless_touched([old], written_before=cutoff) == frozenset()
+        assert await store.put(old_data) == old
+        assert await store.get(old) == old_data
+        assert await store.delete_unless_touched([old], written_before=cutoff) == frozenset()
+
+    async def test_delete_unless_touched_never_deletes_a_blob_of_unknown_age(self, store: Any) -> None:
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        uri = await store.put(blob(6000, seed=36))
+        await self._age(store, uri, None)
+        assert await store.delete_unless_touched([uri], written_before=time.time() + 3600) == frozenset()
+        assert await store.get(uri) == blob(6000, seed=36)
+
+    async def test_delete_unless_touched_in_real_time(self, store: Any) -> None:
+        """No aging behind the store's back: a blob written before the cutoff goes, one written after stays."""
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        old_data = blob(10_000, seed=37)
+        old = await store.put(old_data)
+        await asyncio.sleep(self.written_at_resolution + 0.05)
+        cutoff = time.time()
+        await asyncio.sleep(0.01)
+        young = await store.put(blob(10_000, seed=38))
+        assert await store.delete_unless_touched([old, young, MISSING_URI], written_before=cutoff) == {old}
+        assert not await store.exists(old)
+        assert await store.get(young) == blob(10_000, seed=38)
+        assert await store.put(old_data) == old
+        assert await store.get(old) == old_data
+
+    async def test_blob_touched_between_listing_and_delete_survives(self, store: Any) -> None:
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        data = blob(10_000, seed=39)
+        uri = await store.put(data)
+        await asyncio.sleep(self.written_at_resolution + 0.05)
+        cutoff = time.time()
+        await asyncio.sleep(0.01)
+        (listed,) = await _blobs(store)
+        assert listed.uri == uri and listed.written_at is not None and listed.written_at < cutoff
+        assert await store.touch_many([uri], touch_after=0) == {uri}
+        assert await store.delete_unless_touched([uri], written_before=cutoff) == frozenset()
+        assert await store.get(uri) == data
+        assert [info.uri for info in await _blobs(store)] == [uri]
 
     # -- optional: streaming -----------------------------------------------------------
 
@@ -669,6 +840,18 @@ class StoreTests:
         await stream.aclose()
         assert first == data[:1000]
         assert await store.get(uri) == data
+
+
+async def _blobs(store: Any) -> list[Any]:
+    """Every ``BlobInfo`` ``iter_blobs`` yields."""
+    return [info async for info in store.iter_blobs()]
+
+
+async def _written_at(store: Any, uri: str) -> float | None:
+    """The ``written_at`` ``iter_blobs`` reports for ``uri`` (the blob must be listed)."""
+    found = [info.written_at for info in await _blobs(store) if info.uri == uri]
+    assert len(found) == 1, f'{uri} listed {len(found)} times'
+    return found[0]
 
 
 def _has(store: Any, capability: type) -> bool:
