@@ -1,0 +1,52 @@
+"""Garbage collection: delete blobs no root references, safely against writers in other processes.
+
+``collect_garbage(store, roots)`` marks every URI the roots reference (lean
+trees and files, step stores, ``OffloadingKV`` records, URI sets), lists the
+store's blobs with their age, and deletes those unreferenced and untouched for
+the grace period. ``docs/gc.md`` states the rule that makes this safe and what
+the collector cannot know.
+"""
+
+from mediastash.gc._collect import DEFAULT_GRACE, GcPhase, GcProgress, StoreNotCollectable, collect_garbage
+from mediastash.gc._refs import referenced_uris
+from mediastash.gc._report import GcReport
+from mediastash.gc._roots import (
+    ROOT_KINDS,
+    FileStepStoreRoot,
+    JsonFileRoot,
+    JsonTreeRoot,
+    KVRoot,
+    Root,
+    RootReadError,
+    ScannableKV,
+    SqliteStepStoreRoot,
+    StepStoreRoot,
+    UriFileRoot,
+    UriRoot,
+    as_root,
+    root_from_spec,
+)
+
+__all__ = [
+    'DEFAULT_GRACE',
+    'ROOT_KINDS',
+    'FileStepStoreRoot',
+    'GcPhase',
+    'GcProgress',
+    'GcReport',
+    'JsonFileRoot',
+    'JsonTreeRoot',
+    'KVRoot',
+    'Root',
+    'RootReadError',
+    'ScannableKV',
+    'SqliteStepStoreRoot',
+    'StepStoreRoot',
+    'StoreNotCollectable',
+    'UriFileRoot',
+    'UriRoot',
+    'as_root',
+    'collect_garbage',
+    'referenced_uris',
+    'root_from_spec',
+]
