@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sqlite3
 import struct
 import subprocess
@@ -337,6 +338,43 @@ def test_plot_png_and_svg(known_answer_file: Path, tmp_path: Path) -> None:
     assert 'recommended: 16 KiB' in svg.read_text()
 
 
+def stderr_on_a_terminal(*args: object, cwd: Path) -> str:
+    """Run ``tune`` with stderr on a pseudo-terminal and return what it showed there."""
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, '-m', 'mediastash', 'tune', *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        cwd=cwd,
+    )
+    os.close(follower)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert process.wait(timeout=600) == 0
+    return b''.join(chunks).decode(errors='replace')
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='pseudo-terminals as on Linux')
+def test_progress_only_on_a_terminal_and_not_with_quiet(known_answer_file: Path, tmp_path: Path) -> None:
+    arguments = (known_answer_file, '--store', 'memory://', '--thresholds', '4KiB,64KiB')
+    shown = stderr_on_a_terminal(*arguments, cwd=tmp_path)
+    assert 'replaying snapshots' in shown
+    assert '8/8' in shown  # two thresholds x four snapshots
+    assert 'replaying snapshots' not in stderr_on_a_terminal(*arguments, '-q', cwd=tmp_path)
+    piped = succeeded(tune(*arguments, cwd=tmp_path))
+    assert piped.stderr == ''
+
+
 # -- other stores: SQLite, S3 on moto, MongoDB -------------------------------------------------
 
 
@@ -493,19 +531,18 @@ def test_rule_largest_threshold_within_the_margin() -> None:
     assert recommend(rows, margin=10).threshold_bytes == 1 << 20
 
 
-def test_rule_ties_go_to_the_faster_and_are_named() -> None:
+def test_rule_names_equivalent_thresholds_and_ignores_noise_in_times() -> None:
     rows = [
         row(4096, 1000, blobs=3, seconds=0.02),
         row(16384, 1000, blobs=3, seconds=0.01),
         row(65536, 1000, blobs=3, seconds=0.03),
+        row(1 << 20, 9000, blobs=1, seconds=0.001),
     ]
     chosen = recommend(rows)
-    assert chosen.threshold_bytes == 16384
-    assert chosen.equivalent_thresholds == (4096, 65536)
-    assert '4 KiB, 64 KiB stored exactly the same' in chosen.reason
-    # Same bytes but different blobs is no tie: the largest threshold wins whatever the times.
-    rows = [row(4096, 1000, blobs=3, seconds=0.001), row(65536, 1000, blobs=1, seconds=0.5)]
-    assert recommend(rows).threshold_bytes == 65536
+    assert chosen.threshold_bytes == 65536  # the largest of three that store the same, whatever their times
+    assert chosen.equivalent_thresholds == (4096, 16384)
+    assert '4 KiB, 16 KiB store exactly the same on these histories' in chosen.reason
+    assert recommend([row(4096, 1000, blobs=3), row(65536, 1000, blobs=1)]).equivalent_thresholds == ()
 
 
 def test_rule_respects_the_limit() -> None:
@@ -522,6 +559,21 @@ def test_rule_respects_the_limit() -> None:
     assert nothing.as_json()['threshold_bytes'] is None
 
 
+DOCS = Path(__file__).resolve().parent.parent / 'docs' / 'tuning.md'
+
+
 def test_rule_text_is_what_the_docs_state() -> None:
-    docs = (Path(__file__).resolve().parent.parent / 'docs' / 'tuning.md').read_text()
-    assert rule_text(0.10, None) in docs.replace('\n', ' ')
+    assert rule_text(0.10, None) in DOCS.read_text().replace('\n', ' ')
+
+
+def test_docs_python_example_runs_as_pasted(
+    known_answer_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (example,) = re.findall(r'```python\n(.*?)```', DOCS.read_text(), re.DOTALL)
+    monkeypatch.chdir(tmp_path)
+    known_answer_file.rename(tmp_path / 'history.json')
+    exec(example, {'__name__': 'example'})
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split()[::2] for line in printed[:3]] == [['16384', '2'], ['65536', '1'], ['262144', '0']]
+    assert printed[3] == 'Recommended threshold: 16 KiB (16,384 bytes)'
+    assert not (tmp_path / 'media').exists()

@@ -61,16 +61,6 @@ class ThresholdRow:
     fits_mongodb: bool
     fits_dynamodb: bool
 
-    @property
-    def stored_bytes_total(self) -> int:
-        """Everything stored: the snapshots plus the blobs."""
-        return self.persisted_bytes_total + self.media_bytes
-
-    @property
-    def seconds_median(self) -> float:
-        """Median save plus median restore: what the rule compares to break ties."""
-        return self.externalize_seconds_median + self.restore_seconds_median
-
     def fits(self, limit: Limit | None) -> bool:
         """Whether the largest snapshot is within ``limit`` (always, without one)."""
         return limit is None or self.persisted_bytes_max <= limit.bytes

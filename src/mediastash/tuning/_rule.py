@@ -4,10 +4,13 @@ Among the thresholds whose largest snapshot fits the limit (all of them
 without one), take the largest whose total persisted snapshot bytes are
 within ``margin`` of the smallest total any threshold reached. A larger
 threshold moves fewer, larger payloads: fewer blobs and store round trips
-for nearly the same snapshot bytes. Thresholds that stored exactly the same
-as that one (equal persisted bytes and blob count: no payload of these
-histories lies between them) are ties; the fastest measured save + restore
-(median per snapshot) wins a tie.
+for nearly the same snapshot bytes.
+
+Thresholds that stored exactly the same as the pick (equal persisted bytes
+and blob count: no payload of these histories lies between them) are named
+as equivalent. Times are reported but do not decide: equivalent thresholds
+do the same store work, so their measured times differ only by noise, and a
+rule that let noise decide would name a different threshold on every run.
 """
 
 from __future__ import annotations
@@ -54,8 +57,7 @@ def rule_text(margin: float, limit: Limit | None) -> str:
     scope = 'all thresholds' if limit is None else f'the thresholds whose largest snapshot fits {limit.describe()}'
     return (
         f'Among {scope}, take the largest whose total persisted snapshot bytes are within {margin:.0%} of the '
-        'smallest total of any threshold; thresholds that stored exactly the same (equal persisted bytes and '
-        'blobs) are ties, won by the fastest median save + restore.'
+        'smallest total of any threshold.'
     )
 
 
@@ -88,15 +90,13 @@ def recommend(
             f'no threshold that fits {limit.describe() if limit else "the limit"} stays within {margin:.0%} '
             f'of the smallest total persisted bytes ({format_bytes(floor)})',
         )
-    largest = max(within, key=lambda row: row.threshold_bytes)
-    ties = [
-        row
-        for row in within
-        if row.persisted_bytes_total == largest.persisted_bytes_total and row.blobs == largest.blobs
-    ]
-    chosen = min(ties, key=lambda row: (row.seconds_median, -row.threshold_bytes))
-    equivalent = tuple(sorted(row.threshold_bytes for row in ties if row is not chosen))
-    excess = chosen.persisted_bytes_total / floor - 1 if floor else 0.0
+    chosen = max(within, key=lambda row: row.threshold_bytes)
+    equivalent = tuple(
+        row.threshold_bytes
+        for row in rows
+        if row is not chosen and row.persisted_bytes_total == chosen.persisted_bytes_total and row.blobs == chosen.blobs
+    )
+    excess = chosen.persisted_bytes_total / floor - 1
     reason = (
         f'{format_threshold(chosen.threshold_bytes)} persists {format_bytes(chosen.persisted_bytes_total)} in all, '
         f'{excess:.1%} above the smallest total ({format_bytes(floor)}), with {chosen.blobs:,} blobs'
@@ -105,5 +105,6 @@ def recommend(
         reason += f'; its largest snapshot ({chosen.persisted_bytes_max:,} bytes) fits {limit.name}'
     if equivalent:
         names = ', '.join(format_threshold(value) for value in equivalent)
-        reason += f'; {names} stored exactly the same here and measured slower'
+        verb = 'stores' if len(equivalent) == 1 else 'store'
+        reason += f'; {names} {verb} exactly the same on these histories (no payload lies between them)'
     return Recommendation(chosen.threshold_bytes, rule, reason, equivalent)
