@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,11 @@ class TestDiskStore(StoreConformance):
 
     async def raw_count(self, store: Any) -> int | None:
         return len(blob_files(store.directory))
+
+    async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
+        if when is None:
+            raise NotImplementedError('a file always has an mtime')
+        os.utime(store.path_for(uri), (when, when))
 
     async def reopen_store(self, store: Any) -> DiskMediaStore:
         return DiskMediaStore(store.directory)
@@ -436,3 +442,133 @@ async def test_closed_store(tmp_path: Path) -> None:
         [u async for u in store.iter_uris()]
     assert [p.name for p in blob_files(tmp_path)] == [f'{uri[-64:]}.bin']
     assert temp_files(tmp_path) == []
+
+
+# -- garbage collection -----------------------------------------------------------------
+
+HOUR = 3600.0
+
+
+def age(path: Path, seconds_ago: float) -> float:
+    """Set ``path``'s mtime to ``seconds_ago`` before now; returns that time."""
+    when = time.time() - seconds_ago
+    os.utime(path, (when, when))
+    return when
+
+
+async def test_iter_blobs_reads_sizes_and_mtimes_from_the_files(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path, key_strategy=sharded_key_strategy)
+    uri = await store.put(b'x' * 1234, context=MediaContext(metadata={'k': 'v'}))
+    when = age(store.path_for(uri), 5 * HOUR)
+    (tmp_path / f'{TMP_PREFIX}gc-{"0" * 32}').write_bytes(b'a tombstone of another sweep')
+    (infos,) = [info async for info in store.iter_blobs()]
+    assert (infos.uri, infos.size) == (uri, 1234)
+    assert infos.written_at == pytest.approx(when, abs=0.01)
+
+
+async def test_put_and_put_stream_touch_an_old_file_without_rewriting_it(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    data = b'kept in place' * 100
+    uri = await store.put(data)
+    path = store.path_for(uri)
+    inode = path.stat().st_ino
+    age(path, 2 * HOUR)
+    await store.put(data)
+    assert path.stat().st_mtime > time.time() - 60
+    assert path.stat().st_ino == inode, 'a touch, not a rewrite'
+    age(path, 2 * HOUR)
+    await store.put_stream(chunked(data, 100))
+    assert path.stat().st_mtime > time.time() - 60
+    assert path.stat().st_ino == inode
+    young = age(path, 10)
+    await store.put(data)
+    assert path.stat().st_mtime == pytest.approx(young, abs=0.01), 'a young file keeps its mtime'
+    assert temp_files(tmp_path) == []
+
+
+async def test_delete_unless_touched_removes_the_sidecar_and_leaves_no_tombstone(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    old = await store.put(b'old', context=MediaContext(metadata={'k': 'v'}))
+    young = await store.put(b'young', context=MediaContext(metadata={'k': 'w'}))
+    age(store.path_for(old), 2 * HOUR)
+    assert await store.delete_unless_touched([old, young], written_before=time.time() - HOUR) == {old}
+    assert names(tmp_path) == sorted([f'{young[-64:]}.bin', f'{young[-64:]}.bin.meta.json'])
+
+
+async def test_tombstone_touched_before_the_rename_is_put_back(tmp_path: Path) -> None:
+    """A writer's touch that landed just before the rename: the tombstone's mtime says young, so it returns."""
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'in use', context=MediaContext(metadata={'k': 'v'}))
+    path = store.path_for(uri)
+    age(path, 2 * HOUR)
+    cutoff = time.time() - HOUR
+    tomb = store._bury(path)
+    assert tomb is not None and tomb.name.startswith(TMP_PREFIX) and not path.exists()
+    assert [u async for u in store.iter_uris()] == []
+    os.utime(tomb)  # the touch
+    assert store._settle(path, tomb, cutoff) is False
+    assert path.read_bytes() == b'in use'
+    assert temp_files(tmp_path) == []
+    assert dict(await store.get_metadata(uri)) == {'k': 'v'}
+
+
+async def test_blob_stored_again_while_buried_survives(tmp_path: Path) -> None:
+    """A writer that finds the file gone writes it again; settling the old tombstone must not hurt the new file."""
+    store = DiskMediaStore(tmp_path)
+    data = b'written twice'
+    uri = await store.put(data, context=MediaContext(metadata={'k': 'v'}))
+    path = store.path_for(uri)
+    age(path, 2 * HOUR)
+    tomb = store._bury(path)
+    assert tomb is not None
+    await store.put(data, context=MediaContext(metadata={'k': 'again'}))
+    assert store._settle(path, tomb, time.time() - HOUR) is True
+    assert await store.get(uri) == data
+    assert dict(await store.get_metadata(uri)) == {'k': 'again'}, 'the new sidecar stays'
+    assert temp_files(tmp_path) == []
+
+    tomb = store._bury(path)
+    assert tomb is not None
+    await store.put(data)
+    os.utime(tomb)
+    assert store._settle(path, tomb, time.time() - HOUR) is False
+    assert await store.get(uri) == data
+    assert temp_files(tmp_path) == []
+
+
+async def test_touch_between_listing_and_delete_keeps_the_blob(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'confirmed by a writer')
+    age(store.path_for(uri), 2 * HOUR)
+    cutoff = time.time() - HOUR
+    (listed,) = [info async for info in store.iter_blobs()]
+    assert listed.written_at is not None and listed.written_at < cutoff
+    await store.put(b'confirmed by a writer')  # a writer's put of the same bytes touches the file
+    assert await store.delete_unless_touched([uri], written_before=cutoff) == frozenset()
+    assert await store.get(uri) == b'confirmed by a writer'
+
+
+async def test_delete_unless_touched_with_a_sharded_layout(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path, key_strategy=sharded_key_strategy, fsync=True)
+    old, young = await store.put(b'old'), await store.put(b'young')
+    age(store.path_for(old), 2 * HOUR)
+    assert await store.delete_unless_touched([old, young], written_before=time.time() - HOUR) == {old}
+    assert [u async for u in store.iter_uris()] == [young]
+    assert temp_files(tmp_path) == []
+
+
+async def test_touch_many_on_a_read_only_file_still_reports_it(tmp_path: Path) -> None:
+    if hasattr(os, 'geteuid') and os.geteuid() == 0:
+        pytest.skip('root may set the mtime of any file')
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'not ours to touch')
+    path = store.path_for(uri)
+    age(path, 2 * HOUR)
+    os.chmod(path, 0o444)
+    os.chmod(tmp_path, 0o555)
+    try:
+        assert await store.touch_many([uri]) == {uri}
+        assert await store.put(b'not ours to touch') == uri
+    finally:
+        os.chmod(tmp_path, 0o755)
+        os.chmod(path, 0o644)

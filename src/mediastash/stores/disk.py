@@ -6,6 +6,11 @@ JSON sidecar ``<hex>.bin.meta.json``, the files pydantic-ai-harness's
 folder. Every file is written to a unique temporary name in the same directory
 and renamed into place (``os.replace``), so a reader never sees a partial file
 under its final name.
+
+For garbage collection a blob's last-write time is its file's mtime: a ``put``
+of stored bytes (or ``touch_many``) sets it to now once it is older than
+``TOUCH_AFTER_SECONDS``, and ``delete_unless_touched`` first renames the file
+to a tombstone, so no writer can touch it between the age check and the unlink.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ import json
 import os
 import shutil
 import stat
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
 from contextlib import aclosing
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TypeVar
 
 import aiofiles
 
@@ -28,7 +35,7 @@ from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import CorruptMetadataError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
-from mediastash.stores.base import BaseMediaStore, Ingest
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -41,9 +48,14 @@ _LEGACY_SIDECAR_KEY = 'mediastash_sidecar'
 _LEGACY_SIDECAR_VERSION = 1
 """Marks our earlier, versioned sidecar (``{"mediastash_sidecar": 1, "metadata": {...}}``): read, never written."""
 _TMP_PREFIX = '.mediastash-tmp-'
+_TOMB_PREFIX = _TMP_PREFIX + 'gc-'
+"""A blob being deleted by garbage collection (a temporary name: never listed, never a valid key)."""
 _DEFAULT_SUFFIX = '.bin'
 _DEFAULT_NAME_LENGTH = 64 + len(_DEFAULT_SUFFIX)
 _LIST_BATCH = 1024
+_NOT_THERE = (FileNotFoundError, NotADirectoryError)
+_CANNOT_TOUCH = frozenset({errno.EPERM, errno.EACCES, errno.EROFS})
+_T = TypeVar('_T')
 
 
 class DiskMediaStore(BaseMediaStore):
@@ -57,11 +69,12 @@ class DiskMediaStore(BaseMediaStore):
     type and filename are not persisted. ``fsync=True`` flushes each file and
     its directory before a write returns, for durability across power loss.
 
-    Capabilities: listing, deleting, streaming. Listing finds files named
-    ``<hex>.bin`` (default strategy) or, for a custom strategy, any file whose
-    name contains a 64-hex digest; a strategy that keeps the digest out of the
-    file name cannot be listed. Two instances on the same folder (after
-    resolving symlinks) share one ``storage_key``.
+    Capabilities: listing, deleting, streaming, garbage collection (a blob's
+    age is its file's mtime). Listing finds files named ``<hex>.bin`` (default
+    strategy) or, for a custom strategy, any file whose name contains a 64-hex
+    digest; a strategy that keeps the digest out of the file name cannot be
+    listed. Two instances on the same folder (after resolving symlinks) share
+    one ``storage_key``.
     """
 
     def __init__(
@@ -137,7 +150,7 @@ class DiskMediaStore(BaseMediaStore):
     def _write_sync(self, key: str, data: bytes, context: MediaContextLike) -> None:
         path = self._path_for_key(key)
         self._ensure_parent(path)
-        if not self._has_blob_of_size(path, len(data)):
+        if not self._confirm_blob(path, len(data)):
             self._atomic_write(path, data)
         self._update_sidecar(path, context)
 
@@ -186,12 +199,16 @@ class DiskMediaStore(BaseMediaStore):
             path.parent.mkdir(parents=True, exist_ok=True)
 
     @staticmethod
-    def _has_blob_of_size(path: Path, size: int) -> bool:
+    def _confirm_blob(path: Path, size: int) -> bool:
+        """True when ``path`` holds a blob of ``size`` bytes; its mtime is refreshed when older than
+        ``TOUCH_AFTER_SECONDS`` (``False`` if it vanished meanwhile: the caller writes it again)."""
         try:
             info = path.stat()
-        except (FileNotFoundError, NotADirectoryError):
+        except _NOT_THERE:
             return False
-        return stat.S_ISREG(info.st_mode) and info.st_size == size
+        if not (stat.S_ISREG(info.st_mode) and info.st_size == size):
+            return False
+        return info.st_mtime >= time.time() - TOUCH_AFTER_SECONDS or _touch_file(path)
 
     def _temp_path(self, directory: Path) -> Path:
         return directory / f'{_TMP_PREFIX}{uuid.uuid4().hex}'
@@ -225,32 +242,114 @@ class DiskMediaStore(BaseMediaStore):
 
     async def _list_digests(self) -> AsyncIterator[str]:
         """Every stored digest (see the class docstring for what custom strategies can list)."""
-        digests = self._scan_digests()
-        try:
-            while batch := await asyncio.to_thread(_take, digests, _LIST_BATCH):
-                for digest in batch:
-                    yield digest
-        finally:
-            # A cancelled batch may still run in its thread; the generator is then closed by GC.
-            with contextlib.suppress(ValueError):
-                digests.close()
+        async for digest, _path in _in_batches(self._scan_files()):
+            yield digest
 
-    def _scan_digests(self) -> Generator[str, None, None]:
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        """Every stored blob with its file's size and mtime (a ``stat`` each, no reads)."""
+        async for info in _in_batches(self._scan_blobs()):
+            yield info
+
+    def _scan_files(self) -> Generator[tuple[str, str], None, None]:
+        """``(digest, path)`` of every blob file, each digest once."""
         if self._key_strategy is default_key_strategy:
             with os.scandir(self._root) as entries:
                 for entry in entries:
                     if _is_default_blob_name(entry.name) and entry.is_file(follow_symlinks=False):
-                        yield entry.name[:64]
+                        yield entry.name[:64], entry.path
             return
         seen: set[str] = set()
-        for _dirpath, _dirnames, filenames in os.walk(self._root):
+        for dirpath, _dirnames, filenames in os.walk(self._root):
             for name in filenames:
                 if name.startswith(_TMP_PREFIX) or name.endswith(SIDECAR_SUFFIX):
                     continue
                 match = EMBEDDED_DIGEST_PATTERN.search(name)
                 if match is not None and match.group() not in seen:
                     seen.add(match.group())
-                    yield match.group()
+                    yield match.group(), os.path.join(dirpath, name)
+
+    def _scan_blobs(self) -> Generator[BlobInfo, None, None]:
+        for digest, path in self._scan_files():
+            try:
+                info = os.stat(path)
+            except _NOT_THERE:
+                continue  # deleted since the folder was read
+            if stat.S_ISREG(info.st_mode):
+                yield BlobInfo(media_uri(digest), info.st_size, info.st_mtime)
+
+    async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
+        """The digests whose file exists; files with an mtime before ``touch_before`` get it set to now."""
+        keys = {digest: self._key_for(digest, EMPTY_CONTEXT) for digest in digests}
+        return await asyncio.to_thread(self._touch_sync, keys, touch_before)
+
+    def _touch_sync(self, keys: dict[str, str], touch_before: float) -> set[str]:
+        present: set[str] = set()
+        for digest, key in keys.items():
+            path = self._path_for_key(key)
+            try:
+                info = path.stat()
+            except _NOT_THERE:
+                continue
+            if stat.S_ISREG(info.st_mode) and (info.st_mtime >= touch_before or _touch_file(path)):
+                present.add(digest)
+        return present
+
+    async def _delete_unless_touched(self, digests: list[str], written_before: float) -> list[str]:
+        """Delete each blob whose file's mtime is still before ``written_before``, with its sidecar.
+
+        Each file is first renamed to a unique tombstone in its folder (atomic),
+        so a writer can no longer touch it; the tombstone's mtime then decides:
+        still old, it is unlinked; touched meanwhile, it is renamed back (unless
+        a writer already stored the blob again, as it does when it finds the
+        file gone: same bytes).
+        """
+        keys = [(digest, self._key_for(digest, EMPTY_CONTEXT)) for digest in digests]
+        return await asyncio.to_thread(self._sweep_sync, keys, written_before)
+
+    def _sweep_sync(self, keys: list[tuple[str, str]], written_before: float) -> list[str]:
+        deleted: list[str] = []
+        folders: set[Path] = set()
+        for digest, key in keys:
+            path = self._path_for_key(key)
+            tomb = self._bury(path)
+            if tomb is not None and self._settle(path, tomb, written_before):
+                deleted.append(digest)
+                folders.add(path.parent)
+        if self._fsync:
+            for folder in folders:
+                _fsync_directory(folder)
+        return deleted
+
+    @staticmethod
+    def _bury(path: Path) -> Path | None:
+        """Rename the blob file to a fresh tombstone next to it; ``None`` when there is no such file."""
+        if not path.is_file():
+            return None
+        tomb = path.with_name(f'{_TOMB_PREFIX}{uuid.uuid4().hex}')
+        try:
+            os.rename(path, tomb)
+        except _NOT_THERE:
+            return None
+        return tomb
+
+    @staticmethod
+    def _settle(path: Path, tomb: Path, written_before: float) -> bool:
+        """Unlink a buried blob that is still older than ``written_before`` (and its sidecar); put back
+        one touched meanwhile. True when it was deleted."""
+        try:
+            info = tomb.stat()
+        except _NOT_THERE:
+            return False
+        if info.st_mtime < written_before:
+            _unlink_quietly(tomb)
+            if not os.path.lexists(path):  # no writer stored the blob again meanwhile: its sidecar goes too
+                _unlink_quietly(_sidecar_path(path))
+            return True
+        if os.path.lexists(path):
+            _unlink_quietly(tomb)  # a writer already stored the same bytes again
+        else:
+            os.replace(tomb, path)
+        return False
 
     async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         """Remove the blob and its sidecar; ``False`` when it was not stored."""
@@ -292,7 +391,7 @@ class DiskMediaStore(BaseMediaStore):
         """Move a fully written temp file to ``key`` (or drop it when the blob is already there)."""
         path = self._path_for_key(key)
         self._ensure_parent(path)
-        if self._has_blob_of_size(path, size):
+        if self._confirm_blob(path, size):
             _unlink_quietly(temp)
         else:
             try:
@@ -380,13 +479,42 @@ def _legacy_sidecar(raw: bytes) -> dict[str, object] | None:
     return document
 
 
-def _take(iterator: Iterator[str], count: int) -> list[str]:
-    batch: list[str] = []
+async def _in_batches(items: Generator[_T, None, None]) -> AsyncIterator[_T]:
+    """Run a blocking generator in worker threads, ``_LIST_BATCH`` items per trip."""
+    try:
+        while batch := await asyncio.to_thread(_take, items, _LIST_BATCH):
+            for item in batch:
+                yield item
+    finally:
+        # A cancelled batch may still run in its thread; the generator is then closed by GC.
+        with contextlib.suppress(ValueError):
+            items.close()
+
+
+def _take(iterator: Iterator[_T], count: int) -> list[_T]:
+    batch: list[_T] = []
     for item in iterator:
         batch.append(item)
         if len(batch) >= count:
             break
     return batch
+
+
+def _touch_file(path: Path) -> bool:
+    """Set ``path``'s mtime to now; ``False`` when the file is gone (garbage collection took it).
+
+    Where the folder cannot be written (read-only mount, another user's
+    files) the blob is still reported stored: it cannot be collected through
+    this folder either.
+    """
+    try:
+        os.utime(path)
+    except _NOT_THERE:
+        return False
+    except OSError as exc:
+        if exc.errno not in _CANNOT_TOUCH:
+            raise
+    return True
 
 
 def _unlink_quietly(path: Path) -> None:

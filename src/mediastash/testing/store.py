@@ -702,7 +702,7 @@ class StoreTests:
         old = await store.put(old_data)
         await asyncio.sleep(self.written_at_resolution + 0.05)
         cutoff = time.time()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # file systems stamp with a coarse clock (a few ms behind time.time())
         young = await store.put(blob(10_000, seed=38))
         assert await store.delete_unless_touched([old, young, MISSING_URI], written_before=cutoff) == {old}
         assert not await store.exists(old)
@@ -716,7 +716,7 @@ class StoreTests:
         uri = await store.put(data)
         await asyncio.sleep(self.written_at_resolution + 0.05)
         cutoff = time.time()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # file systems stamp with a coarse clock (a few ms behind time.time())
         (listed,) = await _blobs(store)
         assert listed.uri == uri and listed.written_at is not None and listed.written_at < cutoff
         assert await store.touch_many([uri], touch_after=0) == {uri}
@@ -849,7 +849,7 @@ async def _blobs(store: Any) -> list[Any]:
 
 async def _written_at(store: Any, uri: str) -> float | None:
     """The ``written_at`` ``iter_blobs`` reports for ``uri`` (the blob must be listed)."""
-    found = [info.written_at for info in await _blobs(store) if info.uri == uri]
+    found: list[float | None] = [info.written_at for info in await _blobs(store) if info.uri == uri]
     assert len(found) == 1, f'{uri} listed {len(found)} times'
     return found[0]
 
