@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -50,6 +51,10 @@ class TestSqliteStore(StoreConformance):
         with side_connection(store.database) as connection:
             return int(connection.execute(f'SELECT COUNT(*) FROM {store.table}').fetchone()[0])
 
+    async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
+        with side_connection(store.database) as connection:
+            connection.execute(f'UPDATE {store.table} SET created_at = ? WHERE sha256 = ?', (when, digest(uri)))
+
     async def reopen_store(self, store: Any) -> SqliteMediaStore:
         return SqliteMediaStore(database=store.database)
 
@@ -91,6 +96,10 @@ class TestSqliteStoreOnCallerConnection(TestSqliteStore):
     async def raw_count(self, store: Any) -> int | None:
         with side_connection(self._owned[id(store)][0]) as connection:
             return int(connection.execute('SELECT COUNT(*) FROM blobs').fetchone()[0])
+
+    async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
+        with side_connection(self._owned[id(store)][0]) as connection:
+            connection.execute('UPDATE blobs SET created_at = ? WHERE sha256 = ?', (when, digest(uri)))
 
 
 # -- configuration ----------------------------------------------------------------------
@@ -580,3 +589,128 @@ async def test_table_dropped_by_caller_rollback_is_recreated(tmp_path: Path) -> 
             assert await store.get(uri) == b'after the rollback'
     finally:
         connection.close()
+
+
+# -- garbage collection -----------------------------------------------------------------
+
+HOUR = 3600.0
+
+
+def created_at(path: Path, uri: str) -> float | None:
+    with side_connection(path) as connection:
+        row = connection.execute('SELECT created_at FROM media WHERE sha256 = ?', (digest(uri),)).fetchone()
+    return None if row is None else row[0]
+
+
+def set_created_at(path: Path, uri: str, when: float | None) -> None:
+    with side_connection(path) as connection:
+        connection.execute('UPDATE media SET created_at = ? WHERE sha256 = ?', (when, digest(uri)))
+
+
+async def test_rows_the_harness_wrote_have_unknown_age_and_are_never_collected(tmp_path: Path) -> None:
+    harness_media = pytest.importorskip('pydantic_ai_harness.media')
+    database = tmp_path / 'media.db'
+    async with SqliteMediaStore(database=database) as ours:
+        mine = await ours.put(b'ours')
+        theirs = harness_media.SqliteMediaStore(database=database)
+        by_harness = await theirs.put(
+            b'written by the harness', context=harness_media.MediaContext(metadata={'k': 'v'})
+        )
+        used = await theirs.put(b'harness row a writer uses')
+        assert created_at(database, by_harness) is None
+        listed = {info.uri: info async for info in ours.iter_blobs()}
+        assert listed[by_harness].written_at is None
+        assert listed[by_harness].size == len(b'written by the harness')
+        assert listed[mine].written_at is not None
+        assert await ours.delete_unless_touched([mine, by_harness, used], written_before=time.time() + HOUR) == {mine}
+        assert await ours.get(by_harness) == b'written by the harness'
+        assert await theirs.get(by_harness) == b'written by the harness'
+
+        # A writer that uses a row of unknown age dates it (it is in use), with a put or a touch.
+        before = time.time()
+        await ours.put(b'harness row a writer uses')
+        assert (created_at(database, used) or 0) >= before
+        assert await ours.touch_many([by_harness]) == {by_harness}
+        assert (created_at(database, by_harness) or 0) >= before
+        assert await ours.delete_unless_touched([by_harness, used], written_before=before - 1) == frozenset()
+        assert await theirs.get(used) == b'harness row a writer uses'
+
+
+async def test_put_stream_of_stored_bytes_refreshes_an_old_row(tmp_path: Path) -> None:
+    database = tmp_path / 'media.db'
+    async with SqliteMediaStore(database=database) as store:
+        data = blob(20_000, seed=3)
+        uri = await store.put(data)
+        set_created_at(database, uri, time.time() - 2 * HOUR)
+        before = time.time()
+        assert await store.put_stream(chunked(data, 3000)) == uri
+        assert (created_at(database, uri) or 0) >= before
+        set_created_at(database, uri, before - 60)
+        await store.put_stream(chunked(data, 3000))
+        assert created_at(database, uri) == before - 60, 'a young row keeps its time'
+
+
+async def test_delete_unless_touched_without_returning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite before 3.35 has no ``DELETE ... RETURNING``: select and delete in one transaction."""
+    monkeypatch.setattr(sqlite_module, '_HAS_RETURNING', False)
+    database = tmp_path / 'media.db'
+    async with SqliteMediaStore(database=database) as store:
+        old, young, unknown = await store.put(b'old'), await store.put(b'young'), await store.put(b'unknown')
+        set_created_at(database, old, time.time() - 2 * HOUR)
+        set_created_at(database, unknown, None)
+        deleted = await store.delete_unless_touched([old, young, unknown], written_before=time.time() - HOUR)
+        assert deleted == {old}
+        assert sorted([u async for u in store.iter_uris()]) == sorted([young, unknown])
+
+
+async def test_delete_unless_touched_in_batches(tmp_path: Path) -> None:
+    database = tmp_path / 'media.db'
+    async with SqliteMediaStore(database=database) as store:
+        uris = [await store.put(f'row {i}'.encode()) for i in range(1200)]
+        with side_connection(database) as connection:
+            connection.execute('UPDATE media SET created_at = ?', (time.time() - 2 * HOUR,))
+        kept = uris[::7]
+        assert await store.touch_many(kept) == set(kept)
+        deleted = await store.delete_unless_touched(uris, written_before=time.time() - HOUR)
+        assert deleted == set(uris) - set(kept)
+        assert sorted([u async for u in store.iter_uris()]) == sorted(kept)
+
+
+async def test_iter_blobs_reports_the_stored_length(tmp_path: Path) -> None:
+    """Sizes come from ``length(bytes)``, not from ``size_bytes`` (which could be wrong)."""
+    database = tmp_path / 'media.db'
+    async with SqliteMediaStore(database=database) as store:
+        uri = await store.put(b'12345')
+        with side_connection(database) as connection:
+            connection.execute('UPDATE media SET size_bytes = 99')
+        assert [(info.uri, info.size) async for info in store.iter_blobs()] == [(uri, 5)]
+
+
+async def test_read_only_database_lists_and_touches_without_writing(tmp_path: Path) -> None:
+    with side_connection(tmp_path / 'x.db') as connection:
+        connection.execute(HARNESS_LAYOUT)
+        harness_row = insert_harness_row(connection, b'harness row', '{}')
+    read_only = sqlite3.connect(
+        f'file:{tmp_path / "x.db"}?mode=ro', uri=True, check_same_thread=False, isolation_level=None
+    )
+    try:
+        async with SqliteMediaStore(connection=read_only) as store:
+            assert [(i.uri, i.size, i.written_at) async for i in store.iter_blobs()] == [(harness_row, 11, None)]
+            assert await store.touch_many([harness_row, media_uri_for(b'absent')]) == {harness_row}
+            assert await store.delete_unless_touched([harness_row], written_before=time.time() + HOUR) == frozenset()
+    finally:
+        read_only.close()
+
+    # The column exists, the file is read-only: touching cannot write, and says what is there.
+    async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
+        await store.touch_many([harness_row])
+    read_only = sqlite3.connect(
+        f'file:{tmp_path / "x.db"}?mode=ro', uri=True, check_same_thread=False, isolation_level=None
+    )
+    try:
+        async with SqliteMediaStore(connection=read_only) as store:
+            set_created_at(tmp_path / 'x.db', harness_row, time.time() - 2 * HOUR)
+            assert await store.touch_many([harness_row]) == {harness_row}
+            assert (created_at(tmp_path / 'x.db', harness_row) or 0) < time.time() - HOUR
+    finally:
+        read_only.close()

@@ -32,7 +32,7 @@ from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
 from mediastash.stores._blob import OFFLOAD_BYTES
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
-from mediastash.stores.base import BaseMediaStore, Ingest
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
 from mediastash.uri import DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -54,6 +54,8 @@ _EXISTS_BATCH = 500
 """Digests per ``IN (...)`` existence query (below every SQLite build's bound-parameter limit)."""
 _PRIVATE_DATABASES = frozenset({'', ':memory:'})
 _SAVEPOINT = 'mediastash_write'
+_HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
+"""``DELETE ... RETURNING`` (SQLite 3.35+); older builds select and delete in one transaction instead."""
 
 
 class SqliteMediaStore(BaseMediaStore):
@@ -66,8 +68,9 @@ class SqliteMediaStore(BaseMediaStore):
     a blob fixes its metadata.
 
     Layout: the columns of pydantic-ai-harness's media table plus a nullable
-    ``created_at REAL`` (Unix time of the first ``put``; ``NULL`` for rows the
-    harness wrote). An existing harness table gains ``created_at`` through
+    ``created_at REAL`` (Unix time of the first ``put`` or of the latest touch
+    that marked the blob in use; ``NULL`` for rows the harness wrote). An
+    existing harness table gains ``created_at`` through
     ``ALTER TABLE ... ADD COLUMN`` (skipped on a read-only database); a table
     lacking any harness column is refused with ``InvalidStoreConfiguration``.
 
@@ -76,7 +79,9 @@ class SqliteMediaStore(BaseMediaStore):
     opened on your own ``connection``, the write lands when you commit (and a
     Python 3.12 ``autocommit=False`` connection always has one open).
 
-    Capabilities: listing, deleting, streaming. Streams use SQLite incremental
+    Capabilities: listing, deleting, streaming, garbage collection (a row's
+    age is its ``created_at``; rows with ``NULL`` are never collected until a
+    writer's ``put`` or ``touch_many`` dates them). Streams use SQLite incremental
     blob I/O; ``put_stream`` spools to a temporary file first because the row
     size must be known before the blob is written. SQLite limits a blob to
     about 1 GB by default.
@@ -247,9 +252,23 @@ class SqliteMediaStore(BaseMediaStore):
         self, connection: sqlite3.Connection, digest: str, data: bytes, media_type: str | None, metadata: str
     ) -> None:
         with _write_transaction(connection):
-            connection.execute(
+            cursor = connection.execute(
                 self._insert_sql('?'), self._insert_parameters(digest, media_type, data, len(data), metadata)
             )
+            if cursor.rowcount == 0:  # already stored: mark it in use
+                self._refresh(connection, [digest], time.time() - TOUCH_AFTER_SECONDS)
+
+    def _refresh(self, connection: sqlite3.Connection, digests: list[str], touch_before: float) -> None:
+        """Set ``created_at`` to now on the rows older than ``touch_before`` or of unknown age (in the caller's
+        transaction). A row of unknown age a writer uses is in use, so it becomes known-young."""
+        if not self._has_created_at:
+            return
+        marks = ', '.join('?' * len(digests))
+        connection.execute(
+            f'UPDATE {self._quoted} SET {_CREATED_AT} = ? WHERE sha256 IN ({marks}) '
+            f'AND ({_CREATED_AT} IS NULL OR {_CREATED_AT} < ?)',
+            (time.time(), *digests, touch_before),
+        )
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         data = await self._run(self._select_data, digest)
@@ -321,6 +340,64 @@ class SqliteMediaStore(BaseMediaStore):
         )
         return [str(row[0]) for row in rows]
 
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        """Every stored blob in digest order, a page at a time: ``length(bytes)`` and ``created_at``, no blob read."""
+        after = ''
+        while page := await self._run(self._select_blob_page, after):
+            for digest, size, written_at in page:
+                if DIGEST_PATTERN.fullmatch(digest):
+                    yield BlobInfo(media_uri(digest), size, written_at)
+            after = page[-1][0]
+
+    def _select_blob_page(self, connection: sqlite3.Connection, after: str) -> list[tuple[str, int, float | None]]:
+        created_at = _CREATED_AT if self._has_created_at else 'NULL'
+        rows = connection.execute(
+            f'SELECT sha256, length(bytes), {created_at} FROM {self._quoted} WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
+            (after, _LIST_PAGE),
+        )
+        return [(str(digest), int(size or 0), _unix_time(written_at)) for digest, size, written_at in rows]
+
+    async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
+        """Per batch of 500, one transaction: date the old rows, then select which rows exist."""
+        found: set[str] = set()
+        for start in range(0, len(digests), _EXISTS_BATCH):
+            found.update(await self._run(self._touch_rows, digests[start : start + _EXISTS_BATCH], touch_before))
+        return found
+
+    def _touch_rows(self, connection: sqlite3.Connection, digests: list[str], touch_before: float) -> list[str]:
+        try:
+            with _write_transaction(connection):
+                self._refresh(connection, digests, touch_before)
+                return self._select_present(connection, digests)
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, 'sqlite_errorcode', 0) & 0xFF != sqlite3.SQLITE_READONLY:
+                raise
+        # A read-only database cannot be written by anyone through this file: just say what is there.
+        return self._select_present(connection, digests)
+
+    async def _delete_unless_touched(self, digests: list[str], written_before: float) -> list[str]:
+        """``DELETE ... WHERE created_at < ?`` per batch of 500: the age check and the delete are one statement."""
+        deleted: list[str] = []
+        for start in range(0, len(digests), _EXISTS_BATCH):
+            deleted.extend(
+                await self._run(self._delete_old_rows, digests[start : start + _EXISTS_BATCH], written_before)
+            )
+        return deleted
+
+    def _delete_old_rows(self, connection: sqlite3.Connection, digests: list[str], written_before: float) -> list[str]:
+        if not self._has_created_at:
+            return []  # every row's age is unknown
+        marks = ', '.join('?' * len(digests))
+        condition = f'FROM {self._quoted} WHERE sha256 IN ({marks}) AND {_CREATED_AT} IS NOT NULL AND {_CREATED_AT} < ?'
+        parameters = (*digests, written_before)
+        with _write_transaction(connection):
+            if _HAS_RETURNING:
+                return [str(row[0]) for row in connection.execute(f'DELETE {condition} RETURNING sha256', parameters)]
+            # Older SQLite: the select and the delete share one transaction, so they see the same rows.
+            doomed = [str(row[0]) for row in connection.execute(f'SELECT sha256 {condition}', parameters)]
+            connection.execute(f'DELETE {condition}', parameters)
+            return doomed
+
     async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         return await self._run(self._delete_rows, [digest]) > 0
 
@@ -359,7 +436,10 @@ class SqliteMediaStore(BaseMediaStore):
             cursor = connection.execute(
                 self._insert_sql('zeroblob(?)'), self._insert_parameters(digest, media_type, size, size, metadata)
             )
-            if cursor.rowcount != 1 or size == 0:
+            if cursor.rowcount != 1:  # already stored: mark it in use
+                self._refresh(connection, [digest], time.time() - TOUCH_AFTER_SECONDS)
+                return
+            if size == 0:
                 return
             assert cursor.lastrowid is not None
             spool.seek(0)
@@ -427,6 +507,13 @@ def _write_transaction(connection: sqlite3.Connection) -> Iterator[None]:
         connection.execute(f'RELEASE {_SAVEPOINT}')
         raise
     connection.execute(f'RELEASE {_SAVEPOINT}')
+
+
+def _unix_time(value: object) -> float | None:
+    """A ``created_at`` value as Unix time; ``None`` for ``NULL`` (or anything else written behind our back)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 def _row_facts(context: MediaContextLike) -> tuple[str | None, str]:
