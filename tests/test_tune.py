@@ -431,6 +431,13 @@ def test_tune_on_s3_deletes_every_key_it_wrote(
     keys = [item['Key'] for item in client.list_objects_v2(Bucket=s3_bucket).get('Contents', [])]
     assert keys == ['keep/existing.txt']
 
+    missing = f's3://no-such-bucket-here/media?endpoint_url={moto_server.url}'
+    assert "S3 bucket 'no-such-bucket-here' does not exist" in bad(
+        tune(known_answer_file, '--store', missing, cwd=tmp_path, env=env)
+    )
+    stopped = 's3://bucket/media?endpoint_url=http://127.0.0.1:1&max_attempts=1'
+    assert 'cannot reach the S3 endpoint' in bad(tune(known_answer_file, '--store', stopped, cwd=tmp_path, env=env))
+
 
 def test_tune_on_mongodb_drops_its_collections(known_answer_file: Path, tmp_path: Path, mongo_uri: str) -> None:
     from pymongo import MongoClient
@@ -495,6 +502,10 @@ def test_bad_inputs_give_one_line_errors(known_answer_file: Path, tmp_path: Path
 
     assert "unknown store URL scheme 'ftp'" in bad(tune(known_answer_file, '--store', 'ftp://host/x', cwd=tmp_path))
     assert 'sqlite://' in bad(tune(known_answer_file, '--store', 'sqlite://host/x.db', cwd=tmp_path))
+    stopped = 'mongodb://user:hunter2@127.0.0.1:1/db?serverSelectionTimeoutMS=300'
+    result = tune(known_answer_file, '--store', stopped, cwd=tmp_path)
+    assert 'cannot reach the MongoDB server' in bad(result)
+    assert 'hunter2' not in result.stderr + result.stdout
     secret = 'mongodb://user:hunter2@127.0.0.1:1/db?bogusOption=1'
     result = tune(known_answer_file, '--store', secret, cwd=tmp_path)
     assert 'hunter2' not in bad(result) and 'hunter2' not in result.stdout

@@ -29,6 +29,7 @@ from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import DeletableMediaStore, ListableMediaStore, MediaStore
 from mediastash.stores.sqlite import SqliteMediaStore
+from mediastash.uri import media_uri_for
 
 if TYPE_CHECKING:
     from mediastash.stores.mongo import MongoMediaStore
@@ -106,7 +107,10 @@ class UrlNamespaces:
             existed = False
         try:
             self.description = repr(base)
-            self._kind = _kind_for(self.url, base, existed)
+            kind = _kind_for(self.url, base, existed)
+            if kind.remote:  # reach the server (and find the bucket) once, before any namespace exists
+                await base.exists(media_uri_for(b''))
+            self._kind = kind
         finally:
             await base.aclose()
         return self
@@ -157,6 +161,9 @@ async def _remove(kind: _Kind, store: BaseMediaStore, name: str, *, quiet: bool)
 
 class _Kind:
     """How namespaces of one store type are opened and removed."""
+
+    remote = False
+    """Whether the storage is behind a server that may be unreachable."""
 
     async def open(self, url: str, name: str) -> BaseMediaStore:
         raise NotImplementedError
@@ -265,6 +272,8 @@ class _SqliteKind(_Kind):
 class _S3Kind(_Kind):
     """The key prefix ``<prefix>mediastash-tune-<token>-<label>/`` of the store's bucket (emptied: no folders)."""
 
+    remote = True
+
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
 
@@ -281,6 +290,8 @@ class _MongoKind(_Kind):
     The namespace store gets a client this class owns (from the same URL), so
     it can drop the collections with the driver's public API.
     """
+
+    remote = True
 
     def __init__(self, database: str, collection: str) -> None:
         self.database = database
