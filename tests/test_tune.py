@@ -375,6 +375,23 @@ def test_progress_only_on_a_terminal_and_not_with_quiet(known_answer_file: Path,
     assert piped.stderr == ''
 
 
+def test_plot_without_matplotlib_is_a_user_error(known_answer_file: Path, tmp_path: Path) -> None:
+    """As on an install without the plot extra: the import fails, before any work."""
+    shadow = tmp_path / 'no-plot-extra' / 'matplotlib'
+    shadow.mkdir(parents=True)
+    (shadow / '__init__.py').write_text("raise ImportError('No module named matplotlib')\n")
+    env = {
+        **os.environ,
+        'PYTHONPATH': os.pathsep.join(filter(None, [str(shadow.parent), os.environ.get('PYTHONPATH')])),
+    }
+    result = tune(
+        known_answer_file, '--store', tmp_path / 'store', '--plot', tmp_path / 'tune.png', cwd=tmp_path, env=env
+    )
+    assert 'plotting needs matplotlib: pip install "mediastash[plot]"' in bad(result)
+    assert not (tmp_path / 'tune.png').exists()
+    assert not (tmp_path / 'store').exists()
+
+
 # -- other stores: SQLite, S3 on moto, MongoDB -------------------------------------------------
 
 
