@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +83,23 @@ class TestMongoStore(StoreConformance):
     async def raw_count(self, store: Any) -> int | None:
         return await self.raw[id(store)].count()
 
+    async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
+        await set_written_at(self.raw[id(store)], uri, when)
+
 
 class TestMongoStoreSmallChunks(TestMongoStore):
     """The same suite with 4 KiB chunks, so nearly every blob is split into chunk documents."""
 
     chunk_size = 4096
+
+
+async def set_written_at(raw: RawCollections, uri: str, when: float | None) -> None:
+    """Date a manifest behind the store's back; ``None`` removes both time fields (unknown age)."""
+    digest = uri.removeprefix('media+sha256://')
+    if when is None:
+        await raw.manifests.update_one({'_id': digest}, {'$unset': {'written_at': '', 'created_at': ''}})
+    else:
+        await raw.manifests.update_one({'_id': digest}, {'$set': {'written_at': datetime.fromtimestamp(when, UTC)}})
 
 
 # -- fixtures for the store-specific tests ----------------------------------------------
@@ -600,3 +613,121 @@ async def test_stream_pieces_larger_and_smaller_than_a_chunk(make: Any) -> None:
     assert [len(doc['data']) for doc in await raw.chunk_docs(manifest['chunk_set'])][-2:] == [64 * 1024, 17]
     assert await store.get(uri) == data
     assert await store.media_type_of(uri) == 'audio/wav'
+
+
+# -- garbage collection -----------------------------------------------------------------
+
+HOUR = 3600.0
+
+
+async def test_manifest_records_written_at(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=1000)
+    before = time.time()
+    uri = await store.put(blob(3000, seed=70))
+    manifest = await raw.manifest(uri)
+    assert manifest is not None
+    written_at = manifest['written_at'].replace(tzinfo=UTC).timestamp()
+    assert before - 0.001 <= written_at <= time.time() + 0.001
+    assert manifest['created_at'] <= manifest['written_at']
+
+
+async def test_put_of_an_old_blob_updates_its_manifest_only(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=1000)
+    data = blob(5000, seed=71)
+    uri = await store.put(data)
+    sets = await raw.chunk_sets()
+    await set_written_at(raw, uri, time.time() - 2 * HOUR)
+    before = time.time()
+    assert await store.put(data) == uri
+    manifest = await raw.manifest(uri)
+    assert manifest is not None and manifest['written_at'].replace(tzinfo=UTC).timestamp() >= before - 0.001
+    await set_written_at(raw, uri, time.time() - 2 * HOUR)
+    assert await store.put_stream(chunked(data, 1500)) == uri
+    manifest = await raw.manifest(uri)
+    assert manifest is not None and manifest['written_at'].replace(tzinfo=UTC).timestamp() >= before - 0.001
+    assert await raw.chunk_sets() == sets, 'no chunk set is written or left behind'
+    assert await store.get(uri) == data
+
+
+async def test_deleted_manifests_lose_their_chunks_and_survivors_keep_theirs(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=1000)
+    old, touched, young = [await store.put(blob(4000, seed=72 + i)) for i in range(3)]
+    inline = await store.put(b'inline and old')
+    sets = {uri: (await raw.manifest(uri) or {}).get('chunk_set') for uri in (old, touched, young)}
+    for uri in (old, touched, inline):
+        await set_written_at(raw, uri, time.time() - 2 * HOUR)
+    cutoff = time.time() - HOUR
+    assert await store.touch_many([touched]) == {touched}
+    deleted = await store.delete_unless_touched([old, touched, young, inline], written_before=cutoff)
+    assert deleted == {old, inline}
+    assert await raw.chunk_sets() == {sets[touched], sets[young]}
+    assert await store.get(touched) == blob(4000, seed=73)
+    assert await store.get(young) == blob(4000, seed=74)
+    assert await raw.count() == 2
+
+
+async def test_changes_between_the_lookup_and_the_delete(make: Any) -> None:
+    """The delete's own age filter decides: a blob touched after the lookup survives with its chunks; one
+    deleted and stored again under a new chunk set loses only its old set."""
+    store, raw = make(chunk_size_bytes=1000)
+    data = [blob(3000, seed=80 + i) for i in range(3)]
+    old, touched, again = [await store.put(item) for item in data]
+    sets = {uri: (await raw.manifest(uri) or {})['chunk_set'] for uri in (old, touched, again)}
+    for uri in (old, touched, again):
+        await set_written_at(raw, uri, time.time() - 2 * HOUR)
+    cutoff = time.time() - HOUR
+    candidates = await store._old_manifests([old[-64:], touched[-64:], again[-64:]], cutoff)
+    assert set(candidates) == {old[-64:], touched[-64:], again[-64:]}
+
+    assert await store.touch_many([touched]) == {touched}  # a writer confirms it
+    await raw.manifests.delete_one({'_id': again[-64:]})  # another collector took it ...
+    await store.put(data[2])  # ... and a writer stored it again
+    new_set = (await raw.manifest(again) or {})['chunk_set']
+    assert new_set != sets[again]
+
+    await raw.manifests.delete_many(
+        {'_id': {'$in': list(candidates)}, 'written_at': {'$lt': datetime.fromtimestamp(cutoff, UTC)}}
+    )
+    assert sorted(await store._drop_chunks_of_gone(candidates)) == sorted([old[-64:], again[-64:]])
+    assert await raw.chunk_sets() == {sets[touched], new_set}
+    assert await store.get(touched) == data[1]
+    assert await store.get(again) == data[2]
+    assert not await store.exists(old)
+
+
+async def test_manifests_with_only_created_at_use_it_as_their_age(make: Any) -> None:
+    """Manifests written before ``written_at`` existed are dated by ``created_at``."""
+    store, raw = make(chunk_size_bytes=1000)
+    old, young = await store.put(blob(2000, seed=90)), await store.put(blob(2000, seed=91))
+    long_ago = datetime.fromtimestamp(time.time() - 2 * HOUR, UTC)
+    await raw.manifests.update_many({}, {'$unset': {'written_at': ''}})
+    await raw.manifests.update_one({'_id': old[-64:]}, {'$set': {'created_at': long_ago}})
+    listed = {info.uri: info.written_at async for info in store.iter_blobs()}
+    assert listed[old] == pytest.approx(long_ago.timestamp(), abs=0.002)
+    assert listed[young] is not None and listed[young] > time.time() - 60
+    assert await store.delete_unless_touched([old, young], written_before=time.time() - HOUR) == {old}
+    assert await raw.chunk_sets() == {(await raw.manifest(young) or {})['chunk_set']}
+
+
+async def test_harness_manifests_have_unknown_age_until_a_writer_uses_them(
+    make: Any, client: AsyncMongoClient[Document]
+) -> None:
+    harness_media = pytest.importorskip('pydantic_ai_harness.media')
+    ours, raw = make(chunk_size_bytes=1000)
+    theirs = harness_media.MongoMediaStore(
+        client=client, database=TEST_DATABASE, collection=raw.manifests.name, chunk_size_bytes=700
+    )
+    data = blob(3000, seed=92)
+    uri = await theirs.put(data)
+    (listed,) = [info async for info in ours.iter_blobs()]
+    assert (listed.uri, listed.size, listed.written_at) == (uri, 3000, None)
+    assert await ours.delete_unless_touched([uri], written_before=time.time() + HOUR) == frozenset()
+    assert await theirs.get(uri) == data
+
+    before = time.time()
+    assert await ours.touch_many([uri]) == {uri}
+    (listed,) = [info async for info in ours.iter_blobs()]
+    assert listed.written_at is not None and listed.written_at >= before - 0.001
+    assert await theirs.get(uri) == data, 'the harness still reads a manifest we dated'
+    assert await ours.delete_unless_touched([uri], written_before=time.time() + HOUR) == {uri}
+    assert await raw.chunks.count_documents({}) == 0, "the harness's chunks went with its manifest"

@@ -6,12 +6,13 @@ Kept apart from the store so the on-disk shape is readable in one place (see
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from mediastash.context import MediaContextLike, context_media_type, context_metadata
@@ -22,17 +23,23 @@ __all__ = [
     'DEFAULT_CHUNK_SIZE_BYTES',
     'MAX_CHUNK_SIZE_BYTES',
     'MAX_DOCUMENT_BYTES',
+    'WRITTEN_AT',
     'Document',
     'ManifestFacts',
+    'bson_time',
     'chunk_document',
     'check_chunk_size',
     'check_collection',
     'check_database',
     'chunk_filter',
     'chunk_sets_before',
+    'manifest_size',
+    'manifest_written_at',
     'new_chunk_set',
+    'not_written_since',
     'parse_metadata',
     'stored_bytes',
+    'written_before',
 ]
 
 Document = dict[str, Any]
@@ -45,6 +52,10 @@ MAX_CHUNK_SIZE_BYTES = MAX_DOCUMENT_BYTES - _HEADROOM_BYTES
 DEFAULT_CHUNK_SIZE_BYTES = 4 << 20
 _INLINE_OVERHEAD_BYTES = 4 << 10
 """Room kept in an inline manifest for its fields other than ``data`` and ``metadata``."""
+
+WRITTEN_AT = 'written_at'
+"""Manifest field: UTC time of the write or of the latest touch that marked the blob in use (garbage collection)."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _COLLECTION = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,99}')
 _DATABASE_FORBIDDEN = frozenset('/\\. "$\0')
@@ -99,6 +110,60 @@ def chunk_sets_before(when: float) -> Document:
     return {'set': {'$lt': f'{max(0, int(when)):08x}'}}
 
 
+def bson_time(when: float, *, round_up: bool = False) -> datetime:
+    """``when`` (Unix seconds) as the millisecond UTC datetime BSON stores.
+
+    A write time is rounded up and a cutoff down, so a blob never looks older
+    than it is to garbage collection.
+    """
+    milliseconds = math.ceil(when * 1000) if round_up else math.floor(when * 1000)
+    return _EPOCH + timedelta(milliseconds=milliseconds)
+
+
+def unix_time(value: object) -> float | None:
+    """A BSON datetime (naive means UTC, pymongo's default) as Unix seconds; ``None`` for anything else."""
+    if not isinstance(value, datetime):
+        return None
+    return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()
+
+
+def manifest_written_at(manifest: Mapping[str, Any]) -> float | None:
+    """The blob's last-write time: ``written_at``, else the ``created_at`` of manifests from before it existed.
+
+    ``None`` (unknown age, never collected) for manifests with neither, as
+    pydantic-ai-harness writes them, or with a ``written_at`` that is not a
+    date. Agrees with ``written_before``.
+    """
+    if WRITTEN_AT in manifest:
+        return unix_time(manifest[WRITTEN_AT])
+    return unix_time(manifest.get('created_at'))
+
+
+def written_before(when: float) -> Document:
+    """A query on manifests: those whose last-write time is known and before ``when`` (Unix seconds)."""
+    cutoff = bson_time(when)
+    return {
+        '$or': [
+            {WRITTEN_AT: {'$lt': cutoff}},
+            {WRITTEN_AT: {'$exists': False}, 'created_at': {'$lt': cutoff}},
+        ]
+    }
+
+
+def not_written_since(when: float) -> Document:
+    """A query on manifests: those to touch, last written before ``when`` or of unknown age."""
+    return {WRITTEN_AT: {'$not': {'$gte': bson_time(when)}}}
+
+
+def manifest_size(manifest: Mapping[str, Any]) -> int:
+    """The blob's size as its manifest records it (ours: ``size``; pydantic-ai-harness's: ``size_bytes``)."""
+    for field in ('size', 'size_bytes'):
+        value = manifest.get(field)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
 def chunk_document(chunk_set: str, n: int, data: bytes) -> Document:
     """Chunk ``n`` (0-based) of the chunk set ``chunk_set``."""
     return {'_id': f'{chunk_set}:{n}', 'set': chunk_set, 'n': n, 'data': data}
@@ -127,6 +192,7 @@ class ManifestFacts:
 
     def manifest(self, digest: str, size: int, chunk_size: int) -> Document:
         """The manifest fields shared by inline and chunked blobs."""
+        now = time.time()
         return {
             '_id': digest,
             'size': size,
@@ -134,7 +200,8 @@ class ManifestFacts:
             'metadata': self.metadata,
             'chunk_size': chunk_size,
             'chunk_count': 0,
-            'created_at': datetime.now(UTC),
+            'created_at': datetime.fromtimestamp(now, UTC),
+            WRITTEN_AT: bson_time(now, round_up=True),
         }
 
     def inline_manifest(self, digest: str, data: bytes, chunk_size: int) -> Document:

@@ -7,6 +7,11 @@ no larger than one chunk, otherwise in a set of chunk documents in
 the manifest, so a manifest never points at chunks that are missing or that
 another writer (or a garbage collector) owns. The layout is in ``docs/mongo.md``.
 
+For garbage collection each manifest carries ``written_at``, refreshed by a
+``put`` of stored bytes (or ``touch_many``) once it is older than
+``TOUCH_AFTER_SECONDS``; ``delete_unless_touched`` deletes with the age
+condition in the filter, so a manifest touched meanwhile is not matched.
+
 Blobs written by pydantic-ai-harness's ``MongoMediaStore`` into the same
 collections (chunks keyed by digest, JSON-text metadata) are read, listed and
 deleted too; new writes always use this layout.
@@ -18,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
+from typing import Final
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
@@ -25,21 +31,27 @@ from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import InvalidStoreConfiguration
-from mediastash.stores.base import BaseMediaStore, Ingest
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
 from mediastash.stores.mongo._layout import (
     DEFAULT_CHUNK_SIZE_BYTES,
     MAX_CHUNK_SIZE_BYTES,
+    WRITTEN_AT,
     Document,
     ManifestFacts,
+    bson_time,
     check_chunk_size,
     check_collection,
     check_database,
     chunk_document,
     chunk_filter,
     chunk_sets_before,
+    manifest_size,
+    manifest_written_at,
     new_chunk_set,
+    not_written_since,
     parse_metadata,
     stored_bytes,
+    written_before,
 )
 from mediastash.uri import is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
@@ -59,6 +71,8 @@ _DELETE_CONCURRENCY = 8
 _CHUNK_INDEX = 'mediastash_set_n'
 _MANIFEST_SET_INDEX = 'mediastash_chunk_set'
 _DEFAULT_SWEEP_GRACE_SECONDS = 24 * 3600.0
+_AGE_FIELDS: Final = {WRITTEN_AT: 1, 'created_at': 1}
+_CHUNK_FIELDS: Final = {'chunk_set': 1, 'chunk_size': 1, 'chunk_count': 1}
 
 
 class MongoMediaStore(BaseMediaStore):
@@ -72,8 +86,9 @@ class MongoMediaStore(BaseMediaStore):
     document holds; blobs up to that size are stored inside their manifest.
 
     The first ``put`` of a blob fixes its media type and metadata; a later
-    ``put`` of the same bytes is a single lookup. Capabilities: listing,
-    deleting, streaming. Server errors surface as pymongo's exceptions.
+    ``put`` of the same bytes is a single lookup (plus an update once an hour,
+    to mark the blob in use). Capabilities: listing, deleting, streaming,
+    garbage collection. Server errors surface as pymongo's exceptions.
     """
 
     def __init__(
@@ -158,9 +173,25 @@ class MongoMediaStore(BaseMediaStore):
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         facts = ManifestFacts.of(context)
-        if await self._contains(digest, context):
+        if await self._confirm_stored(digest):
             return
         await self._store_new(digest, data, facts)
+
+    async def _confirm_stored(self, digest: str) -> bool:
+        """True when the blob is stored: one lookup, and an update marking it in use when its last write is
+        older than ``TOUCH_AFTER_SECONDS`` or unknown (``False`` if it was deleted meanwhile)."""
+        manifest = await self._manifests.find_one({'_id': digest}, _AGE_FIELDS)
+        if manifest is None:
+            return False
+        now = time.time()
+        written_at = manifest_written_at(manifest)
+        if written_at is not None and written_at >= now - TOUCH_AFTER_SECONDS:
+            return True
+        touched = await self._manifests.update_one(
+            {'_id': digest, **not_written_since(now - TOUCH_AFTER_SECONDS)},
+            {'$set': {WRITTEN_AT: bson_time(now, round_up=True)}},
+        )
+        return touched.matched_count > 0 or await self._contains(digest, EMPTY_CONTEXT)
 
     async def _store_new(self, digest: str, data: bytes, facts: ManifestFacts) -> None:
         """Write a blob known to be absent a moment ago: inline, or chunks first and then the manifest."""
@@ -186,7 +217,7 @@ class MongoMediaStore(BaseMediaStore):
             owned.keep = await self._insert_manifest(manifest)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
-        manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0})
+        manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0, WRITTEN_AT: 0})
         if manifest is None:
             raise self._not_found(digest)
         if 'data' in manifest:
@@ -269,11 +300,95 @@ class MongoMediaStore(BaseMediaStore):
                 return
             after = last
 
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        """Every stored blob in digest order, a page of manifests at a time (size and age fields only)."""
+        after = ''
+        fields = {'size': 1, 'size_bytes': 1, **_AGE_FIELDS}
+        while True:
+            cursor = self._manifests.find({'_id': {'$gt': after}}, fields).sort('_id', 1).limit(_LIST_PAGE)
+            page = [document async for document in cursor]
+            if not page:
+                return
+            for manifest in page:
+                digest = manifest['_id']
+                if is_digest(digest):
+                    yield BlobInfo(media_uri(digest), manifest_size(manifest), manifest_written_at(manifest))
+            last = page[-1]['_id']
+            if not isinstance(last, str):
+                return
+            after = last
+
+    async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
+        """Per page of 1,000 digests: one ``update_many`` dating the old manifests, then one ``find`` of the present."""
+        gate = asyncio.Semaphore(max_concurrency)
+
+        async def page(batch: list[str]) -> set[str]:
+            async with gate:
+                await self._manifests.update_many(
+                    {'_id': {'$in': batch}, **not_written_since(touch_before)},
+                    {'$set': {WRITTEN_AT: bson_time(time.time(), round_up=True)}},
+                )
+                cursor = self._manifests.find({'_id': {'$in': batch}}, {'_id': 1})
+                found = {document['_id'] async for document in cursor}
+            return found.intersection(batch)
+
+        pages = [digests[start : start + _LIST_PAGE] for start in range(0, len(digests), _LIST_PAGE)]
+        return set().union(*await asyncio.gather(*map(page, pages)))
+
+    async def _delete_unless_touched(self, digests: list[str], written_before: float) -> list[str]:
+        """Delete the manifests still older than ``written_before`` (the age condition is in the delete's
+        filter), then the chunk sets of those that are really gone."""
+        deleted: list[str] = []
+        for start in range(0, len(digests), _LIST_PAGE):
+            deleted.extend(await self._delete_old_page(digests[start : start + _LIST_PAGE], written_before))
+        return deleted
+
+    async def _delete_old_page(self, batch: list[str], when: float) -> list[str]:
+        candidates = await self._old_manifests(batch, when)
+        if not candidates:
+            return []
+        await self._manifests.delete_many({'_id': {'$in': list(candidates)}, **written_before(when)})
+        return await self._drop_chunks_of_gone(candidates)
+
+    async def _old_manifests(self, batch: list[str], when: float) -> dict[str, Document]:
+        """The manifests among ``batch`` last written before ``when``, with the fields naming their chunks."""
+        cursor = self._manifests.find({'_id': {'$in': batch}, **written_before(when)}, _CHUNK_FIELDS)
+        return {document['_id']: document async for document in cursor}
+
+    async def _drop_chunks_of_gone(self, candidates: dict[str, Document]) -> list[str]:
+        """After the age-filtered delete: which candidates are gone, and delete exactly their chunks.
+
+        A candidate whose manifest is still there with the same chunk set was
+        touched meanwhile and keeps its chunks; one stored again under another
+        chunk set was deleted, so its old set goes.
+        """
+        cursor = self._manifests.find({'_id': {'$in': list(candidates)}}, {'chunk_set': 1})
+        remaining = {document['_id']: document async for document in cursor}
+        deleted: list[str] = []
+        chunk_sets: list[str] = []
+        other_chunks: list[Document] = []
+        for digest, manifest in candidates.items():
+            survivor = remaining.get(digest)
+            if survivor is not None and survivor.get('chunk_set') == manifest.get('chunk_set'):
+                continue  # touched between the lookup and the delete: kept, with its chunks
+            # Gone (or gone and stored again under a new chunk set): its old chunks go.
+            deleted.append(digest)
+            query = chunk_filter(digest, manifest)
+            if query is None:
+                continue
+            if isinstance(query.get('set'), str):
+                chunk_sets.append(query['set'])
+            else:
+                other_chunks.append(query)
+        if chunk_sets:
+            await self._chunks.delete_many({'set': {'$in': chunk_sets}})
+        for query in other_chunks:
+            await self._chunks.delete_many(query)
+        return deleted
+
     async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         """Remove the manifest first (so no reader finds the blob), then its chunks."""
-        manifest = await self._manifests.find_one_and_delete(
-            {'_id': digest}, projection={'chunk_set': 1, 'chunk_size': 1, 'chunk_count': 1}
-        )
+        manifest = await self._manifests.find_one_and_delete({'_id': digest}, projection=_CHUNK_FIELDS)
         if manifest is None:
             return False
         query = chunk_filter(digest, manifest)
@@ -359,7 +474,7 @@ class MongoMediaStore(BaseMediaStore):
             digest = ingest.digest
             if owned is None:
                 data = bytes(buffer)
-                if not await self._contains(digest, context):
+                if not await self._confirm_stored(digest):
                     await self._store_new(digest, data, facts)
                 return
             assert chunk_set is not None
@@ -371,6 +486,8 @@ class MongoMediaStore(BaseMediaStore):
             batch = []
             manifest = facts.chunked_manifest(digest, ingest.size, size, chunk_set, count)
             owned.keep = await self._insert_manifest(manifest)
+            if not owned.keep and not await self._confirm_stored(digest):
+                owned.keep = await self._insert_manifest(manifest)  # collected in between: ours goes in after all
         finally:
             if owned is not None:
                 await owned.discard()
@@ -380,7 +497,7 @@ class MongoMediaStore(BaseMediaStore):
         return self._stored_pieces(digest, chunk_size)
 
     async def _stored_pieces(self, digest: str, piece_size: int) -> AsyncGenerator[bytes, None]:
-        manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0})
+        manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0, WRITTEN_AT: 0})
         if manifest is None:
             raise self._not_found(digest)
         if 'data' in manifest:
