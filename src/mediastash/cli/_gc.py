@@ -3,9 +3,154 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any, Final
 
-__all__ = ['register']
+from mediastash.cli._args import positive_int
+from mediastash.cli._ui import Step, Ui
+
+__all__ = ['parse_duration', 'register']
+
+_DURATION_PART: Final = re.compile(r'(\d+(?:\.\d+)?)\s*(d|h|m|s)', re.IGNORECASE)
+_DURATION: Final = re.compile(r'\s*(?:\d+(?:\.\d+)?\s*[dhms]\s*)+', re.IGNORECASE)
+_UNIT_SECONDS: Final = {'d': 86400.0, 'h': 3600.0, 'm': 60.0, 's': 1.0}
+_PHASES: Final = {'mark': 'reading roots', 'list': 'listing blobs', 'delete': 'deleting'}
+_ROOT_HELP = (
+    'what keeps blobs alive: a lean JSON file or a folder of them (json:PATH), a file of media+sha256:// URIs '
+    'one per line (uris:PATH), a pydantic-ai-harness FileStepStore folder (file-steps:DIR) or SqliteStepStore '
+    'database (sqlite-steps:DB); without a KIND: prefix the kind is recognised from the path'
+)
+
+
+def parse_duration(text: str) -> timedelta:
+    """``24h``, ``90m``, ``1h30m``, ``2d``, ``45s`` or plain seconds (``0``, ``3600``)."""
+    stripped = text.strip()
+    if re.fullmatch(r'-?\d+(?:\.\d+)?', stripped):
+        seconds = float(stripped)
+    elif _DURATION.fullmatch(stripped):
+        seconds = sum(float(number) * _UNIT_SECONDS[unit.lower()] for number, unit in _DURATION_PART.findall(stripped))
+    else:
+        raise argparse.ArgumentTypeError(
+            f'expected a duration such as 24h, 90m, 1h30m, 2d or 3600 (seconds), got {text!r}'
+        )
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f'a duration cannot be negative, got {text!r}')
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f'the duration {text!r} is too long') from None
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
-    """Add the ``gc`` command (not written yet)."""
+    """Add the ``gc`` command."""
+    gc = commands.add_parser(
+        'gc',
+        parents=[common],
+        help='delete blobs no root references and nobody wrote for the grace period (dry run unless --delete)',
+        description='Mark every blob the roots reference, then list the store and report (or, with --delete, '
+        'delete) each blob that no root references and that was neither written nor touched during the grace '
+        'period. Blobs of unknown age are kept unless --include-unknown-age. See docs/gc.md.',
+    )
+    gc.add_argument(
+        '--store',
+        required=True,
+        metavar='URL',
+        help='the store: a folder, file:///path, sqlite:///path.db, s3://bucket/prefix, mongodb://host/db',
+    )
+    gc.add_argument('--roots', required=True, nargs='+', metavar='ROOT', help=_ROOT_HELP)
+    gc.add_argument(
+        '--grace',
+        type=parse_duration,
+        default=timedelta(hours=24),
+        metavar='DURATION',
+        help="keep blobs written or touched this recently (default: 24h); shorter than the writers' cache "
+        'trust age plus 1h is safe only when nothing writes to the store meanwhile',
+    )
+    gc.add_argument('--delete', action='store_true', help='delete (without it: a dry run that deletes nothing)')
+    gc.add_argument(
+        '--include-unknown-age',
+        action='store_true',
+        help='also delete unreferenced blobs whose age the store does not know (rows pydantic-ai-harness '
+        'wrote); no age check protects them from a concurrent writer',
+    )
+    gc.add_argument(
+        '--batch-size', type=positive_int, default=1000, metavar='N', help='blobs per delete call (default: 1000)'
+    )
+    gc.set_defaults(handler=_gc)
+
+
+async def _gc(args: argparse.Namespace, ui: Ui) -> int:
+    from mediastash.gc import collect_garbage, root_from_spec
+    from mediastash.open_store import open_store
+
+    roots = [root_from_spec(spec) for spec in args.roots]
+    async with open_store(args.store, create=False) as store:
+        with _phase_bars(ui) as progress:
+            report = await collect_garbage(
+                store,
+                roots,
+                grace=args.grace,
+                dry_run=not args.delete,
+                include_unknown_age=args.include_unknown_age,
+                batch_size=args.batch_size,
+                progress=progress,
+            )
+        described = repr(store)
+    title = f'Garbage collection of {described}' + (' (dry run)' if report.dry_run else '')
+    rows: list[list[object]] = [
+        ['blobs listed', report.scanned, _size(report.scanned_bytes)],
+        ['referenced by the roots', report.referenced, ''],
+        ['too young (within the grace period)', report.skipped_young, ''],
+        ['unknown age, kept', report.skipped_unknown_age, ''],
+        ['deletable', report.deletable, _size(report.deletable_bytes)],
+    ]
+    if not report.dry_run:
+        rows.append(['deleted', report.deleted, _size(report.bytes_freed)])
+    ui.table(title, ['', 'blobs', 'bytes'], rows)
+    ui.line(f'{report.references:,} URIs referenced by {report.root_items:,} items of {report.roots} root(s).')
+    if report.dry_run:
+        if report.deletable:
+            ui.line(f'Dry run: nothing was deleted. Run again with --delete to delete {report.deletable:,} blob(s).')
+        else:
+            ui.line('Dry run: nothing to delete.')
+    elif report.deleted < report.deletable:
+        ui.line(
+            f'{report.deletable - report.deleted:,} deletable blob(s) were kept: written, touched or removed '
+            'by someone else after the listing.'
+        )
+    document: dict[str, Any] = {'store': described, 'root_names': [root.describe() for root in roots]}
+    document.update(report.as_dict())
+    ui.json(document)
+    return 0
+
+
+@contextlib.contextmanager
+def _phase_bars(ui: Ui) -> Iterator[Any]:
+    """A ``collect_garbage`` progress callback drawing one bar per phase (nothing when quiet or not a terminal)."""
+    stack = contextlib.ExitStack()
+    state: dict[str, Any] = {'phase': None, 'step': None, 'done': 0}
+
+    def progress(phase: str, done: int, total: int | None) -> None:
+        if phase != state['phase']:
+            stack.close()
+            state.update(phase=phase, done=0, step=stack.enter_context(ui.progress(_PHASES.get(phase, phase), total)))
+        step: Step = state['step']
+        step.advance(done - state['done'])
+        state['done'] = done
+
+    try:
+        yield progress
+    finally:
+        stack.close()
+
+
+def _size(size: int) -> str:
+    value = float(size)
+    for unit in ('B', 'KiB', 'MiB', 'GiB'):
+        if value < 1024 or unit == 'GiB':
+            return f'{size:,} B' if unit == 'B' else f'{value:,.1f} {unit}'
+        value /= 1024
+    raise AssertionError('unreachable')

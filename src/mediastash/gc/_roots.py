@@ -296,9 +296,11 @@ class StepStoreRoot(Root):
     is restored. pydantic-ai-harness skips snapshots it cannot parse with a
     logged warning; such a warning while reading stops the collection.
 
-    A harness store that externalizes on its own restores its own markers
-    while listing, fetching those blobs from its media store. When that media
-    store is the one you collect, use ``FileStepStoreRoot`` / ``SqliteStepStoreRoot``.
+    A store that externalizes on its own (a harness store with a
+    ``media_store``) would restore its markers while listing, hiding them, so
+    it is refused here; ``as_root`` reads a ``FileStepStore`` or a
+    ``SqliteStepStore`` on a database path from storage instead
+    (``FileStepStoreRoot`` / ``SqliteStepStoreRoot``).
     """
 
     def __init__(self, store: Any) -> None:
@@ -309,6 +311,12 @@ class StepStoreRoot(Root):
             raise TypeError(
                 f'{type(inner).__name__} has no list_snapshots(): the collector cannot see every retained '
                 'snapshot of a run, only the latest, so it refuses the store as a root'
+            )
+        if _own_media_store(inner) is not None:
+            raise TypeError(
+                f'{type(inner).__name__} externalizes into a media store of its own: reading it through its API '
+                'would restore (and so hide) its references; read its storage with FileStepStoreRoot or '
+                'SqliteStepStoreRoot instead'
             )
         kv = getattr(inner, 'kv', None)
         if kv is not None and _is_instance(kv, 'mediastash.integrations.kv', 'OffloadingKV'):
@@ -445,7 +453,10 @@ def as_root(value: object) -> Root:
     A ``Root`` as is; a ``str`` or path: ``root_from_spec`` (a file or folder,
     its kind sniffed or given by a prefix); a ``set``/``frozenset`` of URIs;
     a ``dict``/``list`` lean tree; an ``OffloadingKV`` or ``ScannableKV``; a
-    step store (``OffloadingStepStore`` or anything with ``list_runs``).
+    step store (``OffloadingStepStore`` or anything with ``list_runs``: a
+    ``StepStoreRoot``, except that a harness ``FileStepStore`` or
+    ``SqliteStepStore`` externalizing into a media store of its own is read
+    from its folder or database file).
     """
     if isinstance(value, Root):
         return value
@@ -462,11 +473,29 @@ def as_root(value: object) -> Root:
     if _is_instance(value, 'mediastash.integrations.step_store', 'OffloadingStepStore') or callable(
         getattr(value, 'list_runs', None)
     ):
-        return StepStoreRoot(value)
+        return _step_store_root(value)
     raise TypeError(
         f'{type(value).__name__} is not a root: give a lean tree, a path, a set of URIs, a step store, '
         'an OffloadingKV or a mediastash.gc Root'
     )
+
+
+def _own_media_store(store: object) -> object:
+    """The media store a pydantic-ai-harness step store externalizes into itself (``None`` when it keeps payloads)."""
+    return getattr(store, '_media_store', None)
+
+
+def _step_store_root(store: object) -> Root:
+    """A step store's root: from storage when the store externalizes on its own and its storage is known."""
+    inner = _unwrap(store, 'mediastash.integrations.step_store', 'OffloadingStepStore')
+    if _own_media_store(inner) is not None:
+        directory = getattr(inner, '_root', None)
+        if type(inner).__name__ == 'FileStepStore' and isinstance(directory, Path):
+            return FileStepStoreRoot(directory)
+        database = getattr(inner, '_database', None)
+        if type(inner).__name__ == 'SqliteStepStore' and isinstance(database, Path):
+            return SqliteStepStoreRoot(database)
+    return StepStoreRoot(inner)
 
 
 def root_from_spec(spec: str) -> Root:
