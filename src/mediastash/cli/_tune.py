@@ -122,36 +122,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
 
 async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
     """Load the inputs, sweep the thresholds, print the table and recommendation, write JSON and the plot."""
-    from mediastash.tuning import (
-        DEFAULT_MARGIN,
-        History,
-        UrlNamespaces,
-        check_plot_target,
-        count_snapshots,
-        load_inputs,
-        plot_sweep,
-        recommend,
-        sweep,
-        synthetic_history,
-    )
+    from mediastash.tuning import DEFAULT_MARGIN, UrlNamespaces, check_plot_target, plot_sweep, recommend
 
     if not args.histories and not args.synthetic:
         raise UserError('nothing to replay: give history files or step stores, or --synthetic')
     if args.plot is not None:
         check_plot_target(args.plot)
     margin: float = DEFAULT_MARGIN if args.margin is None else args.margin
-    thresholds: list[int] = args.thresholds
 
-    async with UrlNamespaces(args.store) as namespaces:  # a bad URL fails here, before any work
-        histories: list[History] = await load_inputs(list(args.histories))
-        if args.synthetic:
-            ui.info('building the synthetic history ...')
-            histories.append(synthetic_history())
-        snapshots = count_snapshots(histories)
-        started = time.perf_counter()
-        with ui.progress('replaying snapshots', total=len(thresholds) * snapshots) as step:
-            rows = await sweep(histories, thresholds, namespaces, advance=step.advance)
-    seconds = time.perf_counter() - started
+    namespaces = UrlNamespaces(args.store)
+    try:
+        rows, histories, snapshots, seconds = await _sweep(args, ui, namespaces)
+    finally:
+        for leftover in namespaces.leftovers:
+            ui.err.print(f'mediastash: warning: {leftover}', markup=False, highlight=False)
 
     recommendation = recommend(rows, margin=margin, limit=args.limit)
     _print_table(ui, rows, histories, snapshots, namespaces.description, seconds)
@@ -177,6 +161,23 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
         }
     )
     return 0
+
+
+async def _sweep(args: argparse.Namespace, ui: Ui, namespaces: Any) -> tuple[list[Any], list[Any], int, float]:
+    """Open the store (a bad URL or unreachable server fails here, before any work), load the inputs, sweep."""
+    from mediastash.tuning import History, count_snapshots, load_inputs, sweep, synthetic_history
+
+    async with namespaces:
+        histories: list[History] = await load_inputs(list(args.histories))
+        if args.synthetic:
+            ui.info('building the synthetic history ...')
+            histories.append(synthetic_history())
+        snapshots = count_snapshots(histories)
+        started = time.perf_counter()
+        with ui.progress('replaying snapshots', total=len(args.thresholds) * snapshots) as step:
+            rows = await sweep(histories, args.thresholds, namespaces, advance=step.advance)
+        seconds = time.perf_counter() - started
+    return rows, histories, snapshots, seconds
 
 
 def _print_table(ui: Ui, rows: list[Any], histories: list[Any], snapshots: int, store: str, seconds: float) -> None:

@@ -94,6 +94,8 @@ class UrlNamespaces:
         self.url = url
         self.token = secrets.token_hex(4)
         self.description = '(not opened)'
+        self.leftovers: list[str] = []
+        """Namespaces that could not be removed after the sweep had already failed (that error wins)."""
         self._kind: _Kind | None = None
 
     async def __aenter__(self) -> Self:
@@ -134,26 +136,29 @@ class UrlNamespaces:
             failed = True
             raise
         finally:
-            await _remove(self._kind, store, name, quiet=failed)
+            error = await _remove(self._kind, store, name)
+            if error is not None:
+                if not failed:
+                    raise error
+                self.leftovers.append(str(error))  # the sweep's own error is the one to raise
 
 
-async def _remove(kind: _Kind, store: BaseMediaStore, name: str, *, quiet: bool) -> None:
-    """Empty, close and remove one namespace, each step tried even when an earlier one failed.
-
-    When the sweep itself failed (``quiet``), a cleanup error does not hide that error.
-    """
+async def _remove(kind: _Kind, store: BaseMediaStore, name: str) -> NamespaceCleanupError | None:
+    """Empty, close and remove one namespace, each step tried even when an earlier one failed; the error, if any."""
     errors: list[Exception] = []
     for step in (lambda: empty_store(store), store.aclose, lambda: kind.remove(store)):
         try:
             await step()
-        except Exception as error:
-            errors.append(error)
-    if not errors or quiet:
-        return
+        except Exception as exc:
+            errors.append(exc)
+    if not errors:
+        return None
     first = errors[0]
-    raise NamespaceCleanupError(
+    problem = NamespaceCleanupError(
         f'could not remove the sweep namespace {name} ({kind.where(store)}): {type(first).__name__}: {first}'
-    ) from first
+    )
+    problem.__cause__ = first
+    return problem
 
 
 # -- one kind per store type -----------------------------------------------------------------
