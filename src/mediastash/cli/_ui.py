@@ -10,6 +10,7 @@ JSON only.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,9 @@ __all__ = ['EXIT_FAILED', 'EXIT_USAGE', 'Step', 'Ui', 'UserError', 'describe_err
 
 EXIT_FAILED = 1
 """The command ran and found a problem (``verify`` found corrupt blobs), or a user error."""
+
+_PIPED_WIDTH = 240
+"""Table width when stdout is not a terminal (and ``COLUMNS`` does not say otherwise)."""
 
 EXIT_USAGE = 2
 """Bad command-line arguments (argparse's own code)."""
@@ -57,6 +61,9 @@ class Ui:
         self.json_target = json_target
         self.as_json = json_target == '-'
         self.out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
+        if not self.out.is_terminal and 'COLUMNS' not in os.environ:
+            # Piped or redirected: do not fold wide tables at 80 columns.
+            self.out = Console(file=sys.stdout, soft_wrap=True, highlight=False, width=_PIPED_WIDTH)
         self.err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
 
     @property
