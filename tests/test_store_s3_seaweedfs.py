@@ -203,3 +203,25 @@ async def test_unsigned_body_with_a_wrong_checksum_is_refused(seaweedfs: S3Endpo
             await client.put_object(Bucket=raw.bucket, Key='tampered.bin', Body=data, ChecksumSHA256=wrong)
     assert caught.value.response['ResponseMetadata']['HTTPStatusCode'] == 400
     assert await raw.keys() == []
+
+
+# -- garbage collection: the touch is a self-copy ---------------------------------------
+
+
+async def test_touch_keeps_type_metadata_and_checksum(store: S3MediaStore, raw: RawBucket) -> None:
+    data = blob(50_000, seed=7)
+    uri = await store.put(data, context=MediaContext(media_type='image/png', metadata={'caption': 'Çà', 'k': 'v'}))
+    key = store.key_for(uri)
+    before = await raw.client.head_object(Bucket=raw.bucket, Key=key, ChecksumMode='ENABLED')
+    await asyncio.sleep(1.1)  # a HEAD's Last-Modified has whole seconds
+    assert await store.touch_many([uri], touch_after=0) == {uri}
+    after = await raw.client.head_object(Bucket=raw.bucket, Key=key, ChecksumMode='ENABLED')
+    assert after['LastModified'] > before['LastModified']
+    assert (after['ContentType'], after['Metadata']) == ('image/png', before['Metadata'])
+    assert after['ChecksumSHA256'] == base64.b64encode(hashlib.sha256(data).digest()).decode()
+    assert dict(await store.get_metadata(uri)) == {'caption': 'Çà', 'k': 'v'}
+    assert await store.get(uri) == data
+    assert (
+        await store.delete_unless_touched([uri], written_before=before['LastModified'].timestamp() + 1) == frozenset()
+    )
+    assert await store.exists(uri)

@@ -5,6 +5,10 @@ On top of it the store skips uploads of blobs already in the bucket, sends a
 SHA-256 checksum so the server rejects corrupted uploads, uploads large blobs
 in concurrent parts, resumes a GET whose body was cut short with a ranged GET,
 and (like every mediastash store) verifies what it reads against the URI.
+
+For garbage collection a blob's last-write time is its ``LastModified``: a
+``put`` of stored bytes (or ``touch_many``) refreshes it by copying the object
+onto itself once it is older than ``TOUCH_AFTER_SECONDS``.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterator, Mapping
 from contextlib import aclosing
+from datetime import datetime
 from enum import Enum
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -25,13 +31,14 @@ from urllib.parse import urlsplit, urlunsplit
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
 from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreNotFoundError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
-from mediastash.stores.base import BaseMediaStore, Ingest
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
 from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys
 from mediastash.stores.s3._metadata import decode_metadata, encode_metadata
 from mediastash.stores.s3._multipart import MIN_PART_SIZE, ReadRange, error_code, error_status, upload_multipart
 from mediastash.stores.s3._presign import PresignedUrls, presign_get
 from mediastash.stores.s3._redact import redact_in_sdk_logs
+from mediastash.stores.s3._touch import refresh_object
 from mediastash.uri import EMBEDDED_DIGEST_PATTERN, is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -56,7 +63,11 @@ _MAX_KEY_BYTES = 1024
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 _DEFAULT_SUFFIX = '.bin'
 _DELETE_BATCH = 1000
+_SWEEP_BATCH = 100
+"""Keys HEADed and then deleted together by ``delete_unless_touched`` (small: the HEAD-to-delete window)."""
 _HEAD_CONCURRENCY = 16
+_HEAD_RESOLUTION = 1.0
+"""A HEAD's ``Last-Modified`` is an HTTP date: whole seconds, rounded down."""
 _MAX_KNOWN_TTL = 86_400
 _AWS_HOSTS = ('.amazonaws.com', '.amazonaws.com.cn')
 _READ_CHUNK = 1 << 20
@@ -114,9 +125,17 @@ class S3MediaStore(BaseMediaStore):
     process is then only re-uploaded once the time is up (deletions through
     any store of this process on the same bucket and prefix are seen at once).
 
-    Capabilities: listing, deleting (batched), streaming. ``put_stream`` spools
-    to memory up to ``multipart_threshold`` and to a temporary file beyond, so
-    the key (the digest) is known before anything is uploaded.
+    Capabilities: listing, deleting (batched), streaming, garbage collection
+    (a blob's age is its ``LastModified``). ``put_stream`` spools to memory up
+    to ``multipart_threshold`` and to a temporary file beyond, so the key (the
+    digest) is known before anything is uploaded.
+
+    A ``put`` that finds its blob stored with a ``LastModified`` older than
+    ``TOUCH_AFTER_SECONDS`` (less ``known_ttl`` when that is set) copies the
+    object onto itself, which dates it now: garbage collection then sees it
+    as in use. ``delete_unless_touched`` HEADs each blob right before deleting
+    it; S3 has no conditional delete on general purpose buckets that could
+    close the remaining window (see ``docs/s3.md``).
 
     The store never creates its bucket: a call that finds it missing raises
     ``StoreNotFoundError`` naming it (``exists``, ``get_metadata`` and
@@ -184,6 +203,9 @@ class S3MediaStore(BaseMediaStore):
         self._read_attempts = read_attempts
         self._spool_directory = spool_directory
         self._known = KnownKeys(known_ttl) if known_ttl is not None else None
+        # A key remembered for known_ttl skips its HEAD and so its touch: touch that much earlier, so a
+        # skipped put never relies on a blob older than TOUCH_AFTER_SECONDS.
+        self._put_touch_after = max(0.0, TOUCH_AFTER_SECONDS - (known_ttl or 0.0))
         self._endpoint_url = endpoint_url
         self._region_name = region_name
         self._credentials = _Credentials(aws_access_key_id, aws_secret_access_key, aws_session_token)
@@ -345,8 +367,8 @@ class S3MediaStore(BaseMediaStore):
         multipart = size >= self._multipart_threshold
         overwrite = False
         if self._put_check == 'head' or multipart:
-            stored = await self._stored(client, key, size, digest)
-            if stored is _Stored.SAME:
+            stored, head = await self._stored(client, key, size, digest)
+            if stored is _Stored.SAME and await self._keep_fresh(client, key, head):
                 self._remember(key, generation)
                 return
             overwrite = stored is _Stored.DIFFERENT
@@ -379,27 +401,54 @@ class S3MediaStore(BaseMediaStore):
         except ClientError as exc:
             if not (conditional and _is_precondition_failed(exc)):
                 raise
+            # Already stored: mark it in use (a HEAD, and a copy when it is old).
+            found = await self._head(key)
+            if found is None or not await self._keep_fresh(client, key, found):
+                try:  # deleted in between: store it after all
+                    await client.put_object(**arguments)
+                except ClientError as again:
+                    if not _is_precondition_failed(again):
+                        raise
         self._remember(key, generation)
+
+    async def _keep_fresh(self, client: S3Client, key: str, head: Mapping[str, Any]) -> bool:
+        """Copy a stored object onto itself when its ``LastModified`` is too old for a put to rely on;
+        ``False`` when it turns out to be gone."""
+        modified = _last_modified(head)
+        if modified is not None and modified >= time.time() - self._put_touch_after:
+            return True
+        return await self._refresh(client, key, head)
+
+    async def _refresh(self, client: S3Client, key: str, head: Mapping[str, Any]) -> bool:
+        """Date the object now (a self-copy); ``False`` when it was deleted since ``head``."""
+        try:
+            await refresh_object(client, bucket=self._bucket, key=key, head=head, concurrency=self._max_concurrency)
+        except ClientError as exc:
+            if _is_not_found(exc):
+                return False
+            raise
+        return True
 
     def _remember(self, key: str, generation: int) -> None:
         if self._known is not None:
             self._known.add(key, generation)
 
-    async def _stored(self, client: S3Client, key: str, size: int, digest: str) -> _Stored:
-        """Whether ``key`` holds this blob: same size, and same SHA-256 when the server reports a whole-object one."""
+    async def _stored(self, client: S3Client, key: str, size: int, digest: str) -> tuple[_Stored, Mapping[str, Any]]:
+        """Whether ``key`` holds this blob (same size, and same SHA-256 when the server reports a whole-object
+        one), with the HEAD that told."""
         try:
-            head = await client.head_object(Bucket=self._bucket, Key=key, ChecksumMode='ENABLED')
+            head: Mapping[str, Any] = await client.head_object(Bucket=self._bucket, Key=key, ChecksumMode='ENABLED')
         except ClientError as exc:
             if _is_not_found(exc):
-                return _Stored.ABSENT
+                return _Stored.ABSENT, {}
             raise
         if head.get('ContentLength') != size:
-            return _Stored.DIFFERENT
+            return _Stored.DIFFERENT, head
         checksum = head.get('ChecksumSHA256')
         whole = head.get('ChecksumType') == 'FULL_OBJECT' or '-' not in (head.get('ETag') or '') + (checksum or '')
         if checksum and whole and checksum != base64.b64encode(bytes.fromhex(digest)).decode('ascii'):
-            return _Stored.DIFFERENT
-        return _Stored.SAME
+            return _Stored.DIFFERENT, head
+        return _Stored.SAME, head
 
     async def _read_verified(self, digest: str, context: MediaContextLike) -> bytes:
         """The blob's bytes, verified against ``digest`` (``IntegrityError`` on mismatch).
@@ -556,6 +605,18 @@ class S3MediaStore(BaseMediaStore):
 
     async def _list_digests(self) -> AsyncIterator[str]:
         """Digests of the objects under ``key_prefix`` (paginated). Keys must carry the digest in their name."""
+        async for digest, _item in self._list_objects():
+            yield digest
+
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        """Every blob with the ``Size`` and ``LastModified`` the listing reports (no HEAD, no GET)."""
+        async for digest, item in self._list_objects():
+            modified = item.get('LastModified')
+            written_at = modified.timestamp() if isinstance(modified, datetime) else None
+            yield BlobInfo(media_uri(digest), int(item.get('Size') or 0), written_at)
+
+    async def _list_objects(self) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+        """``(digest, listing entry)`` of each blob object under ``key_prefix``, each digest once."""
         client = await self._s3()
         default = self._key_strategy is default_key_strategy
         seen: set[str] = set()
@@ -578,7 +639,70 @@ class S3MediaStore(BaseMediaStore):
                 if digest is not None and digest not in seen:
                     if not default:
                         seen.add(digest)
-                    yield digest
+                    yield digest, cast(Mapping[str, Any], item)
+
+    async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
+        """A HEAD per blob (``max_concurrency`` at a time); one last modified before ``touch_before`` is
+        copied onto itself. Blobs deleted before their copy are reported absent."""
+        client = await self._s3()
+        gate = asyncio.Semaphore(max_concurrency)
+
+        async def one(digest: str) -> str | None:
+            key = self._key_for(digest, EMPTY_CONTEXT)
+            async with gate:
+                head = await self._head(key)
+                if head is None:
+                    return None
+                modified = _last_modified(head)
+                if modified is not None and modified >= touch_before:
+                    return digest
+                with self._bucket_errors():
+                    return digest if await self._refresh(client, key, head) else None
+
+        found = await asyncio.gather(*map(one, digests))
+        return {digest for digest in found if digest is not None}
+
+    async def _delete_unless_touched(self, digests: list[str], written_before: float) -> list[str]:
+        """Per batch of 100 keys: HEAD each, then one ``DeleteObjects`` of those still last modified before
+        ``written_before``. Not atomic: a touch landing between a key's HEAD and the delete is lost."""
+        keys = {self._key_for(digest, EMPTY_CONTEXT): digest for digest in digests}
+        client = await self._s3()
+        if self._known is not None:
+            self._known.forget(keys)
+        gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
+
+        async def still_old(key: str) -> bool:
+            async with gate:
+                head = await self._head(key)
+            modified = None if head is None else _last_modified(head)
+            # Whole seconds, rounded down: old only when even the end of that second is before the cutoff.
+            return modified is not None and modified + _HEAD_RESOLUTION <= written_before
+
+        deleted: list[str] = []
+        failures: list[tuple[int, Mapping[str, Any]]] = []
+        ordered = list(keys)
+        for start in range(0, len(ordered), _SWEEP_BATCH):
+            batch = ordered[start : start + _SWEEP_BATCH]
+            verdicts = await asyncio.gather(*map(still_old, batch))
+            doomed = [key for key, old in zip(batch, verdicts, strict=True) if old]
+            if not doomed:
+                continue
+            with self._bucket_errors():
+                response = await client.delete_objects(
+                    Bucket=self._bucket, Delete={'Objects': [{'Key': key} for key in doomed], 'Quiet': True}
+                )
+            errors = response.get('Errors', [])
+            failed = {error.get('Key') for error in errors}
+            deleted.extend(keys[key] for key in doomed if key not in failed)
+            if errors:
+                failures.append((len(doomed), errors[0]))
+        if failures:
+            count, first = failures[0]
+            raise OSError(
+                f'{self._describe()}: could not delete some objects ({len(failures)} batches failed, '
+                f'first {first.get("Key")!r} of a batch of {count}: {first.get("Code")})'
+            )
+        return deleted
 
     async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         key = self._key_for(digest, context)
@@ -707,6 +831,12 @@ def _put_arguments(context: MediaContextLike) -> dict[str, Any]:
             raise ValueError(f'media_type {media_type!r} cannot be sent as an S3 Content-Type')
         extra['ContentType'] = media_type
     return extra
+
+
+def _last_modified(head: Mapping[str, Any]) -> float | None:
+    """``LastModified`` of a HEAD as Unix time (``None`` when the server sent none)."""
+    modified = head.get('LastModified')
+    return modified.timestamp() if isinstance(modified, datetime) else None
 
 
 def _is_not_found(exc: ClientError) -> bool:
