@@ -26,7 +26,9 @@ from mediastash.known_blobs import KnownBlobCache
 from mediastash.open_store import open_store
 from mediastash.stores import (
     BaseMediaStore,
+    BlobInfo,
     CacheAwareMediaStore,
+    CollectableMediaStore,
     DeletableMediaStore,
     DiskMediaStore,
     ListableMediaStore,
@@ -62,7 +64,9 @@ __all__ = [
     'EMPTY_CONTEXT',
     'MEDIA_URI_SCHEME',
     'BaseMediaStore',
+    'BlobInfo',
     'CacheAwareMediaStore',
+    'CollectableMediaStore',
     'DeletableMediaStore',
     'DiskMediaStore',
     'IntegrityError',
