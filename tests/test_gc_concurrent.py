@@ -6,11 +6,10 @@ two blobs that are old and that no snapshot referenced yet (a ``put`` of stored
 bytes, which must touch them) and two it referenced before (its known-blob
 cache, re-checked with ``touch_many`` once older than a small ``trust_seconds``).
 This process feeds A: before each collection it releases a few more old blobs
-to A and then collects while A picks them up. So every pass lists old,
-unreferenced blobs that A is touching and referencing at that very moment,
-and the collector must spare each of them. A short pause between listing and
-deleting (a slow store) widens that window. Afterwards every snapshot A kept
-must restore, and some pass must have spared a blob (else the race never ran).
+to A, then collects while A picks them up, at A's own pace. Besides, every pass
+hands over once between listing and deleting: A saves a snapshot with two
+released blobs the listing saw as old and unreferenced, and the collector must
+spare both. Afterwards every snapshot A kept must restore.
 
 Disk, SQLite and MongoDB run with the default intervals: released blobs are
 backdated two hours behind the store's back and the grace period is 90
@@ -18,7 +17,10 @@ minutes. S3's ``LastModified`` cannot be backdated, so its variant runs in
 real time: A's store touches blobs older than one second on a repeated put
 (the module constant, patched in A only), A keeps no known-blob cache (the
 walker's re-check touches with the fixed one-hour interval), blobs are
-written at the start and released once older than the four-second grace.
+written at the start and released once older than the four-second grace. On
+S3 A writes only at the hand-over: a touch between the collector's HEAD of a
+blob and its ``DeleteObjects`` is the window ``docs/s3.md`` documents, which
+no S3 store can close.
 """
 
 from __future__ import annotations
@@ -60,8 +62,6 @@ REAL_TIME_TOUCH_AFTER = 1.0
 REAL_TIME_GRACE = timedelta(seconds=4)
 REAL_TIME_POOL = 10 * RELEASE
 COLLECTING_SECONDS = 2.0
-LISTING_PAUSE = 0.05
-"""Seconds the collector waits between listing and deleting (time for A to touch what was listed)."""
 WRITER_PAUSE = 0.015
 """Seconds A waits between snapshots (it takes two new blobs each time)."""
 SPAWN = multiprocessing.get_context('spawn')
@@ -130,7 +130,7 @@ def step_message(picks: list[int], step: int) -> ModelMessage:
     return ModelRequest(parts=[UserPromptPart(content=[f'step {step}', *images]), *texts])
 
 
-def writer_main(spec: dict[str, Any], steps_dir: str, seed: int, shared: tuple[Any, Any, Any, Any]) -> None:
+def writer_main(spec: dict[str, Any], steps_dir: str, seed: int, shared: tuple[Any, ...]) -> None:
     """Process A: save snapshots re-referencing old blobs until told to stop."""
     if spec['kind'] == 's3':
         from mediastash.stores.s3 import _store as s3_store
@@ -140,11 +140,20 @@ def writer_main(spec: dict[str, Any], steps_dir: str, seed: int, shared: tuple[A
 
 
 async def _write(
-    spec: dict[str, Any], steps_dir: Path, seed: int, ready: Any, released: Any, stop: Any, saved: Any
+    spec: dict[str, Any],
+    steps_dir: Path,
+    seed: int,
+    ready: Any,
+    released: Any,
+    stop: Any,
+    saved: Any,
+    listed: Any,
+    handed_over: Any,
 ) -> None:
     media = open_media(spec)
+    only_at_hand_over = spec['kind'] == 's3'
     try:
-        cache: KnownBlobCache | bool = spec['kind'] != 's3' and KnownBlobCache(trust_seconds=TRUST_SECONDS)
+        cache: KnownBlobCache | bool = not only_at_hand_over and KnownBlobCache(trust_seconds=TRUST_SECONDS)
         steps = OffloadingStepStore(
             FileStepStore(steps_dir, media_store=None), media_store=media, threshold_bytes=THRESHOLD, known_blobs=cache
         )
@@ -158,6 +167,10 @@ async def _write(
             await steps.register_run(RunRecord(run_id=run_id))
             history: list[ModelMessage] = []
             for step in range(5):
+                while only_at_hand_over and not listed.wait(0.05):
+                    if stop.is_set():
+                        return
+                hand_over = listed.is_set()  # the collector has listed and waits: touch what it saw as old
                 latest = released.value
                 taken = max(taken, latest - RELEASE)  # from the blobs released last (the collector is on them)
                 new = list(range(taken, min(taken + 2, latest)))  # old blobs: a put of stored bytes
@@ -168,7 +181,11 @@ async def _write(
                 await steps.save_snapshot(ContinuableSnapshot(run_id=run_id, step_index=step, messages=history))
                 with saved.get_lock():
                     saved.value += 1
-                await asyncio.sleep(WRITER_PAUSE)
+                if hand_over:
+                    listed.clear()
+                    handed_over.set()
+                else:
+                    await asyncio.sleep(WRITER_PAUSE)
             shutil.rmtree(steps_dir / f'run-{run - KEPT_RUNS}', ignore_errors=True)
             run += 1
     finally:
@@ -256,16 +273,22 @@ async def test_a_concurrent_writer_never_loses_a_blob(spec: dict[str, Any], tmp_
         assert isinstance(media, CollectableMediaStore)
         feeder = Feeder(media, spec)
         ready, released, stop, saved = SPAWN.Event(), SPAWN.Value('i', 0), SPAWN.Event(), SPAWN.Value('i', 0)
+        listed, handed_over = SPAWN.Event(), SPAWN.Event()
         steps_dir = tmp_path / 'steps'
         steps_dir.mkdir()
         writer = SPAWN.Process(
-            target=writer_main, args=(spec, str(steps_dir), 7, (ready, released, stop, saved)), daemon=True
+            target=writer_main,
+            args=(spec, str(steps_dir), 7, (ready, released, stop, saved, listed, handed_over)),
+            daemon=True,
         )
         writer.start()
 
-        def slow_store(phase: str, done: int, total: int | None) -> None:
+        def hand_over(phase: str, done: int, total: int | None) -> None:
+            """Between listing and deleting, let A save a snapshot referencing two blobs just listed as old."""
             if phase == 'list' and total is not None:
-                time.sleep(LISTING_PAUSE)
+                listed.set()
+                assert handed_over.wait(30), 'the writer did not take its turn'
+                handed_over.clear()
 
         reports: list[GcReport] = []
         try:
@@ -280,14 +303,14 @@ async def test_a_concurrent_writer_never_loses_a_blob(spec: dict[str, Any], tmp_
                     grace=feeder.grace,
                     dry_run=False,
                     batch_size=4,
-                    progress=slow_store,
+                    progress=hand_over,
                 )
                 reports.append(report)
         finally:
             stop.set()
             await asyncio.to_thread(writer.join, 60)
         assert writer.exitcode == 0
-        assert saved.value >= 10 and len(reports) >= 3, (saved.value, len(reports))
+        assert saved.value >= 3 and len(reports) >= 3, (saved.value, len(reports))
 
         # Every snapshot A kept restores, blob for blob (a dangling reference raises).
         files = sorted(steps_dir.glob('*/snapshots/*.json'))
@@ -305,7 +328,7 @@ async def test_a_concurrent_writer_never_loses_a_blob(spec: dict[str, Any], tmp_
         deleted = set().union(*(report.deleted_uris for report in reports))
         assert set(orphans) <= deleted  # the collector did collect
         spared = sum(report.deletable - report.deleted for report in reports)
-        assert spared > 0, 'no pass listed a blob the writer touched before its deletion: the race was not run'
+        assert spared >= 2 * len(reports)  # at least the two blobs of each hand-over
     finally:
         await media.aclose()
 
