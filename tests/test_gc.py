@@ -7,11 +7,13 @@ import base64
 import json
 import os
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -66,6 +68,7 @@ from mediastash.uri import media_uri_for
 
 THRESHOLD = 64
 HOUR = 3600.0
+DAY = 24 * HOUR
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -685,7 +688,7 @@ def test_cli_dry_run_then_delete(cli_store: tuple[Path, dict[str, str]]) -> None
     dry = run_cli('gc', '--store', 'media', '--roots', 'lean.json', '--grace', '1h', cwd=folder)
     assert dry.returncode == 0, dry.stderr
     assert 'dry run' in dry.stdout and 'deletable' in dry.stdout
-    assert '--delete to delete 2 blob(s)' in dry.stdout
+    assert '--delete to delete 2 blobs' in dry.stdout
     assert len(list((folder / 'media').glob('*.bin'))) == 5
 
     real = run_cli('gc', '--store', 'media', '--roots', 'lean.json', '--grace', '90m', '--delete', cwd=folder)
@@ -761,3 +764,48 @@ def test_durations() -> None:
     for bad in ('', 'h', '-1h', '-5', '1x', '99999999999d'):
         with pytest.raises(Exception, match='duration'):
             parse_duration(bad)
+
+
+def test_cli_refuses_a_database_without_the_store_table(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / 'other.db') as connection:
+        connection.execute('CREATE TABLE notes (text TEXT)')
+    (tmp_path / 'keep.txt').write_text('# nothing\n')
+    result = run_cli('gc', '--store', 'sqlite:///other.db', '--roots', 'uris:keep.txt', cwd=tmp_path)
+    assert result.returncode == 1 and 'Traceback' not in result.stderr
+    assert "no table 'media'" in result.stderr
+
+
+# -- the examples of docs/gc.md ----------------------------------------------------------------------
+
+GC_DOC = REPO / 'docs' / 'gc.md'
+
+
+def doc_blocks() -> list[str]:
+    return [textwrap.dedent(block) for block in re.findall(r'```python\n(.*?)```', GC_DOC.read_text(), re.DOTALL)]
+
+
+async def test_the_docs_examples_run(tmp_path: Path) -> None:
+    clean_block, date_block = doc_blocks()
+    namespace: dict[str, Any] = {}
+    exec(clean_block, namespace)
+    media = MemoryMediaStore()
+    steps = OffloadingStepStore(InMemoryStepStore(), media_store=media, threshold_bytes=THRESHOLD)
+    await steps.register_run(RunRecord(run_id='r'))
+    await steps.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages_with_payloads()))
+    orphan = await media.put(b'nobody needs this')
+    await age_all(media, time.time() - 2 * DAY)
+    report = await namespace['clean'](media, steps)
+    assert report.deleted_uris == {orphan} and len(await stored(media)) == 2
+
+    exec(date_block, namespace)
+    database = tmp_path / 'media.db'
+    ours = SqliteMediaStore(database=database)
+    try:
+        theirs = await HarnessSqliteMediaStore(database=database).put(b'written by pydantic-ai-harness')
+        assert await namespace['date_unknown_age'](ours) == 1
+        (info,) = [info async for info in ours.iter_blobs()]
+        assert info.uri == theirs and info.written_at == pytest.approx(time.time(), abs=60)
+        report = await collect_garbage(ours, [set()], grace=timedelta(hours=1), dry_run=False)
+        assert report.skipped_young == 1 and report.deleted == 0  # dated now: collectable after the grace period
+    finally:
+        await ours.aclose()

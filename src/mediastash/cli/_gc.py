@@ -83,11 +83,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
 
 
 async def _gc(args: argparse.Namespace, ui: Ui) -> int:
+    from mediastash.cli._ops import _opened
     from mediastash.gc import collect_garbage, root_from_spec
-    from mediastash.open_store import open_store
 
     roots = [root_from_spec(spec) for spec in args.roots]
-    async with open_store(args.store, create=False) as store:
+    async with _opened(args.store, create=False) as store:
         with _phase_bars(ui) as progress:
             report = await collect_garbage(
                 store,
@@ -110,15 +110,20 @@ async def _gc(args: argparse.Namespace, ui: Ui) -> int:
     if not report.dry_run:
         rows.append(['deleted', report.deleted, _size(report.bytes_freed)])
     ui.table(title, ['', 'blobs', 'bytes'], rows)
-    ui.line(f'{report.references:,} URIs referenced by {report.root_items:,} items of {report.roots} root(s).')
+    ui.line(
+        f'{_count(report.references, "URI")} referenced by {_count(report.root_items, "item")} '
+        f'read from {_count(report.roots, "root")}.'
+    )
     if report.dry_run:
         if report.deletable:
-            ui.line(f'Dry run: nothing was deleted. Run again with --delete to delete {report.deletable:,} blob(s).')
+            ui.line(
+                f'Dry run: nothing was deleted. Run again with --delete to delete {_count(report.deletable, "blob")}.'
+            )
         else:
             ui.line('Dry run: nothing to delete.')
     elif report.deleted < report.deletable:
         ui.line(
-            f'{report.deletable - report.deleted:,} deletable blob(s) were kept: written, touched or removed '
+            f'{_count(report.deletable - report.deleted, "deletable blob")} kept: written, touched or removed '
             'by someone else after the listing.'
         )
     document: dict[str, Any] = {'store': described, 'root_names': [root.describe() for root in roots]}
@@ -145,6 +150,10 @@ def _phase_bars(ui: Ui) -> Iterator[Any]:
         yield progress
     finally:
         stack.close()
+
+
+def _count(number: int, noun: str) -> str:
+    return f'{number:,} {noun}' + ('' if number == 1 else 's')
 
 
 def _size(size: int) -> str:
