@@ -809,3 +809,25 @@ async def test_the_docs_examples_run(tmp_path: Path) -> None:
         assert report.skipped_young == 1 and report.deleted == 0  # dated now: collectable after the grace period
     finally:
         await ours.aclose()
+
+
+def test_progress_bars_follow_the_phases() -> None:
+    import io
+
+    from rich.console import Console
+
+    from mediastash.cli._gc import _phase_bars
+    from mediastash.cli._ui import Ui
+
+    ui = Ui()
+    screen = io.StringIO()
+    ui.err = Console(file=screen, force_terminal=True, width=100)
+    assert ui.shows_progress
+    with _phase_bars(ui) as progress:
+        progress('mark', 256, None)
+        progress('mark', 300, 300)
+        progress('list', 1000, 1000)
+        progress('delete', 4, 8)
+        progress('delete', 8, 8)
+    drawn = screen.getvalue()
+    assert 'reading roots' in drawn and 'listing blobs' in drawn and 'deleting' in drawn
