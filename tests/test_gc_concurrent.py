@@ -333,14 +333,9 @@ async def test_a_concurrent_writer_never_loses_a_blob(spec: dict[str, Any], tmp_
         await media.aclose()
 
 
-# -- a known gap: a cache entry learned from a read ---------------------------------------------------
+# -- a cache entry learned from a read is re-confirmed (and its blob touched) before use -----------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='restore remembers payloads as confirmed without touching their blobs, so a save soon after a '
-    'resume re-references an old blob with no touch (needs a fix in walker/restore or KnownBlobCache)',
-)
 async def test_a_writer_resuming_from_a_read_snapshot_keeps_its_blobs(tmp_path: Path) -> None:
     """A resumed run saves its next step (pruning the one it resumed from) while a collection is marking."""
     media = DiskMediaStore(tmp_path / 'media')

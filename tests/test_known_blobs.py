@@ -203,3 +203,20 @@ def test_bounded_lru_by_count_and_cost() -> None:
 def test_fingerprint_depends_on_length_and_samples() -> None:
     assert fingerprint('a' * 20_000) != fingerprint('a' * 20_001)
     assert fingerprint('\ud800abc') == fingerprint('\ud800abc')
+
+
+async def test_entries_learned_from_a_read_are_reconfirmed_before_use() -> None:
+    """A restore knows the bytes but did not mark the blob in use: the next save touches it first, once."""
+    now = [0.0]
+    cache = KnownBlobCache(trust_seconds=600, clock=lambda: now[0])
+    inner = MemoryMediaStore()
+    tree = image_tree(4)
+    lean = await externalize_media(tree, media_store=inner, known_blobs=False, threshold_bytes=1024)
+    store = CountingMediaStore(inner)
+    assert await restore_media(lean, media_store=store, known_blobs=cache) == tree
+    store.reset()
+    assert await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024) == lean
+    assert store.calls == {'touch_many': 1}
+    store.reset()
+    await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024)
+    assert sum(store.calls.values()) == 0  # confirmed now: trusted for its trust age

@@ -51,6 +51,9 @@ Garbage collection's grace period must exceed it; see ``docs/known-blobs.md``.""
 PayloadKind = Literal['base64', 'text', 'bytes']
 """``base64`` and ``text`` sources are ``str``; ``bytes`` sources are the raw payload itself."""
 
+_NEVER: Final = float('-inf')
+"""``KnownBlob.confirmed`` of an entry learned from a read: never trusted before a re-check."""
+
 _SAMPLE = 1024
 _FULL_HASH_BELOW = 16 * _SAMPLE
 
@@ -88,7 +91,8 @@ def fingerprint_bytes(payload: bytes) -> int:
 class KnownBlob:
     """One remembered payload: the exact source (``str``, or ``bytes`` for kind ``bytes``), its URI, its size.
 
-    ``confirmed`` is the cache clock's time when the store last said the blob is stored.
+    ``confirmed`` is the cache clock's time when a write last confirmed the blob
+    (minus infinity for an entry only read so far).
     """
 
     kind: PayloadKind
@@ -253,19 +257,37 @@ class KnownBlobCache:
         """A cached source for ``uri`` in the wanted form (used by restore)."""
         return self._by_uri.get((uri, kind, urlsafe and kind == 'base64'))
 
-    def remember(self, kind: PayloadKind, payload: str | bytes, fp: int, uri: str, size: int, urlsafe: bool) -> None:
-        """Record that ``payload`` is stored under ``uri`` (the store just confirmed it)."""
+    def remember(
+        self,
+        kind: PayloadKind,
+        payload: str | bytes,
+        fp: int,
+        uri: str,
+        size: int,
+        urlsafe: bool,
+        *,
+        written: bool = True,
+    ) -> None:
+        """Record that ``payload`` is stored under ``uri``.
+
+        ``written=True``: a ``put`` just stored or confirmed it (which also
+        marks the blob as in use), so it is trusted for ``trust_seconds``.
+        ``written=False``: it was only read (a restore); a save re-confirms it
+        with the store (``touch_many``) before relying on it, so garbage
+        collection sees the blob in use.
+        """
         cost = sys.getsizeof(payload)
         if cost > self.max_bytes:
             return
         key = (kind, fp)
-        now = self.clock()
+        now = self.clock() if written else _NEVER
         with self._lock:
             bucket = self._entries.get(key)
             if bucket is not None:
                 for entry in bucket:
                     if entry.source == payload:
-                        entry.confirmed = now
+                        if written:
+                            entry.confirmed = now
                         return
             entry = KnownBlob(kind, payload, uri, size, urlsafe, now)
             self._by_uri[_uri_key(entry)] = entry

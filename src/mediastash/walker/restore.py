@@ -196,7 +196,7 @@ async def _fetch(
             restored[key] = source
         if cache is not None:
             fp = fingerprint_bytes(source) if isinstance(source, bytes) else fingerprint(source)
-            cache.remember(kind, source, fp, wanted.uri, size, urlsafe)
+            cache.remember(kind, source, fp, wanted.uri, size, urlsafe, written=False)
 
 
 def _check(digest: str, raw: bytes, where: str) -> None:
