@@ -831,3 +831,33 @@ def test_progress_bars_follow_the_phases() -> None:
         progress('delete', 8, 8)
     drawn = screen.getvalue()
     assert 'reading roots' in drawn and 'listing blobs' in drawn and 'deleting' in drawn
+
+
+def test_cli_on_a_single_sqlite_file(tmp_path: Path) -> None:
+    """Snapshots (SqliteStepStore) and blobs (SqliteMediaStore) in one database; the root kind is sniffed."""
+
+    async def build() -> tuple[str, str]:
+        media = SqliteMediaStore(database=tmp_path / 'agent.db')
+        try:
+            steps = OffloadingStepStore(
+                SqliteStepStore(database=tmp_path / 'agent.db', media_store=None),
+                media_store=media,
+                threshold_bytes=THRESHOLD,
+            )
+            await steps.register_run(RunRecord(run_id='r'))
+            await steps.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages_with_payloads()))
+            orphan = await media.put(b'left over from a deleted run')
+            await age_all(media, time.time() - 2 * DAY)
+            return orphan, next(iter(await stored(media) - {orphan}))
+        finally:
+            await media.aclose()
+
+    orphan, kept = asyncio.run(build())
+    result = run_cli('gc', '--store', 'sqlite:///agent.db', '--roots', 'agent.db', '--delete', '--json', cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document['deleted_uris'] == [orphan] and document['referenced'] == 2
+    assert document['root_names'] == ['agent.db']
+    with sqlite3.connect(tmp_path / 'agent.db') as connection:
+        left = {f'media+sha256://{row[0]}' for row in connection.execute('SELECT sha256 FROM media')}
+    assert orphan not in left and kept in left and len(left) == 2
