@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from mediastash._units import format_bytes, format_seconds
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import URI_KEY
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.testing.counting import CountingMediaStore
-from mediastash.testing.histories import KiB, MiB, agent_history, describe_history, json_size, step_snapshots
+from mediastash.testing.histories import MiB, agent_history, describe_history, json_size, step_snapshots
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
 __all__ = ['DemoOptions', 'format_bytes', 'format_seconds', 'run_demo']
@@ -42,22 +43,6 @@ class DemoOptions:
     seed: int = 0
     image_bytes: int | None = None
     """Total bytes of distinct images; ``None`` means ``IMAGE_BYTES_PER_STEP * steps``."""
-
-
-def format_bytes(size: float) -> str:
-    """``1536`` -> ``'1.5 KiB'``: binary units, one decimal."""
-    if size < KiB:
-        return f'{int(size)} B'
-    for unit in ('KiB', 'MiB', 'GiB'):
-        size /= KiB
-        if size < KiB or unit == 'GiB':
-            break
-    return f'{size:.1f} {unit}'
-
-
-def format_seconds(seconds: float) -> str:
-    """Milliseconds below one second, seconds above."""
-    return f'{seconds * 1000:.1f} ms' if seconds < 1 else f'{seconds:.2f} s'
 
 
 class _Console:

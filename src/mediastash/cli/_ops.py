@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mediastash._units import format_bytes, format_threshold
 from mediastash.cli._args import parse_size, positive_int
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import IntegrityError, MediaNotFoundError
@@ -354,14 +355,6 @@ async def _facts_of_all(
 # -- stats -----------------------------------------------------------------------------------
 
 
-def _size_label(size: int) -> str:
-    if size >= MiB and size % MiB == 0:
-        return f'{size // MiB} MiB'
-    if size >= KiB and size % KiB == 0:
-        return f'{size // KiB} KiB'
-    return f'{size} B'
-
-
 def size_histogram(sizes: Sequence[int]) -> list[dict[str, Any]]:
     """Blob counts and bytes per ``SIZE_BUCKETS`` bucket (every bucket, empty ones too)."""
     lows = (0, *SIZE_BUCKETS)
@@ -369,18 +362,17 @@ def size_histogram(sizes: Sequence[int]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for low, high in zip(lows, highs, strict=True):
         if low == 0:
-            label = f'< {_size_label(SIZE_BUCKETS[0])}'
+            label = f'< {format_threshold(SIZE_BUCKETS[0])}'
         elif high is None:
-            label = f'>= {_size_label(low)}'
+            label = f'>= {format_threshold(low)}'
         else:
-            label = f'{_size_label(low)} - {_size_label(high)}'
+            label = f'{format_threshold(low)} - {format_threshold(high)}'
         inside = [size for size in sizes if size >= low and (high is None or size < high)]
         rows.append({'range': label, 'min_bytes': low, 'max_bytes': high, 'blobs': len(inside), 'bytes': sum(inside)})
     return rows
 
 
 async def _stats(args: argparse.Namespace, ui: Ui) -> int:
-    from mediastash.demo import format_bytes
 
     async with _opened(args.url, create=False) as store:
         found, vanished = await _facts_of_all(store, await _list_sized(store, ui), ui)
@@ -466,7 +458,6 @@ async def verify_blobs(store: MediaStore, uris: Sequence[str], *, jobs: int, ui:
 
 
 async def _verify(args: argparse.Namespace, ui: Ui) -> int:
-    from mediastash.demo import format_bytes
 
     given = list(dict.fromkeys(args.uris))
     for uri in given:
@@ -569,7 +560,7 @@ def _say(ui: Ui, target: str, text: str) -> None:
 
 
 async def _externalize(args: argparse.Namespace, ui: Ui) -> int:
-    from mediastash.demo import format_bytes
+
     from mediastash.testing.counting import CountingMediaStore
     from mediastash.walker import externalize_media
 
@@ -599,7 +590,7 @@ async def _externalize(args: argparse.Namespace, ui: Ui) -> int:
 
 
 async def _restore(args: argparse.Namespace, ui: Ui) -> int:
-    from mediastash.demo import format_bytes
+
     from mediastash.testing.counting import CountingMediaStore
     from mediastash.walker import restore_media
 

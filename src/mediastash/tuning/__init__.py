@@ -10,6 +10,7 @@ What ``mediastash tune`` runs, usable from Python::
 ``docs/tuning.md`` describes what is replayed, what is measured and the rule.
 """
 
+from mediastash._units import format_bytes, format_seconds, format_threshold
 from mediastash.tuning._inputs import (
     History,
     HistoryInputError,
@@ -29,7 +30,6 @@ from mediastash.tuning._results import (
 )
 from mediastash.tuning._rule import DEFAULT_MARGIN, Recommendation, recommend, rule_text
 from mediastash.tuning._sweep import RoundTripMismatch, count_snapshots, persisted_size, snapshots_of, sweep
-from mediastash.tuning._units import format_bytes, format_seconds, format_threshold
 
 __all__ = [
     'DEFAULT_MARGIN',

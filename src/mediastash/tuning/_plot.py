@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from mediastash._units import format_threshold
 from mediastash.errors import MediaStashError
 from mediastash.tuning._results import KNOWN_LIMITS, Limit, ThresholdRow
 from mediastash.tuning._rule import Recommendation
-from mediastash.tuning._units import format_threshold
 
 __all__ = ['PLOT_FORMATS', 'PlotError', 'check_plot_target', 'plot_sweep']
 

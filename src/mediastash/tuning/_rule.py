@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from mediastash._units import format_bytes, format_threshold
 from mediastash.tuning._results import Limit, ThresholdRow
-from mediastash.tuning._units import format_bytes, format_threshold
 
 __all__ = ['DEFAULT_MARGIN', 'Recommendation', 'recommend', 'rule_text']
 

@@ -26,13 +26,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from mediastash._units import format_threshold
 from mediastash.errors import MediaStashError
 from mediastash.testing.counting import CountingMediaStore
 from mediastash.testing.histories import step_snapshots
 from mediastash.tuning._inputs import History
 from mediastash.tuning._namespaces import Namespaces
 from mediastash.tuning._results import DYNAMODB_ITEM_LIMIT, MONGODB_DOCUMENT_LIMIT, ThresholdRow
-from mediastash.tuning._units import format_threshold
 from mediastash.walker import externalize_media, restore_media
 
 __all__ = ['RoundTripMismatch', 'count_snapshots', 'persisted_size', 'snapshots_of', 'sweep']

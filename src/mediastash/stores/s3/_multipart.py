@@ -13,8 +13,8 @@ import asyncio
 import base64
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from botocore.exceptions import ClientError
 
@@ -23,7 +23,9 @@ from mediastash.stores._blob import OFFLOAD_BYTES
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
 
-__all__ = ['MAX_PARTS', 'MIN_PART_SIZE', 'part_layout', 'upload_multipart']
+__all__ = ['MAX_PARTS', 'MIN_PART_SIZE', 'part_layout', 'run_parts', 'upload_multipart']
+
+_PartT = TypeVar('_PartT')
 
 MIN_PART_SIZE = 5 << 20
 """S3's smallest part (all but the last)."""
@@ -114,10 +116,17 @@ async def _send_parts(
             )
             return {'PartNumber': number, 'ETag': response['ETag'], 'ChecksumSHA256': digest}
 
-    tasks = [
-        asyncio.ensure_future(send(number, offset, length))
-        for number, (offset, length) in enumerate(part_layout(size, part_size), start=1)
-    ]
+    return await run_parts(
+        send(number, offset, length) for number, (offset, length) in enumerate(part_layout(size, part_size), start=1)
+    )
+
+
+async def run_parts(parts: Iterable[Coroutine[Any, Any, _PartT]]) -> list[_PartT]:
+    """Run the part coroutines concurrently; on the first failure cancel the rest and raise that failure.
+
+    Results come back in the order given (the order of the part numbers).
+    """
+    tasks = [asyncio.ensure_future(part) for part in parts]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     finally:

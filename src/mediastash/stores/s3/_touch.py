@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from mediastash.stores.s3._multipart import _abort_quietly, part_layout
+from mediastash.stores.s3._multipart import _abort_quietly, part_layout, run_parts
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -97,21 +97,10 @@ async def refresh_object(
                 )
             return {'PartNumber': number, 'ETag': response['CopyPartResult']['ETag']}
 
-        tasks = [
-            asyncio.ensure_future(copy_part(number, offset, length))
+        parts = await run_parts(
+            copy_part(number, offset, length)
             for number, (offset, length) in enumerate(part_layout(size, part_size), start=1)
-        ]
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        for task in tasks:
-            error = None if task.cancelled() else task.exception()
-            if error is not None:
-                raise error
-        parts = [task.result() for task in tasks]
+        )
         await client.complete_multipart_upload(
             Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload=cast(Any, {'Parts': parts})
         )

@@ -1,4 +1,4 @@
-"""How thresholds, sizes and times are written for people (tables, the rule text, the plot)."""
+"""How sizes, thresholds and times are written for people (CLI tables, the tune rule text and plot, the demo)."""
 
 from __future__ import annotations
 
