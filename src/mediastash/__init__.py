@@ -18,6 +18,7 @@ from mediastash.errors import (
     MediaStashError,
     StoreClosedError,
     StoreNotFoundError,
+    TreeDepthError,
     UnsafeKeyError,
     UnsupportedMarkerFormat,
 )
@@ -59,6 +60,7 @@ __all__ = [
     'KnownBlobCache',
     'StoreClosedError',
     'StoreNotFoundError',
+    'TreeDepthError',
     'externalize_media',
     'restore_media',
     'EMPTY_CONTEXT',

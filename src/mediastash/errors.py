@@ -20,6 +20,7 @@ __all__ = [
     'StoreNotFoundError',
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',
+    'TreeDepthError',
 ]
 
 
@@ -123,3 +124,20 @@ class CorruptMetadataError(MediaStashError, ValueError):
         self.where = where
         suffix = f' in {where}' if where else ''
         super().__init__(f'stored metadata for {uri}{suffix} is unreadable: {reason}')
+
+
+class TreeDepthError(MediaStashError, ValueError):
+    """A JSON tree is nested deeper than the walker's limit, or contains itself (a cycle).
+
+    Raised instead of ``RecursionError``; ``path`` locates the container (shortened when long).
+    """
+
+    def __init__(self, *, limit: int, path: str, cycle: bool = False) -> None:
+        self.limit = limit
+        self.path = path
+        self.cycle = cycle
+        if cycle:
+            message = f'the tree contains itself: the container at {path} is one of its own ancestors (a cycle)'
+        else:
+            message = f'the tree is nested deeper than {limit} levels at {path}'
+        super().__init__(message)
