@@ -15,21 +15,35 @@ import hashlib
 import itertools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Coroutine, Hashable, Iterable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 
+from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
-from mediastash.errors import MediaNotFoundError, StoreClosedError
+from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
 from mediastash.known_blobs import deletion_generation, note_deletion
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verified_stream, verify_digest
 from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
+if TYPE_CHECKING:
+    from mediastash.verify import VerifyReport
+
 __all__ = [
     'DEFAULT_EXISTS_CONCURRENCY',
     'TOUCH_AFTER_SECONDS',
+    'VERIFY_ON_PUT_BYTES',
     'AsyncClosing',
     'BaseMediaStore',
     'BlobInfo',
@@ -39,6 +53,19 @@ __all__ = [
 
 DEFAULT_EXISTS_CONCURRENCY: Final = 16
 """How many existence checks ``exists_many`` keeps in flight by default."""
+
+VERIFY_ON_PUT_BYTES: Final = 1 << 20
+"""A ``put`` of a blob already stored re-reads and re-hashes the stored copy when it is at most this large.
+
+A stored copy of another size is always replaced; one of the same size is
+hashed only up to this bound, so a fresh process heals a corrupted small blob
+on the next ``put`` of its bytes at the cost of one extra read (a 1 MiB read
+and sha256 takes about 1 ms on a local disk, less than a network round trip).
+Larger same-size corruption is healed by ``verify(repair=True)`` or by a
+``put`` in an instance that saw the blob fail verification."""
+
+_SUSPECT_LIMIT: Final = 65536
+"""How many digests that failed verification one store instance remembers."""
 
 _instances = itertools.count()
 _T = TypeVar('_T')
@@ -150,6 +177,7 @@ class BaseMediaStore(AsyncClosing, ABC):
         self._public_url = public_url
         self._closed = False
         self._instance_key: Hashable = ('instance', type(self).__name__, next(_instances))
+        self._suspects: BoundedLRU[str, bool] = BoundedLRU(max_items=_SUSPECT_LIMIT)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -165,7 +193,23 @@ class BaseMediaStore(AsyncClosing, ABC):
 
     @abstractmethod
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
-        """Store ``data`` (already known to hash to ``digest``) idempotently."""
+        """Store ``data`` (already known to hash to ``digest``) idempotently.
+
+        When a blob is already stored under ``digest`` the write may be skipped
+        only after the cheap checks of ``_stored_copy_is_sound`` pass (another
+        size, or a small blob that hashes wrong, is replaced).
+        """
+
+    async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        """Replace whatever is stored under ``digest`` with ``data`` unconditionally (healing a corrupt blob).
+
+        Default: ``_delete`` (when the backend has it), then ``_write``. Backends
+        override it with an atomic replace where they can, so a reader never
+        finds the blob missing meanwhile.
+        """
+        if type(self)._delete is not BaseMediaStore._delete:
+            await self._noting_deletion(self._delete(digest, context))
+        await self._write(digest, data, context)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         """The raw stored bytes, or raise ``MediaNotFoundError``. No verification here.
@@ -192,6 +236,28 @@ class BaseMediaStore(AsyncClosing, ABC):
         """``_read`` checked against ``digest``. Override only to verify while reading (never to skip it)."""
         data = await self._read(digest, context)
         return await verify_digest(digest, data, where=self._describe())
+
+    def _trusts_stored(self, digest: str) -> bool:
+        """False when this instance saw the blob under ``digest`` fail verification: a write must replace it."""
+        return digest not in self._suspects
+
+    def _stored_copy_is_sound(self, digest: str, size: int, stored_size: int, read: Callable[[], bytes]) -> bool:
+        """The cheap check a backend runs before skipping a write of a blob it already holds (sync, any thread).
+
+        ``stored_size`` is the stored copy's size; ``read`` returns its bytes and
+        is called only for a blob of at most ``VERIFY_ON_PUT_BYTES``. False means
+        the stored copy must be replaced.
+        """
+        if stored_size != size or not self._trusts_stored(digest):
+            return False
+        if size > VERIFY_ON_PUT_BYTES:
+            return True
+        return hashlib.sha256(read()).hexdigest() == digest
+
+    def _mark_suspect(self, digest: str) -> None:
+        """Remember that ``digest`` failed verification here, and make known-blob caches forget the storage."""
+        self._suspects.put(digest, True)
+        note_deletion(self.storage_key)
 
     async def _contains_many(self, digests: list[str], max_concurrency: int) -> set[str]:
         """The subset of ``digests`` that is stored. Default: ``_contains`` calls, concurrently under a bound."""
@@ -324,12 +390,25 @@ class BaseMediaStore(AsyncClosing, ABC):
         payload = as_bytes(data)
         context_metadata(context)
         digest = await sha256_hex(payload)
-        await self._write(digest, payload, context)
+        if self._trusts_stored(digest):
+            await self._write(digest, payload, context)
+        else:
+            await self._rewrite(digest, payload, context)
+            self._suspects.pop(digest)
         return media_uri(digest)
 
     async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
-        """Return the bytes stored under ``uri``, verified against its sha256."""
-        return await self._read_verified(self._open_digest(uri), context)
+        """Return the bytes stored under ``uri``, verified against its sha256.
+
+        A blob that fails verification is remembered: the next ``put`` of its
+        bytes through this instance replaces the stored copy.
+        """
+        digest = self._open_digest(uri)
+        try:
+            return await self._read_verified(digest, context)
+        except IntegrityError:
+            self._mark_suspect(digest)
+            raise
 
     async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         """True when a blob is stored under ``uri``."""
@@ -426,6 +505,7 @@ class BaseMediaStore(AsyncClosing, ABC):
         context_metadata(context)
         ingest = Ingest(chunks)
         await self._write_stream(ingest, context)
+        self._suspects.pop(ingest.digest)
         return media_uri(ingest.digest)
 
     async def get_stream(
@@ -441,9 +521,26 @@ class BaseMediaStore(AsyncClosing, ABC):
         try:
             async for chunk in verified:
                 yield chunk
+        except IntegrityError:
+            self._mark_suspect(digest)
+            raise
         finally:
             await verified.aclose()
             await raw.aclose()
+
+    async def verify(
+        self, uris: Iterable[str] | None = None, *, repair: bool = False, max_concurrency: int = 4
+    ) -> VerifyReport:
+        """Re-hash every blob (or only ``uris``) and report the corrupt and missing ones.
+
+        ``repair=True`` deletes each corrupt blob (it needs ``delete``), so the
+        next ``put`` of the right bytes stores them fresh: repair can only
+        remove, never recover bytes.
+        """
+        from mediastash.verify import verify_store  # imported here: verify builds on the store protocols
+
+        self._check_open()
+        return await verify_store(self, uris, repair=repair, max_concurrency=max_concurrency)
 
     # -- helpers for backends ----------------------------------------------------------
 
