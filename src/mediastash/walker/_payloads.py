@@ -110,19 +110,26 @@ class JsonPayloadFinder(TreeCopier):
     threshold: int
 
     def found(
-        self, node: dict[str, Any], moved_key: str, kind: PayloadKind, source: str, size: int, media_type: str | None
+        self,
+        node: dict[str, Any],
+        moved_key: str,
+        kind: PayloadKind,
+        source: str,
+        size: int,
+        media_type: str | None,
+        depth: int,
     ) -> dict[str, Any] | None:
-        """What replaces a payload dict, or ``None`` to copy it as data."""
+        """What replaces a payload dict (at ``depth``), or ``None`` to copy it as data."""
         raise NotImplementedError
 
-    def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
+    def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         kind = node.get('kind')
         if kind == 'binary' and isinstance(data := node.get('data'), str):
             size = binary_size(data, self.threshold)
             if size is not None:
                 media_type = node.get('media_type')
                 replaced = self.found(
-                    node, 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None
+                    node, 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None, depth
                 )
                 if replaced is not None:
                     return replaced
@@ -133,10 +140,10 @@ class JsonPayloadFinder(TreeCopier):
         ):
             size = text_size(content, self.threshold)
             if size is not None:
-                replaced = self.found(node, 'content', 'text', content, size, TEXT_MEDIA_TYPE)
+                replaced = self.found(node, 'content', 'text', content, size, TEXT_MEDIA_TYPE, depth)
                 if replaced is not None:
                     return replaced
-        out = self.copy_fields(node)
+        out = self.copy_fields(node, depth)
         if MARKER_KEY in node or LITERAL_KEY in node:  # needs_literal_wrap, inline
             return wrap_literal(out)
         return out
@@ -414,16 +421,25 @@ class Pending:
 
 
 def new_marker(node: dict[str, Any], moved_key: str, preserved: dict[str, Any], job: Job) -> Pending:
-    """The marker standing for ``node`` (every field but ``moved_key``), still without its reference."""
-    marker = dict(preserved)
+    """The marker standing for ``node`` (every field but ``moved_key``), still empty and without its reference.
+
+    ``preserved`` may still be filling (a deep walk fills it from its explicit
+    stack), so the marker's fields are written by ``settle``.
+    """
+    return Pending({}, node, moved_key, preserved, job)
+
+
+def _fill_marker(pending: Pending) -> dict[str, Any]:
+    marker = pending.marker
+    marker.update(pending.preserved)
     if not marker.keys().isdisjoint(MARKER_OWNED_KEYS):
         stash = {key: marker.pop(key) for key in ESCAPE_ORDER if key in marker}
         marker[FORMAT_KEY] = ESCAPE_FORMAT
         marker[ESCAPED_KEYS] = stash
     marker[MARKER_KEY] = True
-    if job.kind == 'text':
+    if pending.job.kind == 'text':
         marker[TEXT_KEY] = True
-    return Pending(marker, node, moved_key, preserved, job)
+    return marker
 
 
 def settle(pendings: Iterable[Pending]) -> None:
@@ -440,7 +456,7 @@ def settle(pendings: Iterable[Pending]) -> None:
         if uri is None or node.get('uri') == uri:
             _revert(pending)
             continue
-        marker = pending.marker
+        marker = _fill_marker(pending)
         if job.urlsafe and job.kind != 'text':
             marker[URLSAFE_KEY] = URLSAFE_STAMP
         marker[URI_KEY] = uri

@@ -17,8 +17,10 @@ from mediastash.walker._common import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_THRESHOLD_BYTES,
     NotJSON,
+    TooDeep,
     check_concurrency,
     check_threshold,
+    depth_error,
     not_json_error,
     select_cache,
 )
@@ -36,14 +38,23 @@ class _Externalizer(JsonPayloadFinder):
         self.pendings: list[Pending] = []
 
     def found(
-        self, node: dict[str, Any], moved_key: str, kind: PayloadKind, source: str, size: int, media_type: str | None
+        self,
+        node: dict[str, Any],
+        moved_key: str,
+        kind: PayloadKind,
+        source: str,
+        size: int,
+        media_type: str | None,
+        depth: int,
     ) -> dict[str, Any] | None:
         job = self.batch.add(kind, source, size, media_type)
-        return None if job is None else self.wait(node, moved_key, job)
+        return None if job is None else self.wait(node, moved_key, job, depth)
 
-    def wait(self, node: dict[str, Any], moved_key: str, job: Job, *, emptied: bool = False) -> dict[str, Any]:
+    def wait(
+        self, node: dict[str, Any], moved_key: str, job: Job, depth: int, *, emptied: bool = False
+    ) -> dict[str, Any]:
         """The marker for ``node``, registered to receive ``job``'s URI when the batch is flushed."""
-        preserved = self.copy_fields({key: value for key, value in node.items() if key != moved_key})
+        preserved = self.copy_fields({key: value for key, value in node.items() if key != moved_key}, depth)
         pending = new_marker(node, moved_key, preserved, job)
         pending.emptied = emptied
         self.pendings.append(pending)
@@ -58,19 +69,21 @@ class _EmptiedExternalizer(_Externalizer):
         super().__init__(threshold, batch)
         self.emptied = emptied
 
-    def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
+    def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         hit = self.emptied.get(id(node))
         if hit is not None:
-            return self.wait(node, hit[0], hit[1], emptied=True)
-        return super().walk_dict(node)
+            return self.wait(node, hit[0], hit[1], depth, emptied=True)
+        return super().walk_dict(node, depth)
 
 
 async def _run(walker: _Externalizer, tree: object) -> Any:
     """The synchronous copy, one flush of the batch, then every marker settled."""
     try:
-        lean = walker.walk_other(tree)
+        lean = walker.walk(tree)
     except NotJSON as error:
         raise not_json_error('externalize_media', tree, error) from None
+    except TooDeep as error:
+        raise depth_error(tree, error) from None
     await walker.batch.flush()
     settle(walker.pendings)
     return lean

@@ -38,8 +38,10 @@ from mediastash.uri import is_media_uri
 from mediastash.walker._common import (
     DEFAULT_MAX_CONCURRENCY,
     NotJSON,
+    TooDeep,
     TreeCopier,
     check_concurrency,
+    depth_error,
     in_thread_if_large,
     not_json_error,
     run_all,
@@ -71,24 +73,24 @@ class _Restorer(TreeCopier):
     def __init__(self) -> None:
         self.wanted: dict[str, _Wanted] = {}
 
-    def walk_dict(self, node: dict[str, Any]) -> dict[str, Any]:
+    def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         if len(node) == 2:
             try:
                 payload = literal_payload(node)
             except UnsupportedMarkerFormat as error:
                 raise _MarkerError(error, node) from None
             if payload is not None:
-                return self.copy_fields(payload)
+                return self.copy_fields(payload, depth)
         if node.get(MARKER_KEY) is True:
             shape = marker_shape(node)
             if shape is not None:
                 try:
-                    return self.marker(node, shape == 'text')
+                    return self.marker(node, shape == 'text', depth)
                 except (UnsupportedMarkerFormat, MalformedMarker) as error:
                     raise _MarkerError(error, node) from None
-        return self.copy_fields(node)
+        return self.copy_fields(node, depth)
 
-    def marker(self, node: dict[str, Any], is_text: bool) -> dict[str, Any]:
+    def marker(self, node: dict[str, Any], is_text: bool, depth: int) -> dict[str, Any]:
         dropped = {MARKER_KEY, TEXT_KEY}
         urlsafe = node.get(URLSAFE_KEY) == URLSAFE_STAMP
         if urlsafe:
@@ -106,9 +108,10 @@ class _Restorer(TreeCopier):
             dropped.add('uri')
         if not isinstance(uri, str):
             raise MalformedMarker(f'the blob reference must be a string, got {type(uri).__name__}')
-        restored = self.copy_fields({key: value for key, value in node.items() if key not in dropped})
+        kept = {key: value for key, value in node.items() if key not in dropped}
         if stash is not None:
-            restored.update(self.copy_fields(stash))
+            kept.update(stash)  # the order ``dict.update`` of the walked stash gave
+        restored = self.copy_fields(kept, depth)
         wanted = self.wanted.get(uri)
         if wanted is None:
             if is_text:
@@ -252,9 +255,11 @@ async def _restore_collecting(
     cache = select_cache(known_blobs, media_store)
     walker = _Restorer()
     try:
-        restored = walker.walk_other(tree)
+        restored = walker.walk(tree)
     except NotJSON as error:
         raise not_json_error('restore_media', tree, error) from None
+    except TooDeep as error:
+        raise depth_error(tree, error) from None
     except _MarkerError as error:
         raise with_path(error.error, tree, error.node) from None
     slots: list[tuple[dict[str, Any], str]] = []
