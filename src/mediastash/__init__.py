@@ -39,6 +39,7 @@ from mediastash.stores import (
     StreamingMediaStore,
     WrapperMediaStore,
 )
+from mediastash.stores.cached import CachedMediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_media_uri
 from mediastash.urls import PublicUrlResolver, make_static_public_url
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
@@ -68,6 +69,7 @@ __all__ = [
     'BaseMediaStore',
     'BlobInfo',
     'CacheAwareMediaStore',
+    'CachedMediaStore',
     'CollectableMediaStore',
     'DeletableMediaStore',
     'DiskMediaStore',

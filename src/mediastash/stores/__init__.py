@@ -4,6 +4,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from mediastash.stores.base import BaseMediaStore, BlobInfo, ChunkedMediaStore, Ingest
+from mediastash.stores.cached import CachedMediaStore
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import (
@@ -35,6 +36,7 @@ __all__ = [
     'BaseMediaStore',
     'BlobInfo',
     'CacheAwareMediaStore',
+    'CachedMediaStore',
     'CollectableMediaStore',
     'ChunkedMediaStore',
     'DeletableMediaStore',

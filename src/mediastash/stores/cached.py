@@ -1,0 +1,395 @@
+"""``CachedMediaStore``: a local, verified cache in front of a remote store.
+
+A ``media+sha256://`` blob never changes, so a local copy needs no
+invalidation, only verification: every read from the cache is checked against
+the digest, and a copy that fails is deleted and fetched again from the
+backing store. The backing store stays the source of truth: writes, deletions,
+listings, garbage collection and public URLs all go to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any, Final, Literal, Self
+
+from mediastash._lru import BoundedLRU
+from mediastash.context import EMPTY_CONTEXT, MediaContextLike
+from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
+from mediastash.stores._blob import verify_digest
+from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
+from mediastash.stores.protocols import (
+    CollectableMediaStore,
+    DeletableMediaStore,
+    MediaStore,
+    StreamingMediaStore,
+    exists_in,
+)
+from mediastash.stores.wrapper import WrapperMediaStore
+from mediastash.uri import media_uri, parse_media_uri
+
+__all__ = ['CachedMediaStore', 'WriteMode']
+
+WriteMode = Literal['through', 'around']
+"""``'through'``: a put stores the blob in the backing store, then in the cache. ``'around'``: only in the
+backing store; the cache is filled by the first read."""
+
+_WRITE_MODES: Final = ('through', 'around')
+HIT_TOUCH_AFTER: Final = 3600.0
+"""With ``max_bytes``, a cache hit refreshes the cached copy's last-write time when it is older than this,
+so the eviction order another process reads back (last write or hit, to within this) follows use."""
+
+logger = logging.getLogger(__name__)
+
+
+class CachedMediaStore(WrapperMediaStore):
+    """``backing`` (the source of truth) with local copies of what was read or written kept in ``cache``.
+
+    - ``get``: from ``cache`` when it holds the blob (verified; a corrupt copy is
+      deleted and the blob fetched from ``backing``), else from ``backing`` and
+      then kept in ``cache``.
+    - ``put``: to ``backing``, then (``write='through'``) to ``cache``.
+    - ``exists``/``exists_many``: ``cache`` first, ``backing`` for the rest.
+    - ``get_metadata``, ``public_url`` (presigned URLs point at the remote),
+      listing, ``touch_many`` and garbage collection: ``backing`` only.
+    - ``delete``/``delete_many``/``delete_unless_touched``: in both.
+    - ``put_stream``/``get_stream`` (blobs too large to want in memory) go to
+      ``backing`` and do not fill the cache; ``get_stream`` reads a copy the
+      cache already holds after reading it through once to verify it (local
+      reads are cheap next to a download), so a corrupt copy is discarded and
+      the blob streamed from ``backing`` instead.
+    - ``max_bytes``: least-recently-used eviction once the cached blobs sum
+      to more. Recency is this process's reads and writes, seeded at first use
+      from the cache's ``iter_blobs`` ordered by last-write time (a disk
+      cache: file mtime, which a hit refreshes at most once an hour). Blobs
+      larger than ``max_bytes`` are never cached.
+
+    ``storage_key`` is the backing store's, so the walker's known-blob cache
+    is shared with every other store on the same remote storage. A failing
+    cache never fails a call that ``backing`` can answer. ``aclose`` closes
+    both stores.
+    """
+
+    def __init__(
+        self,
+        backing: MediaStore,
+        *,
+        cache: MediaStore,
+        max_bytes: int | None = None,
+        write: WriteMode = 'through',
+    ) -> None:
+        if write not in _WRITE_MODES:
+            raise ValueError(f"write must be 'through' or 'around', got {write!r}")
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0):
+            raise ValueError(f'max_bytes must be a non-negative int or None, got {max_bytes!r}')
+        if not isinstance(cache, DeletableMediaStore):
+            raise TypeError(f'the cache must be able to delete (a DeletableMediaStore), got {type(cache).__name__}')
+        if max_bytes is not None and not isinstance(cache, CollectableMediaStore):
+            raise TypeError(f'max_bytes needs a cache that lists blob sizes (iter_blobs), got {type(cache).__name__}')
+        super().__init__(backing)
+        self.cache = cache
+        self.max_bytes = max_bytes
+        self.write = write
+        self._closed = False
+        self._evicted: list[str] = []
+        self._lru: BoundedLRU[str, None] | None = None
+        self._index_lock: asyncio.Lock | None = None
+
+    @property
+    def backing(self) -> MediaStore:
+        """The source of truth (the wrapped store)."""
+        return self.inner
+
+    @property
+    def verifies_reads(self) -> bool:
+        """Every ``get`` is verified: by the stores that verify, here for those that do not."""
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f'{self!r} is closed')
+
+    # -- reads --------------------------------------------------------------------------
+
+    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
+        digest = parse_media_uri(uri)
+        self._check_open()
+        data = await self._cached(uri, digest, context)
+        if data is not None:
+            return data
+        data = await self.inner.get(uri, context=context)
+        if not getattr(self.inner, 'verifies_reads', False):
+            data = await verify_digest(digest, data, where=repr(self.inner))
+        await self._keep(uri, digest, data, context)
+        return data
+
+    async def _cached(self, uri: str, digest: str, context: MediaContextLike) -> bytes | None:
+        """The verified cached copy, or ``None`` (absent, unreadable, or corrupt and now discarded)."""
+        try:
+            data = await self.cache.get(uri, context=context)
+            if not getattr(self.cache, 'verifies_reads', False):
+                data = await verify_digest(digest, data, where=repr(self.cache))
+        except MediaNotFoundError:
+            await self._forget(digest)
+            return None
+        except IntegrityError:
+            logger.warning('discarding a corrupt cached copy of %s', uri)
+            await self._discard(uri, digest)
+            return None
+        except (asyncio.CancelledError, StoreClosedError):
+            raise
+        except Exception:  # a failing cache must not fail a read the backing store can answer
+            logger.warning('the cache could not be read for %s', uri, exc_info=True)
+            return None
+        await self._note_hit(uri, digest, len(data))
+        return data
+
+    async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        parse_media_uri(uri)
+        self._check_open()
+        if await self.cache.exists(uri, context=context):
+            return True
+        return await self.inner.exists(uri, context=context)
+
+    async def exists_many(
+        self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
+    ) -> frozenset[str]:
+        wanted = {parse_media_uri(uri): uri for uri in uris}
+        self._check_open()
+        if not wanted:
+            return frozenset()
+        cached = await exists_in(self.cache, wanted.values(), max_concurrency=max_concurrency)
+        rest = [uri for uri in wanted.values() if uri not in cached]
+        if not rest:
+            return cached
+        return cached | await exists_in(self.inner, rest, max_concurrency=max_concurrency)
+
+    def get_stream(
+        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        return self._stream(uri, context, chunk_size)
+
+    async def _stream(self, uri: str, context: MediaContextLike, chunk_size: int) -> AsyncIterator[bytes]:
+        digest = parse_media_uri(uri)
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
+        self._check_open()
+        cache: Any = self.cache
+        if isinstance(self.cache, StreamingMediaStore) and await self._stream_verified(uri, digest, chunk_size):
+            stream = cache.get_stream(uri, context=context, chunk_size=chunk_size)
+            try:
+                async for chunk in stream:
+                    yield chunk
+                return
+            except IntegrityError:  # changed since it was checked: drop it, the next read refetches
+                await self._discard(uri, digest)
+                raise
+            finally:
+                await stream.aclose()
+        inner: Any = self.inner
+        backing = inner.get_stream(uri, context=context, chunk_size=chunk_size)
+        try:
+            async for chunk in backing:
+                yield chunk
+        finally:
+            await backing.aclose()
+
+    async def _stream_verified(self, uri: str, digest: str, chunk_size: int) -> bool:
+        """True when the cache holds a good copy, read through once (a corrupt one is discarded)."""
+        if not await self.cache.exists(uri):
+            return False
+        cache: Any = self.cache
+        stream = cache.get_stream(uri, chunk_size=max(chunk_size, 1 << 20))
+        try:
+            async for _ in stream:
+                pass
+        except MediaNotFoundError:
+            return False
+        except IntegrityError:
+            logger.warning('discarding a corrupt cached copy of %s', uri)
+            await self._discard(uri, digest)
+            return False
+        finally:
+            await stream.aclose()
+        return True
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        self._check_open()
+        uri = await self.inner.put(data, context=context)
+        if self.write == 'through':
+            await self._keep(uri, parse_media_uri(uri), data, context)
+        return uri
+
+    async def _keep(self, uri: str, digest: str, data: bytes, context: MediaContextLike) -> None:
+        """Store a verified blob in the cache (best effort), then evict what the bound requires."""
+        size = memoryview(data).nbytes
+        if self.max_bytes is not None and size > self.max_bytes:
+            return
+        try:
+            await self.cache.put(data, context=context)
+        except (asyncio.CancelledError, StoreClosedError):
+            raise
+        except Exception:
+            logger.warning('the cache could not keep %s', uri, exc_info=True)
+            return
+        lru = await self._index()
+        if lru is not None:
+            lru.put(digest, None, size)
+            await self._evict()
+
+    # -- deletions (in both stores) -----------------------------------------------------
+
+    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        self._check_open()
+        deleted = await super().delete(uri, context=context)
+        await self._discard(uri, parse_media_uri(uri))
+        return deleted
+
+    async def delete_many(self, uris: Iterable[str]) -> int:
+        self._check_open()
+        listed = list(dict.fromkeys(uris))
+        removed = await super().delete_many(listed)
+        await self._discard_many(listed)
+        return removed
+
+    async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]:
+        self._check_open()
+        deleted = await super().delete_unless_touched(uris, written_before=written_before)
+        await self._discard_many(deleted)
+        return deleted
+
+    async def _discard(self, uri: str, digest: str) -> None:
+        """Remove the cached copy of one blob (best effort)."""
+        await self._forget(digest)
+        cache: Any = self.cache
+        try:
+            await cache.delete(uri)
+        except (asyncio.CancelledError, StoreClosedError):
+            raise
+        except Exception:
+            logger.warning('the cache could not delete %s', uri, exc_info=True)
+
+    async def _discard_many(self, uris: Iterable[str]) -> None:
+        listed = list(uris)
+        if not listed:
+            return
+        for uri in listed:
+            await self._forget(parse_media_uri(uri))
+        cache: Any = self.cache
+        try:
+            await cache.delete_many(listed)
+        except (asyncio.CancelledError, StoreClosedError):
+            raise
+        except Exception:
+            logger.warning('the cache could not delete %d blobs', len(listed), exc_info=True)
+
+    # -- the size bound -----------------------------------------------------------------
+
+    async def _index(self) -> BoundedLRU[str, None] | None:
+        """The recency index (built from the cache's listing at first use), or ``None`` without ``max_bytes``."""
+        if self.max_bytes is None:
+            return None
+        if self._lru is not None:
+            return self._lru
+        if self._index_lock is None:
+            self._index_lock = asyncio.Lock()
+        async with self._index_lock:
+            if self._lru is None:
+                lru: BoundedLRU[str, None] = BoundedLRU(max_cost=self.max_bytes, on_evict=self._on_evict)
+                cache: Any = self.cache
+                blobs = [info async for info in cache.iter_blobs()]
+                blobs.sort(key=lambda info: info.written_at if info.written_at is not None else 0.0)
+                for info in blobs:
+                    lru.put(parse_media_uri(info.uri), None, info.size)
+                self._lru = lru
+                await self._evict()
+        return self._lru
+
+    def _on_evict(self, digest: str, value: None) -> None:
+        self._evicted.append(digest)
+
+    async def _evict(self) -> None:
+        """Delete from the cache what the bound pushed out of the index."""
+        if not self._evicted:
+            return
+        evicted, self._evicted = self._evicted, []
+        cache: Any = self.cache
+        try:
+            await cache.delete_many([media_uri(digest) for digest in evicted])
+        except (asyncio.CancelledError, StoreClosedError):
+            raise
+        except Exception:
+            logger.warning('the cache could not evict %d blobs', len(evicted), exc_info=True)
+
+    async def _note_hit(self, uri: str, digest: str, size: int) -> None:
+        lru = await self._index()
+        if lru is None:
+            return
+        if digest in lru:
+            lru.get(digest)  # now the most recently used
+        else:
+            lru.put(digest, None, size)  # cached by another process since the index was built
+            await self._evict()
+        touch = getattr(self.cache, 'touch_many', None)
+        if touch is not None:
+            try:
+                await touch([uri], touch_after=HIT_TOUCH_AFTER)
+            except (asyncio.CancelledError, StoreClosedError):
+                raise
+            except Exception:
+                logger.debug('the cache could not refresh %s', uri, exc_info=True)
+
+    async def _forget(self, digest: str) -> None:
+        if self._lru is not None:
+            self._lru.pop(digest)
+
+    @property
+    def cached_bytes(self) -> int | None:
+        """Bytes the size bound counts as cached (``None`` without ``max_bytes`` or before first use)."""
+        return None if self._lru is None else self._lru.total_cost
+
+    # -- the rest goes to the backing store ---------------------------------------------
+
+    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
+        self._check_open()
+        return await super().get_metadata(uri, context=context)
+
+    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
+        self._check_open()
+        return await super().public_url(uri, context=context)
+
+    async def touch_many(
+        self,
+        uris: Iterable[str],
+        *,
+        touch_after: float = TOUCH_AFTER_SECONDS,
+        max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
+    ) -> frozenset[str]:
+        self._check_open()
+        return await super().touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency)
+
+    async def aclose(self) -> None:
+        """Close the backing store and the cache (safe to call twice)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await super().aclose()
+        finally:
+            close = getattr(self.cache, 'aclose', None)
+            if close is not None:
+                await close()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    def __repr__(self) -> str:
+        return f'CachedMediaStore({self.inner!r}, cache={self.cache!r})'
