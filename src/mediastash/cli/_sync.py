@@ -1,0 +1,125 @@
+"""``mediastash sync`` (copy the blobs a destination lacks) and ``mediastash diff`` (compare two stores)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import timedelta
+from typing import Any
+
+from mediastash._units import format_bytes
+from mediastash.cli._args import positive_int
+from mediastash.cli._gc import parse_duration
+from mediastash.cli._ui import EXIT_FAILED, Ui
+from mediastash.sync import diff_stores, list_blobs, sync_stores
+
+__all__ = ['register']
+
+_URL_HELP = 'a folder, file:///path, sqlite:///path.db, s3://bucket/prefix or mongodb://host/db'
+_SHOWN_FAILURES = 20
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    """Add ``sync`` and ``diff``."""
+    sync = commands.add_parser(
+        'sync',
+        parents=[common],
+        help='copy every blob the destination store lacks (resumable; exit code 1 on any failure)',
+        description='Copy every blob of SRC that DST lacks, streamed, with its metadata and media type where the '
+        'stores record them. A rerun copies only what is still missing. See docs/cli.md.',
+    )
+    sync.add_argument('source', metavar='SRC_URL', help=f'the store to copy from: {_URL_HELP}')
+    sync.add_argument('destination', metavar='DST_URL', help=f'the store to copy to (created if needed): {_URL_HELP}')
+    sync.add_argument('--jobs', type=positive_int, default=4, metavar='N', help='blobs copied at once (default: 4)')
+    sync.add_argument(
+        '--verify', action='store_true', help='read each copied blob back from DST to its end and check its sha256'
+    )
+    sync.add_argument(
+        '--delete',
+        action='store_true',
+        help='also delete from DST the blobs SRC lacks, unless written or touched in DST within --grace',
+    )
+    sync.add_argument(
+        '--grace',
+        type=parse_duration,
+        default=timedelta(hours=24),
+        metavar='DURATION',
+        help='with --delete: keep DST blobs written or touched this recently (default: 24h)',
+    )
+    sync.set_defaults(handler=_sync)
+
+    diff = commands.add_parser(
+        'diff',
+        parents=[common],
+        help='list the blobs present in only one of two stores (exit code 1 when they differ)',
+        description='List both stores (no blob is read) and print the URIs each holds that the other lacks. '
+        'The exit code is 0 when both hold the same blobs, 1 otherwise.',
+    )
+    diff.add_argument('source', metavar='SRC_URL', help=_URL_HELP)
+    diff.add_argument('destination', metavar='DST_URL', help=_URL_HELP)
+    diff.set_defaults(handler=_diff)
+
+
+async def _sync(args: argparse.Namespace, ui: Ui) -> int:
+    from mediastash.open_store import open_store
+
+    cutoff = time.time() - args.grace.total_seconds() if args.delete else None
+    async with open_store(args.source, create=False) as source, open_store(args.destination) as destination:
+        ui.info(f'listing {source!r}')
+        listed = await list_blobs(source)
+        with ui.progress('syncing', total=len(listed)) as step:
+            report = await sync_stores(
+                source,
+                destination,
+                jobs=args.jobs,
+                verify=args.verify,
+                delete_written_before=cutoff,
+                listed=listed,
+                on_progress=step.advance,
+            )
+    rows: list[list[Any]] = [
+        ['copied', report.copied, format_bytes(report.copied_bytes)],
+        ['skipped (already there)', report.skipped, format_bytes(report.skipped_bytes)],
+        ['failed', report.failed, ''],
+    ]
+    if args.verify:
+        rows.append(['verified', report.verified, ''])
+    if args.delete:
+        rows.append(['deleted from DST', report.deleted, ''])
+        rows.append(['kept (written within --grace)', report.kept_young, ''])
+    ui.table('sync', ['blobs', 'count', 'bytes'], rows)
+    for failure in report.failures[:_SHOWN_FAILURES]:
+        ui.line(f'failed: {failure.uri}: {failure.error}')
+    if report.failed > _SHOWN_FAILURES:
+        ui.line(f'... and {report.failed - _SHOWN_FAILURES} more failures')
+    ui.json(
+        {
+            'copied': report.copied,
+            'copied_bytes': report.copied_bytes,
+            'skipped': report.skipped,
+            'skipped_bytes': report.skipped_bytes,
+            'failed': report.failed,
+            'verified': report.verified,
+            'deleted': report.deleted,
+            'kept_young': report.kept_young,
+            'failures': [{'uri': failure.uri, 'error': failure.error} for failure in report.failures],
+        }
+    )
+    return EXIT_FAILED if report.failures else 0
+
+
+async def _diff(args: argparse.Namespace, ui: Ui) -> int:
+    from mediastash.open_store import open_store
+
+    async with open_store(args.source, create=False) as source, open_store(args.destination, create=False) as dest:
+        found = await diff_stores(source, dest)
+    for uri in found.only_in_source:
+        ui.line(f'< {uri}')
+    for uri in found.only_in_destination:
+        ui.line(f'> {uri}')
+    if found.equal:
+        ui.info('the stores hold the same blobs')
+    else:
+        ui.info(f'{len(found.only_in_source)} only in SRC (<), {len(found.only_in_destination)} only in DST (>)')
+    ui.json({'only_in_source': found.only_in_source, 'only_in_destination': found.only_in_destination})
+    return 0 if found.equal else EXIT_FAILED

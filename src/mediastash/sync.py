@@ -1,0 +1,233 @@
+"""Copy or compare the blobs of two stores (the library behind ``mediastash sync`` and ``mediastash diff``).
+
+Blobs are content-addressed, so a copy is correct exactly when the
+destination returns the source's URI for it, and resuming is a matter of
+asking the destination what it already holds (``exists_many``). Blobs are
+streamed (``get_stream`` into ``put_stream``) when both stores can, so a blob
+larger than memory copies in constant memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from mediastash.context import MediaContext
+from mediastash.errors import MediaStashError
+from mediastash.stores.protocols import (
+    CollectableMediaStore,
+    ListableMediaStore,
+    MediaStore,
+    StreamingMediaStore,
+    exists_in,
+)
+
+__all__ = ['StoreDiff', 'SyncFailure', 'SyncReport', 'diff_stores', 'list_blobs', 'sync_stores']
+
+BATCH: Final = 1000
+"""URIs per existence check on the destination (and per deletion batch)."""
+CHUNK: Final = 1 << 20
+
+
+@dataclass(frozen=True)
+class SyncFailure:
+    """One blob that could not be copied (or verified, or deleted), and why (one line, no secret)."""
+
+    uri: str
+    error: str
+
+
+@dataclass
+class SyncReport:
+    """What a sync did: counts and bytes (bytes of blobs whose size the source lists; else counted as copied)."""
+
+    copied: int = 0
+    copied_bytes: int = 0
+    skipped: int = 0
+    skipped_bytes: int = 0
+    verified: int = 0
+    deleted: int = 0
+    kept_young: int = 0
+    failures: list[SyncFailure] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+
+@dataclass(frozen=True)
+class StoreDiff:
+    """URIs held by one store only (sorted)."""
+
+    only_in_source: list[str]
+    only_in_destination: list[str]
+
+    @property
+    def equal(self) -> bool:
+        return not self.only_in_source and not self.only_in_destination
+
+
+def _listable(store: MediaStore, role: str) -> None:
+    if not isinstance(store, ListableMediaStore | CollectableMediaStore):
+        raise MediaStashError(f'the {role} store ({type(store).__name__}) cannot list its blobs')
+
+
+async def list_blobs(store: MediaStore) -> dict[str, int | None]:
+    """Every URI the store holds, with its size where the store lists sizes (``iter_blobs``)."""
+    found: dict[str, int | None] = {}
+    if isinstance(store, CollectableMediaStore):
+        async for info in store.iter_blobs():
+            found[info.uri] = info.size
+        return found
+    if not isinstance(store, ListableMediaStore):
+        raise MediaStashError(f'{type(store).__name__} cannot list its blobs')
+    async for uri in store.iter_uris():
+        found[uri] = None
+    return found
+
+
+async def diff_stores(source: MediaStore, destination: MediaStore) -> StoreDiff:
+    """The URIs present on one side only (both stores listed; no bytes read)."""
+    _listable(source, 'source')
+    _listable(destination, 'destination')
+    left, right = await asyncio.gather(list_blobs(source), list_blobs(destination))
+    return StoreDiff(sorted(left.keys() - right.keys()), sorted(right.keys() - left.keys()))
+
+
+async def media_type_of(store: MediaStore, uri: str) -> str | None:
+    """The media type the store recorded for the blob, where it offers ``media_type_of`` (sync or async)."""
+    method = getattr(store, 'media_type_of', None)
+    if method is None:
+        return None
+    value = method(uri)
+    if inspect.isawaitable(value):
+        value = await value
+    return value if isinstance(value, str) else None
+
+
+async def _copy_one(source: MediaStore, destination: MediaStore, uri: str, verify: bool) -> int:
+    """Copy one blob (streaming where both stores can); the bytes copied. Raises on any failure."""
+    metadata: Mapping[str, str] = await source.get_metadata(uri)
+    context = MediaContext(media_type=await media_type_of(source, uri), metadata=dict(metadata))
+    size = 0
+    if isinstance(source, StreamingMediaStore) and isinstance(destination, StreamingMediaStore):
+
+        async def counted() -> AsyncIterator[bytes]:
+            nonlocal size
+            stream = source.get_stream(uri, chunk_size=CHUNK)
+            try:
+                async for chunk in stream:
+                    size += len(chunk)
+                    yield chunk
+            finally:
+                await stream.aclose()  # type: ignore[attr-defined]
+
+        written = await destination.put_stream(counted(), context=context)
+    else:
+        data = await source.get(uri)
+        size = len(data)
+        written = await destination.put(data, context=context)
+    if written != uri:
+        raise MediaStashError(f'the destination stored {uri} as {written}')
+    if verify:
+        await verify_blob(destination, uri)
+    return size
+
+
+async def verify_blob(store: MediaStore, uri: str) -> None:
+    """Read the blob to its end through the store, which checks it against its digest (``IntegrityError``)."""
+    if isinstance(store, StreamingMediaStore):
+        stream = store.get_stream(uri, chunk_size=CHUNK)
+        try:
+            async for _ in stream:
+                pass
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+    else:
+        await store.get(uri)
+
+
+def _describe(error: BaseException) -> str:
+    from mediastash.cli._ui import describe_error
+
+    return describe_error(error) or f'{type(error).__name__}: {error}'
+
+
+async def sync_stores(
+    source: MediaStore,
+    destination: MediaStore,
+    *,
+    jobs: int = 4,
+    verify: bool = False,
+    delete_written_before: float | None = None,
+    listed: Mapping[str, int | None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> SyncReport:
+    """Copy every blob of ``source`` that ``destination`` lacks, ``jobs`` at a time.
+
+    A rerun copies only what is still missing. ``verify``: read each copied
+    blob back from ``destination`` to its end (the store checks the digest).
+    ``delete_written_before`` (Unix time): also delete from ``destination``
+    the blobs ``source`` lacks, through ``delete_unless_touched`` so a blob
+    written or touched after that time is kept (see ``docs/cli.md``).
+    ``listed``: the source's listing when the caller already has it.
+    ``on_progress(n)``: ``n`` more source blobs handled.
+    """
+    if jobs < 1:
+        raise ValueError(f'jobs must be at least 1, got {jobs!r}')
+    _listable(source, 'source')
+    if delete_written_before is not None and not isinstance(destination, CollectableMediaStore):
+        raise MediaStashError(
+            f'--delete needs a destination that dates its blobs ({type(destination).__name__} cannot)'
+        )
+    blobs = dict(listed) if listed is not None else await list_blobs(source)
+    report = SyncReport()
+    gate = asyncio.Semaphore(jobs)
+
+    async def one(uri: str) -> None:
+        async with gate:
+            try:
+                size = await _copy_one(source, destination, uri, verify)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                report.failures.append(SyncFailure(uri, _describe(error)))
+            else:
+                report.copied += 1
+                report.copied_bytes += size
+                report.verified += 1 if verify else 0
+        if on_progress is not None:
+            on_progress(1)
+
+    uris = list(blobs)
+    for start in range(0, len(uris), BATCH):
+        batch = uris[start : start + BATCH]
+        present = await exists_in(destination, batch, max_concurrency=max(jobs, 16))
+        report.skipped += len(present)
+        report.skipped_bytes += sum(blobs[uri] or 0 for uri in present)
+        if on_progress is not None and present:
+            on_progress(len(present))
+        missing = [uri for uri in batch if uri not in present]
+        await asyncio.gather(*(one(uri) for uri in missing))
+    if delete_written_before is not None:
+        await _delete_extra(destination, blobs, delete_written_before, report)
+    return report
+
+
+async def _delete_extra(destination: Any, wanted: Mapping[str, int | None], before: float, report: SyncReport) -> None:
+    """Delete from ``destination`` what the source lacks, unless written or touched since ``before``."""
+    extra = [info.uri async for info in destination.iter_blobs() if info.uri not in wanted]
+    for start in range(0, len(extra), BATCH):
+        batch = extra[start : start + BATCH]
+        try:
+            deleted = await destination.delete_unless_touched(batch, written_before=before)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            report.failures.extend(SyncFailure(uri, _describe(error)) for uri in batch)
+            continue
+        report.deleted += len(deleted)
+        report.kept_young += len(batch) - len(deleted)
