@@ -16,6 +16,7 @@ __all__ = [
     'MalformedMarker',
     'MediaNotFoundError',
     'MediaStashError',
+    'NotARegularFileError',
     'StoreClosedError',
     'StoreNotFoundError',
     'UnsafeKeyError',
@@ -129,15 +130,30 @@ class CorruptMetadataError(MediaStashError, ValueError):
 class TreeDepthError(MediaStashError, ValueError):
     """A JSON tree is nested deeper than the walker's limit, or contains itself (a cycle).
 
-    Raised instead of ``RecursionError``; ``path`` locates the container (shortened when long).
+    Raised instead of ``RecursionError``; ``path`` locates the container (shortened when long);
+    ``limit`` is ``None`` when the ``json`` module, not the walker, reached its limit.
     """
 
-    def __init__(self, *, limit: int, path: str, cycle: bool = False) -> None:
+    def __init__(self, *, limit: int | None, path: str, cycle: bool = False) -> None:
         self.limit = limit
         self.path = path
         self.cycle = cycle
         if cycle:
             message = f'the tree contains itself: the container at {path} is one of its own ancestors (a cycle)'
+        elif limit is None:
+            message = f'the tree is nested deeper than the json module can parse or dump here, at {path}'
         else:
             message = f'the tree is nested deeper than {limit} levels at {path}'
         super().__init__(message)
+
+
+class NotARegularFileError(MediaStashError):
+    """A disk store found something other than a regular file (a FIFO, device or directory) where a blob or
+    sidecar belongs; it is refused instead of read, so a planted FIFO cannot block a reader."""
+
+    def __init__(self, path: str, kind: str, *, uri: str | None = None) -> None:
+        self.path = path
+        self.kind = kind
+        self.uri = uri
+        named = f' (for {uri})' if uri else ''
+        super().__init__(f'{path!r}{named} is a {kind}, not a regular file; refusing to read it')

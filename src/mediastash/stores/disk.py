@@ -26,20 +26,21 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
 from contextlib import aclosing
+from datetime import timedelta
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TypeVar
 
 import aiofiles
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
-from mediastash.errors import CorruptMetadataError, UnsafeKeyError
+from mediastash.errors import CorruptMetadataError, NotARegularFileError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
-__all__ = ['SIDECAR_SUFFIX', 'DiskMediaStore']
+__all__ = ['MAX_KEY_DEPTH', 'METADATA_LIMIT_BYTES', 'SIDECAR_SUFFIX', 'TEMP_FILE_MAX_AGE', 'DiskMediaStore']
 
 SIDECAR_SUFFIX = '.meta.json'
 """Appended to a blob's file name to name its metadata sidecar (``<key>.meta.json``)."""
@@ -47,6 +48,13 @@ SIDECAR_SUFFIX = '.meta.json'
 _LEGACY_SIDECAR_KEY = 'mediastash_sidecar'
 _LEGACY_SIDECAR_VERSION = 1
 """Marks our earlier, versioned sidecar (``{"mediastash_sidecar": 1, "metadata": {...}}``): read, never written."""
+METADATA_LIMIT_BYTES = 1 << 20
+"""A sidecar larger than this is refused with ``CorruptMetadataError`` instead of being read."""
+MAX_KEY_DEPTH = 32
+"""Most path segments a key strategy may produce (checked before any folder is created)."""
+TEMP_FILE_MAX_AGE = timedelta(hours=1)
+"""Temporary files (of writers and of garbage collection) untouched this long are crash leftovers."""
+_NAME_MAX_FALLBACK = 255
 _TMP_PREFIX = '.mediastash-tmp-'
 _TOMB_PREFIX = _TMP_PREFIX + 'gc-'
 """A blob being deleted by garbage collection (a temporary name: never listed, never a valid key)."""
@@ -92,6 +100,7 @@ class DiskMediaStore(BaseMediaStore):
         self._identity = ('disk', os.path.realpath(self._root))
         self._key_strategy = key_strategy
         self._fsync = fsync
+        self._name_max = _name_max(self._root)
 
     @property
     def directory(self) -> Path:
@@ -120,6 +129,13 @@ class DiskMediaStore(BaseMediaStore):
         if PurePosixPath(key).is_absolute() or PureWindowsPath(key).anchor:
             raise UnsafeKeyError(key, 'the key is an absolute path')
         parts = key.split('/')
+        if len(parts) > MAX_KEY_DEPTH:
+            raise UnsafeKeyError(key[:200] + '...', f'the key has {len(parts)} segments, more than {MAX_KEY_DEPTH}')
+        for part in parts:
+            if len(part.encode(errors='surrogateescape')) > self._name_max:
+                raise UnsafeKeyError(key, f'the segment {part[:40]!r}... is longer than {self._name_max} bytes')
+        if len(parts[-1].encode(errors='surrogateescape')) + len(SIDECAR_SUFFIX) > self._name_max:
+            raise UnsafeKeyError(key, f'the file name and its {SIDECAR_SUFFIX!r} sidecar exceed {self._name_max} bytes')
         if '..' in parts:
             raise UnsafeKeyError(key, "the key contains a '..' segment")
         if any(part in ('', '.') for part in parts):
@@ -147,12 +163,17 @@ class DiskMediaStore(BaseMediaStore):
         key = self._key_for(digest, context)
         await asyncio.to_thread(self._write_sync, key, data, context)
 
-    def _write_sync(self, key: str, data: bytes, context: MediaContextLike) -> None:
+    def _write_sync(self, key: str, data: bytes, context: MediaContextLike, *, force: bool = False) -> None:
         path = self._path_for_key(key)
         self._ensure_parent(path)
-        if not self._confirm_blob(path, len(data)):
+        if force or not self._confirm_blob(path, key, len(data)):
             self._atomic_write(path, data)
         self._update_sidecar(path, context)
+
+    async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        """Replace the file atomically (a temp file renamed over it): readers see old or new bytes, never none."""
+        key = self._key_for(digest, context)
+        await asyncio.to_thread(self._write_sync, key, data, context, force=True)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         key = self._key_for(digest, context)
@@ -162,10 +183,13 @@ class DiskMediaStore(BaseMediaStore):
         return data
 
     def _read_sync(self, key: str) -> bytes | None:
+        path = self._path_for_key(key)
         try:
-            return self._path_for_key(key).read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+            fd = _open_regular(path)
+        except _NOT_THERE:
             return None
+        with open(fd, 'rb') as file:
+            return file.read()
 
     async def _contains(self, digest: str, context: MediaContextLike) -> bool:
         key = self._key_for(digest, context)
@@ -183,14 +207,19 @@ class DiskMediaStore(BaseMediaStore):
 
     def _read_metadata_sync(self, key: str, uri: str) -> dict[str, str] | None:
         path = self._path_for_key(key)
-        sidecar = _sidecar_path(path)
+        sidecar = self._path_for_key(key + SIDECAR_SUFFIX)  # the blob's no-escape rule holds for its sidecar
+        where = f'{self._describe()} sidecar {str(sidecar)!r}'
         try:
-            raw = sidecar.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+            fd = _open_regular(sidecar, uri=uri)
+        except _NOT_THERE:
             return {} if path.is_file() else None
+        with open(fd, 'rb') as file:
+            raw = file.read(METADATA_LIMIT_BYTES + 1)
+        if len(raw) > METADATA_LIMIT_BYTES:
+            raise CorruptMetadataError(uri, f'the sidecar is larger than {METADATA_LIMIT_BYTES} bytes', where=where)
         if not path.is_file():
             return None
-        return _parse_sidecar(raw, uri=uri, where=f'{self._describe()} sidecar {str(sidecar)!r}')
+        return _parse_sidecar(raw, uri=uri, where=where)
 
     # -- file helpers (run in worker threads) ------------------------------------------
 
@@ -198,15 +227,20 @@ class DiskMediaStore(BaseMediaStore):
         if path.parent != self._root:
             path.parent.mkdir(parents=True, exist_ok=True)
 
-    @staticmethod
-    def _confirm_blob(path: Path, size: int) -> bool:
-        """True when ``path`` holds a blob of ``size`` bytes; its mtime is refreshed when older than
-        ``TOUCH_AFTER_SECONDS`` (``False`` if it vanished meanwhile: the caller writes it again)."""
+    def _confirm_blob(self, path: Path, key: str, size: int) -> bool:
+        """True when ``path`` holds a sound copy of the blob of ``size`` bytes (see ``_stored_copy_is_sound``:
+        the size matches and a small blob hashes right); its mtime is refreshed when older than
+        ``TOUCH_AFTER_SECONDS``. ``False``: missing, not a regular file, or unsound; the caller writes it."""
         try:
             info = path.stat()
         except _NOT_THERE:
             return False
-        if not (stat.S_ISREG(info.st_mode) and info.st_size == size):
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        digest = _digest_in(key)
+        if digest is None and info.st_size != size:
+            return False
+        if digest is not None and not self._stored_copy_is_sound(digest, size, info.st_size, lambda: _read_all(path)):
             return False
         return info.st_mtime >= time.time() - TOUCH_AFTER_SECONDS or _touch_file(path)
 
@@ -391,7 +425,7 @@ class DiskMediaStore(BaseMediaStore):
         """Move a fully written temp file to ``key`` (or drop it when the blob is already there)."""
         path = self._path_for_key(key)
         self._ensure_parent(path)
-        if self._confirm_blob(path, size):
+        if self._confirm_blob(path, key, size):
             _unlink_quietly(temp)
         else:
             try:
@@ -420,14 +454,66 @@ class DiskMediaStore(BaseMediaStore):
 
     async def _file_chunks(self, digest: str, path: Path, chunk_size: int) -> AsyncGenerator[bytes, None]:
         try:
-            file = await aiofiles.open(path, 'rb')
-        except (FileNotFoundError, NotADirectoryError):
+            fd = await asyncio.to_thread(_open_regular, path, uri=media_uri(digest))
+        except _NOT_THERE:
             raise self._not_found(digest) from None
+        try:
+            file = await aiofiles.open(fd, 'rb')
+        except BaseException:
+            os.close(fd)
+            raise
         try:
             while chunk := await file.read(chunk_size):
                 yield chunk
         finally:
             await file.close()
+
+
+def _name_max(root: Path) -> int:
+    """The longest file name (in bytes) the file system under ``root`` accepts."""
+    try:
+        value = os.pathconf(root, 'PC_NAME_MAX')
+    except (AttributeError, ValueError, OSError):
+        return _NAME_MAX_FALLBACK
+    return value if value > 0 else _NAME_MAX_FALLBACK
+
+
+def _digest_in(key: str) -> str | None:
+    """The digest a key's file name carries (every listable strategy puts it there), or ``None``."""
+    match = EMBEDDED_DIGEST_PATTERN.search(key.rsplit('/', 1)[-1])
+    return None if match is None else match.group()
+
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, 'directory'),
+    (stat.S_ISFIFO, 'FIFO'),
+    (stat.S_ISCHR, 'character device'),
+    (stat.S_ISBLK, 'block device'),
+    (stat.S_ISSOCK, 'socket'),
+)
+
+
+def _open_regular(path: Path, *, uri: str | None = None) -> int:
+    """Open ``path`` for reading without blocking and return the descriptor; ``NotARegularFileError`` for a
+    FIFO, device, socket or directory (``O_NONBLOCK`` makes opening a FIFO return at once; it is then refused)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NONBLOCK', 0) | getattr(os, 'O_CLOEXEC', 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), 'special file')
+            raise NotARegularFileError(str(path), kind, uri=uri)
+        if hasattr(os, 'set_blocking'):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_all(path: Path) -> bytes:
+    """The bytes of the regular file at ``path`` (``NotARegularFileError`` otherwise)."""
+    with open(_open_regular(path), 'rb') as file:
+        return file.read()
 
 
 def _sidecar_path(path: Path) -> Path:

@@ -32,13 +32,24 @@ class MemoryMediaStore(BaseMediaStore):
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         now = time.time()
-        if digest in self._blobs:
+        stored = self._blobs.get(digest)
+        if stored is not None and self._stored_copy_is_sound(digest, len(data), len(stored), lambda: stored):
             self._refresh(digest, now - TOUCH_AFTER_SECONDS, now)
+            return
+        if stored is not None:
+            await self._rewrite(digest, data, context)
             return
         self._blobs[digest] = data
         self._metadata[digest] = MappingProxyType(dict(context_metadata(context)))
         self._media_types[digest] = context_media_type(context)
         self._written_at[digest] = now
+
+    async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        """Replace the stored bytes in place (metadata of the first ``put`` stays)."""
+        self._blobs[digest] = data
+        self._written_at[digest] = time.time()
+        self._metadata.setdefault(digest, MappingProxyType(dict(context_metadata(context))))
+        self._media_types.setdefault(digest, context_media_type(context))
 
     def _refresh(self, digest: str, touch_before: float, now: float) -> None:
         """Set the blob's last-write time to ``now`` when it is older than ``touch_before`` or unknown."""

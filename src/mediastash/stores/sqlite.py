@@ -110,6 +110,10 @@ class SqliteMediaStore(BaseMediaStore):
                 f'invalid SQLite table name {table!r}: '
                 'use 1-63 letters, digits or underscores, not starting with a digit'
             )
+        if table.lower().startswith('sqlite_'):
+            raise InvalidStoreConfiguration(
+                f'invalid SQLite table name {table!r}: names starting with "sqlite_" are reserved by SQLite'
+            )
         self._database = None if database is None else os.fspath(database)
         self._connection = connection
         self._owns_connection = connection is None
@@ -248,15 +252,50 @@ class SqliteMediaStore(BaseMediaStore):
         row = _row_facts(context)
         await self._run(self._insert, digest, data, *row)
 
+    async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        """Replace the row's bytes in one transaction (its metadata and media type stay)."""
+        row = _row_facts(context)
+        await self._run(self._insert, digest, data, *row, True)
+
     def _insert(
-        self, connection: sqlite3.Connection, digest: str, data: bytes, media_type: str | None, metadata: str
+        self,
+        connection: sqlite3.Connection,
+        digest: str,
+        data: bytes,
+        media_type: str | None,
+        metadata: str,
+        force: bool = False,
     ) -> None:
         with _write_transaction(connection):
             cursor = connection.execute(
                 self._insert_sql('?'), self._insert_parameters(digest, media_type, data, len(data), metadata)
             )
-            if cursor.rowcount == 0:  # already stored: mark it in use
+            if cursor.rowcount != 0:
+                return
+            if force or not self._row_is_sound(connection, digest, len(data)):
+                self._replace_bytes(connection, digest, data, len(data))
+            else:  # already stored: mark it in use
                 self._refresh(connection, [digest], time.time() - TOUCH_AFTER_SECONDS)
+
+    def _row_is_sound(self, connection: sqlite3.Connection, digest: str, size: int) -> bool:
+        """The base's cheap check on a stored row: a BLOB of ``size`` bytes, hashed when small."""
+        row = connection.execute(
+            f'SELECT typeof(bytes), length(bytes) FROM {self._quoted} WHERE sha256 = ?', (digest,)
+        ).fetchone()
+        stored_size = row[1] if row is not None and row[0] == 'blob' else -1
+        return self._stored_copy_is_sound(
+            digest, size, stored_size, lambda: self._select_data(connection, digest) or b''
+        )
+
+    def _replace_bytes(self, connection: sqlite3.Connection, digest: str, value: bytes | int, size: int) -> None:
+        """Overwrite a row's bytes (``value``: the bytes, or a size for a ``zeroblob`` filled later)."""
+        bytes_value = 'zeroblob(?)' if isinstance(value, int) else '?'
+        written = f', {_CREATED_AT} = ?' if self._has_created_at else ''
+        parameters: tuple[object, ...] = (value, size, time.time()) if written else (value, size)
+        connection.execute(
+            f'UPDATE {self._quoted} SET bytes = {bytes_value}, size_bytes = ?{written} WHERE sha256 = ?',
+            (*parameters, digest),
+        )
 
     def _refresh(self, connection: sqlite3.Connection, digests: list[str], touch_before: float) -> None:
         """Set ``created_at`` to now on the rows older than ``touch_before`` or of unknown age (in the caller's
@@ -436,14 +475,19 @@ class SqliteMediaStore(BaseMediaStore):
             cursor = connection.execute(
                 self._insert_sql('zeroblob(?)'), self._insert_parameters(digest, media_type, size, size, metadata)
             )
-            if cursor.rowcount != 1:  # already stored: mark it in use
-                self._refresh(connection, [digest], time.time() - TOUCH_AFTER_SECONDS)
-                return
+            rowid = cursor.lastrowid
+            if cursor.rowcount != 1:
+                if self._row_is_sound(connection, digest, size):  # already stored: mark it in use
+                    self._refresh(connection, [digest], time.time() - TOUCH_AFTER_SECONDS)
+                    return
+                self._replace_bytes(connection, digest, size, size)
+                found = connection.execute(f'SELECT rowid FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
+                rowid = found[0]
             if size == 0:
                 return
-            assert cursor.lastrowid is not None
+            assert rowid is not None
             spool.seek(0)
-            with connection.blobopen(self._table, 'bytes', cursor.lastrowid) as blob:
+            with connection.blobopen(self._table, 'bytes', rowid) as blob:
                 while piece := spool.read(_COPY_CHUNK):
                     blob.write(piece)
 

@@ -59,12 +59,17 @@ from mediastash import (
 )
 from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BlobInfo
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BlobInfo
 from mediastash.stores.protocols import CollectableMediaStore
 from mediastash.testing.counting import CountingMediaStore
 from mediastash.urls import PublicUrlResolver
+from mediastash.verify import verify_store
 
-__all__ = ['BAD_URIS', 'MISSING_URI', 'ForeignContext', 'StoreTests', 'blob', 'chunked', 'collect']
+__all__ = ['BAD_URIS', 'MISSING_URI', 'TAMPERINGS', 'ForeignContext', 'StoreTests', 'blob', 'chunked', 'collect']
+
+TAMPERINGS = ['flipped', 'truncated', 'extended', 'same_size', 'other_blob']
+"""How the heal matrix corrupts a stored blob: one byte flipped, cut in half, one byte added, replaced by other
+bytes of the same size, replaced by the bytes of another stored blob."""
 
 StoreFactory = Callable[..., Awaitable[Any]]
 
@@ -127,6 +132,10 @@ class StoreTests:
 
     later_metadata_replaces: ClassVar[bool] = False
     """Declare ``True`` when a later put carrying metadata replaces the stored metadata (see its test)."""
+
+    heals_on_put: ClassVar[bool] = True
+    """Declare ``False`` for a store that cannot replace a stored blob (no ``_rewrite`` or ``_delete``): a ``put``
+    of a blob that failed verification must then raise ``IntegrityError`` instead of healing."""
 
     written_at_resolution: ClassVar[float] = 0.0
     """Seconds by which the backend may round a blob's last-write time (S3 answers whole seconds: 1.0)."""
@@ -455,6 +464,107 @@ class StoreTests:
         with pytest.raises(IntegrityError) as caught:
             await store.get(uri)
         assert uri in str(caught.value)
+
+    # -- healing: a put of the right bytes repairs a corrupt blob ------------------------
+
+    async def _corrupt(self, store: Any, data: bytes, how: str) -> str:
+        """Store ``data``, then tamper with it behind the store's back (see ``TAMPERINGS``); its URI."""
+        uri = await store.put(data)
+        if how == 'other_blob':
+            other = blob(len(data) // 3 + 1, seed=len(data) % 251)
+            await store.put(other)
+            stored = other
+        elif how == 'same_size':
+            stored = blob(len(data), seed=len(data) % 251 + 1)
+        else:
+            stored = _tampered(data, how)
+        assert stored != data
+        await self.raw_overwrite(store, uri, stored)
+        return uri
+
+    @pytest.mark.parametrize('how', TAMPERINGS)
+    async def test_put_heals_a_blob_that_failed_verification(self, store: Any, how: str) -> None:
+        """(a) Same instance: a failed ``get`` makes the next ``put`` of the right bytes replace the stored copy."""
+        data = blob(3 * VERIFY_ON_PUT_BYTES // 2, seed=40)  # above the put-time check: the failed get does it
+        uri = await self._corrupt(store, data, how)
+        with pytest.raises(IntegrityError):
+            await store.get(uri)
+        if not self.heals_on_put:
+            with pytest.raises(IntegrityError):
+                await store.put(data)
+            return
+        assert await store.put(data) == uri
+        assert await store.get(uri) == data
+
+    @pytest.mark.parametrize('how', TAMPERINGS)
+    async def test_put_stream_heals_a_blob_whose_stream_failed(self, store: Any, how: str) -> None:
+        """(a) Same instance, streaming: a failed ``get_stream`` makes the next ``put_stream`` replace the copy."""
+        store = _capable(store, StreamingMediaStore, 'stream')
+        data = blob(3 * VERIFY_ON_PUT_BYTES // 2, seed=41)
+        uri = await self._corrupt(store, data, how)
+        with pytest.raises(IntegrityError):
+            await collect(store.get_stream(uri, chunk_size=65536))
+        assert await store.put_stream(chunked(data, 100_000)) == uri
+        assert b''.join(await collect(store.get_stream(uri))) == data
+
+    @pytest.mark.parametrize('streamed', [False, True], ids=['put', 'put_stream'])
+    @pytest.mark.parametrize('how', TAMPERINGS)
+    async def test_fresh_instance_heals_a_small_blob_on_put(self, store: Any, how: str, streamed: bool) -> None:
+        """(b) Another instance, which never saw the blob fail, re-hashes a small stored copy before skipping."""
+        other = await self._reopened(store)
+        data = blob(20_000, seed=42)
+        uri = await self._corrupt(store, data, how)
+        if streamed:
+            other = _capable(other, StreamingMediaStore, 'stream')
+            assert await other.put_stream(chunked(data, 7000)) == uri
+        else:
+            assert await other.put(data) == uri
+        assert await other.get(uri) == data
+        assert await store.get(uri) == data
+
+    @pytest.mark.parametrize('how', ['truncated', 'extended', 'other_blob'])
+    async def test_fresh_instance_heals_a_resized_large_blob_on_put(self, store: Any, how: str) -> None:
+        """(b) A stored copy of another size is replaced whatever its size."""
+        other = await self._reopened(store)
+        data = blob(VERIFY_ON_PUT_BYTES + 10_000, seed=43)
+        uri = await self._corrupt(store, data, how)
+        assert await other.put(data) == uri
+        assert await other.get(uri) == data
+
+    @pytest.mark.parametrize('how', TAMPERINGS)
+    async def test_verify_repair_then_put_heals(self, store: Any, how: str) -> None:
+        """(c) ``verify(repair=True)`` deletes a corrupt blob of any size; the next ``put`` stores it fresh."""
+        store = _capable(store, DeletableMediaStore, 'delete')
+        data = blob(VERIFY_ON_PUT_BYTES + 10_000, seed=44)
+        sound = await store.put(b'an intact neighbour')
+        uri = await self._corrupt(store, data, how)
+        report = await verify_store(store, [uri, sound, MISSING_URI], repair=True)
+        assert (report.corrupt, report.repaired, report.missing, report.ok) == ([uri], [uri], [MISSING_URI], 1)
+        assert await store.exists(uri) is False
+        assert await store.get(sound) == b'an intact neighbour'
+        writer = await self.reopen_store(store) or store
+        try:
+            assert await writer.put(data) == uri
+        finally:
+            if writer is not store:
+                await self.close_store(writer)
+        assert await store.get(uri) == data
+        assert (await verify_store(store, [uri, sound])).clean
+
+    async def _reopened(self, store: Any) -> Any:
+        """A second instance on ``store``'s storage (closed with the test), or skip."""
+        other = await self.reopen_store(store)
+        if other is None:
+            pytest.skip(f'{type(store).__name__}: no second instance on the same storage (reopen_store gave None)')
+        self._reopened_stores.append(other)
+        return other
+
+    @pytest_asyncio.fixture(autouse=True)
+    async def _close_reopened(self) -> AsyncIterator[None]:
+        self._reopened_stores: list[Any] = []
+        yield
+        for other in self._reopened_stores:
+            await self.close_store(other)
 
     async def test_blob_deleted_behind_the_back(self, store: Any) -> None:
         uri = await store.put(b'soon gone', context=MediaContext(metadata={'k': 'v'}))

@@ -73,6 +73,9 @@ _MANIFEST_SET_INDEX = 'mediastash_chunk_set'
 _DEFAULT_SWEEP_GRACE_SECONDS = 24 * 3600.0
 _AGE_FIELDS: Final = {WRITTEN_AT: 1, 'created_at': 1}
 _CHUNK_FIELDS: Final = {'chunk_set': 1, 'chunk_size': 1, 'chunk_count': 1}
+_INLINE_SIZE = 'mediastash_inline_size'
+_CHECK_FIELDS: Final = {**_AGE_FIELDS, **_CHUNK_FIELDS, _INLINE_SIZE: {'$binarySize': '$data'}}
+"""A manifest's age, chunk fields and the size of its inline bytes (``None`` when it has none), no bytes read."""
 
 
 class MongoMediaStore(BaseMediaStore):
@@ -173,15 +176,27 @@ class MongoMediaStore(BaseMediaStore):
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         facts = ManifestFacts.of(context)
-        if await self._confirm_stored(digest):
-            return
-        await self._store_new(digest, data, facts)
+        found = await self._confirm_stored(digest, len(data))
+        if found is None:
+            await self._store_new(digest, data, facts)
+        elif not found:
+            await self._store_new(digest, data, facts, replace=True)
 
-    async def _confirm_stored(self, digest: str) -> bool:
-        """True when the blob is stored: one lookup, and an update marking it in use when its last write is
-        older than ``TOUCH_AFTER_SECONDS`` or unknown (``False`` if it was deleted meanwhile)."""
-        manifest = await self._manifests.find_one({'_id': digest}, _AGE_FIELDS)
+    async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        """Write fresh bytes, then swap the manifest to them (readers see old or new bytes), then drop the old."""
+        await self._store_new(digest, data, ManifestFacts.of(context), replace=True)
+
+    async def _confirm_stored(self, digest: str, size: int) -> bool | None:
+        """Whether the blob is stored soundly: ``None`` when absent, ``False`` when the stored copy fails the base's
+        cheap check (another size, or a small blob hashing wrong), ``True`` when sound. A sound blob whose last
+        write is older than ``TOUCH_AFTER_SECONDS`` or unknown is marked in use (``None`` if it vanished)."""
+        manifest = await self._manifests.find_one({'_id': digest}, _CHECK_FIELDS)
         if manifest is None:
+            return None
+        stored_size = await self._stored_size(digest, manifest)
+        if not await self._stored_copy_is_sound_async(
+            digest, size, stored_size, lambda: self._read(digest, EMPTY_CONTEXT)
+        ):
             return False
         now = time.time()
         written_at = manifest_written_at(manifest)
@@ -191,12 +206,32 @@ class MongoMediaStore(BaseMediaStore):
             {'_id': digest, **not_written_since(now - TOUCH_AFTER_SECONDS)},
             {'$set': {WRITTEN_AT: bson_time(now, round_up=True)}},
         )
-        return touched.matched_count > 0 or await self._contains(digest, EMPTY_CONTEXT)
+        return True if touched.matched_count > 0 or await self._contains(digest, EMPTY_CONTEXT) else None
 
-    async def _store_new(self, digest: str, data: bytes, facts: ManifestFacts) -> None:
-        """Write a blob known to be absent a moment ago: inline, or chunks first and then the manifest."""
+    async def _stored_size(self, digest: str, manifest: Document) -> int:
+        """The bytes really stored for a manifest (inline, or summed over its chunks on the server)."""
+        inline = manifest.get(_INLINE_SIZE)
+        if isinstance(inline, int):
+            return inline
+        query = chunk_filter(digest, manifest)
+        if query is None:
+            return 0
+        pipeline: list[Document] = [
+            {'$match': query},
+            {'$group': {'_id': None, 'size': {'$sum': {'$binarySize': '$data'}}}},
+        ]
+        groups = [group async for group in await self._chunks.aggregate(pipeline)]
+        size = groups[0].get('size') if groups else 0
+        return size if isinstance(size, int) else -1
+
+    async def _store_new(self, digest: str, data: bytes, facts: ManifestFacts, *, replace: bool = False) -> None:
+        """Write a blob known to be absent a moment ago: inline, or chunks first and then the manifest.
+
+        ``replace``: a stored copy failed verification; the new manifest replaces it and its old chunks go.
+        """
         if facts.fits_inline(len(data), self._chunk_size):
-            await self._insert_manifest(facts.inline_manifest(digest, data, self._chunk_size))
+            manifest = facts.inline_manifest(digest, data, self._chunk_size)
+            await (self._replace_manifest(manifest) if replace else self._insert_manifest(manifest))
             return
         await self._ensure_indexes()
         chunk_set = new_chunk_set()
@@ -214,7 +249,24 @@ class MongoMediaStore(BaseMediaStore):
                     batch, batch_bytes = [], 0
             await self._insert_chunks(batch)
             manifest = facts.chunked_manifest(digest, len(data), size, chunk_set, count)
-            owned.keep = await self._insert_manifest(manifest)
+            owned.keep = await (self._replace_manifest(manifest) if replace else self._insert_manifest(manifest))
+
+    async def _replace_manifest(self, manifest: Document) -> bool:
+        """Put ``manifest`` in place of the stored one (keeping its metadata and media type), then delete the
+        chunks the old one named. Always ``True``: the new manifest is stored."""
+        digest = manifest['_id']
+        old = await self._manifests.find_one_and_replace(
+            {'_id': digest}, manifest, projection={**_CHUNK_FIELDS, 'metadata': 1, 'media_type': 1}, upsert=True
+        )
+        if old is None:
+            return True
+        kept = {field: old[field] for field in ('metadata', 'media_type') if field in old}
+        if kept:
+            await self._manifests.update_one({'_id': digest}, {'$set': kept})
+        query = chunk_filter(digest, old)
+        if query is not None and query.get('set') != manifest.get('chunk_set'):
+            await self._chunks.delete_many(query)
+        return True
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         manifest = await self._manifests.find_one({'_id': digest}, {'metadata': 0, 'created_at': 0, WRITTEN_AT: 0})
@@ -474,8 +526,9 @@ class MongoMediaStore(BaseMediaStore):
             digest = ingest.digest
             if owned is None:
                 data = bytes(buffer)
-                if not await self._confirm_stored(digest):
-                    await self._store_new(digest, data, facts)
+                found = await self._confirm_stored(digest, len(data))
+                if not found:
+                    await self._store_new(digest, data, facts, replace=found is False)
                 return
             assert chunk_set is not None
             if buffer:
@@ -486,8 +539,12 @@ class MongoMediaStore(BaseMediaStore):
             batch = []
             manifest = facts.chunked_manifest(digest, ingest.size, size, chunk_set, count)
             owned.keep = await self._insert_manifest(manifest)
-            if not owned.keep and not await self._confirm_stored(digest):
-                owned.keep = await self._insert_manifest(manifest)  # collected in between: ours goes in after all
+            if not owned.keep:
+                found = await self._confirm_stored(digest, ingest.size)
+                if found is None:  # collected in between: ours goes in after all
+                    owned.keep = await self._insert_manifest(manifest)
+                elif not found:  # the stored copy is unsound: ours replaces it
+                    owned.keep = await self._replace_manifest(manifest)
         finally:
             if owned is not None:
                 await owned.discard()
