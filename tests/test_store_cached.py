@@ -21,6 +21,8 @@ from mediastash import (
     media_uri_for,
     restore_media,
 )
+from mediastash.errors import InvalidStoreConfiguration
+from mediastash.open_store import open_cached_store
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
 from mediastash.testing.histories import KiB, MiB, agent_history
@@ -276,3 +278,31 @@ async def test_public_url_points_at_s3(tmp_path: Path, moto_server: S3Endpoint, 
         assert store.public_url_lifetime == 600
         assert str(tmp_path) not in url
         assert await asyncio.wait_for(store.get(uri), 10) == b'shown to a model provider'
+
+
+# -- open_cached_store -------------------------------------------------------------------------
+
+
+async def test_open_cached_store_over_s3(tmp_path: Path, moto_server: S3Endpoint, bucket: RawBucket) -> None:
+    store = open_cached_store(
+        f's3://{bucket.bucket}/runs', cache=tmp_path / 'cache', cache_max_bytes=MiB, **moto_server.client_options()
+    )
+    async with store:
+        assert isinstance(store.backing, S3MediaStore) and isinstance(store.cache, DiskMediaStore)
+        assert store.max_bytes == MiB
+        uri = await store.put(b'kept locally too')
+        assert await store.cache.exists(uri)
+        assert await bucket.read(f'runs/{uri.removeprefix("media+sha256://")}.bin') == b'kept locally too'
+    assert store.closed
+
+
+async def test_open_cached_store_takes_a_store_object_and_checks_its_options(tmp_path: Path) -> None:
+    cache = MemoryMediaStore()
+    async with open_cached_store(tmp_path / 'remote', cache=cache, cache_write='around') as store:
+        assert store.cache is cache and store.write == 'around'
+    with pytest.raises(InvalidStoreConfiguration, match='write'):
+        open_cached_store(tmp_path / 'remote', cache='memory://', cache_write='back')  # type: ignore[arg-type]
+    with pytest.raises(InvalidStoreConfiguration, match='max_bytes'):
+        open_cached_store(tmp_path / 'remote', cache='memory://', cache_max_bytes=-1)
+    with pytest.raises(InvalidStoreConfiguration):
+        open_cached_store(tmp_path / 'remote', cache='nosuch://x')

@@ -17,11 +17,13 @@ from urllib.request import url2pathname
 
 from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
 from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.cached import CachedMediaStore, WriteMode
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
+from mediastash.stores.protocols import MediaStore
 from mediastash.stores.sqlite import SqliteMediaStore
 
-__all__ = ['open_store']
+__all__ = ['open_cached_store', 'open_store']
 
 _SCHEME = re.compile(r'([A-Za-z][A-Za-z0-9+.-]*)://')
 _SHOWN_NAME = re.compile(r'[a-z_][A-Za-z0-9_]{0,39}')
@@ -69,6 +71,31 @@ def open_store(url: str | os.PathLike[str], *, create: bool = True, **overrides:
         raise InvalidStoreConfiguration(f'unknown store URL scheme {scheme!r}; use one of {_FORMS}')
     parts = _split(url, scheme)
     return opener(parts, create, overrides)
+
+
+def open_cached_store(
+    url: str | os.PathLike[str],
+    *,
+    cache: str | os.PathLike[str] | MediaStore,
+    cache_max_bytes: int | None = None,
+    cache_write: WriteMode = 'through',
+    create: bool = True,
+    **overrides: Any,
+) -> CachedMediaStore:
+    """``open_store(url)`` with a local ``cache`` in front of it: a ``CachedMediaStore``.
+
+    ``cache`` is a URL or path (opened with ``create=True``: a folder is the
+    usual choice) or a store object; ``cache_max_bytes`` bounds it (LRU
+    eviction) and ``cache_write`` is the ``write=`` mode. ``create`` and
+    ``overrides`` apply to the store ``url`` names. Closing the result closes
+    both. See ``docs/stores.md`` ("Caching a remote store").
+    """
+    cache_store = cache if not isinstance(cache, str | os.PathLike) else open_store(cache)
+    backing = open_store(url, create=create, **overrides)
+    try:
+        return CachedMediaStore(backing, cache=cache_store, max_bytes=cache_max_bytes, write=cache_write)
+    except (TypeError, ValueError) as error:
+        raise InvalidStoreConfiguration(f'cache: {error}') from None
 
 
 # -- one opener per scheme ------------------------------------------------------------------

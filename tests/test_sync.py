@@ -1,0 +1,280 @@
+"""``mediastash sync`` and ``mediastash diff`` run as a user runs them, between real stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediastash import DiskMediaStore, MediaContext, SqliteMediaStore
+from mediastash.stores.mongo import MongoMediaStore
+from mediastash.stores.s3 import S3MediaStore
+from mediastash.sync import list_blobs
+from mediastash.testing.store import blob
+from tests.mongo_support import TEST_DATABASE, mongo_uri, unique_name
+from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
+from tests.test_cli_ops import mongo_store_url, s3_client_call, s3_env, s3_url
+
+__all__ = ['mongo_uri', 'moto_server']
+
+MiB = 1 << 20
+SECRET = 'sync-SECRET-do-not-print'
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> Run:
+    full_env = {**os.environ, 'AWS_SECRET_ACCESS_KEY': SECRET, 'AWS_ACCESS_KEY_ID': 'sync-test', **(env or {})}
+    done = subprocess.run(
+        [sys.executable, '-m', 'mediastash', *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
+    assert 'Traceback' not in done.stderr, done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+@dataclass
+class Seeded:
+    uris: dict[str, bytes] = field(default_factory=dict)
+    media_types: dict[str, str | None] = field(default_factory=dict)
+    metadata: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+async def seed(store: Any, count: int = 12) -> Seeded:
+    seeded = Seeded()
+    async with store:
+        for number in range(count):
+            data = blob(1000 + 37_000 * number, seed=number)
+            media_type = 'image/png' if number % 2 else None
+            metadata = {'n': str(number)} if number % 3 else {}
+            uri = await store.put(data, context=MediaContext(media_type=media_type, metadata=metadata))
+            seeded.uris[uri] = data
+            seeded.media_types[uri] = media_type
+            seeded.metadata[uri] = metadata
+    return seeded
+
+
+async def check_copied(store: Any, seeded: Seeded, *, media_types: bool = False) -> None:
+    async with store:
+        assert set((await list_blobs(store)).keys()) == set(seeded.uris)
+        for uri, data in seeded.uris.items():
+            assert await store.get(uri) == data
+            assert dict(await store.get_metadata(uri)) == seeded.metadata[uri]
+            if media_types:
+                assert await store.media_type_of(uri) == seeded.media_types[uri]
+
+
+def summary(result: Run) -> dict[str, Any]:
+    assert result.code == 0, result.err
+    return dict(result.json())
+
+
+# -- between backends --------------------------------------------------------------------------
+
+
+async def test_disk_to_s3(tmp_path: Path, moto_server: S3Endpoint) -> None:
+    seeded = await seed(DiskMediaStore(tmp_path / 'src'))
+    bucket = unique_bucket('sync')
+    await s3_client_call(moto_server, 'create_bucket', Bucket=bucket)
+    destination = s3_url(bucket, moto_server.url)
+    env = s3_env(moto_server)
+
+    before = run('diff', str(tmp_path / 'src'), destination, '--json', env=env)
+    assert before.code == 1
+    assert sorted(before.json()['only_in_source']) == sorted(seeded.uris)
+
+    done = summary(run('sync', str(tmp_path / 'src'), destination, '--jobs', '3', '--verify', '--json', env=env))
+    assert done['copied'] == len(seeded.uris) and done['verified'] == len(seeded.uris)
+    assert done['copied_bytes'] == sum(len(data) for data in seeded.uris.values())
+    assert done['failed'] == 0 and done['skipped'] == 0
+    store = S3MediaStore(bucket=bucket, key_prefix='cli/', **moto_server.client_options())
+    await check_copied(store, seeded)
+
+    after = run('diff', str(tmp_path / 'src'), destination, env=env)
+    assert after.code == 0 and after.out.strip() == ''
+    again = summary(run('sync', str(tmp_path / 'src'), destination, '--json', env=env))
+    assert (again['copied'], again['skipped']) == (0, len(seeded.uris))
+
+
+async def test_sqlite_to_mongo_keeps_media_types(tmp_path: Path, mongo_uri: str) -> None:
+    database = tmp_path / 'src.db'
+    seeded = await seed(SqliteMediaStore(database=str(database)))
+    collection = unique_name('sync')
+    destination = mongo_store_url(mongo_uri, TEST_DATABASE, collection)
+    done = summary(run('sync', f'sqlite:///{database}', destination, '--verify', '--json'))
+    assert done['copied'] == len(seeded.uris)
+    store = MongoMediaStore(db_url=mongo_uri, database=TEST_DATABASE, collection=collection)
+    await check_copied(store, seeded, media_types=True)
+    assert run('diff', f'sqlite:///{database}', destination).code == 0
+
+
+async def test_s3_to_disk(tmp_path: Path, moto_server: S3Endpoint) -> None:
+    bucket = unique_bucket('sync')
+    await s3_client_call(moto_server, 'create_bucket', Bucket=bucket)
+    seeded = await seed(S3MediaStore(bucket=bucket, key_prefix='cli/', **moto_server.client_options()))
+    env = s3_env(moto_server)
+    done = summary(run('sync', s3_url(bucket, moto_server.url), str(tmp_path / 'dst'), '--json', env=env))
+    assert done['copied'] == len(seeded.uris)
+    await check_copied(DiskMediaStore(tmp_path / 'dst'), seeded)
+    assert run('diff', s3_url(bucket, moto_server.url), str(tmp_path / 'dst'), env=env).code == 0
+
+
+# -- diff, failures, --delete --------------------------------------------------------------------
+
+
+async def test_diff_lists_each_side(tmp_path: Path) -> None:
+    left, right = DiskMediaStore(tmp_path / 'left'), DiskMediaStore(tmp_path / 'right')
+    shared = await left.put(b'on both sides')
+    await right.put(b'on both sides')
+    only_left = await left.put(b'left only')
+    only_right = await right.put(b'right only')
+    result = run('diff', str(tmp_path / 'left'), str(tmp_path / 'right'))
+    assert result.code == 1
+    assert result.out.split('\n')[:2] == [f'< {only_left}', f'> {only_right}']
+    assert shared not in result.out
+    missing = run('diff', str(tmp_path / 'left'), str(tmp_path / 'nowhere'))
+    assert missing.code == 1 and 'nowhere' in missing.err
+    assert not (tmp_path / 'nowhere').exists()
+
+
+async def test_a_corrupt_source_blob_fails_the_sync_and_the_rest_is_copied(tmp_path: Path) -> None:
+    source = DiskMediaStore(tmp_path / 'src')
+    seeded = await seed(source, count=6)
+    bad = next(iter(seeded.uris))
+    source.path_for(bad).write_bytes(b'not what the name promises')
+    result = run('sync', str(tmp_path / 'src'), str(tmp_path / 'dst'), '--json')
+    assert result.code == 1
+    report = result.json()
+    assert report['copied'] == 5 and report['failed'] == 1
+    assert report['failures'][0]['uri'] == bad
+    destination = DiskMediaStore(tmp_path / 'dst')
+    assert not await destination.exists(bad), 'nothing of a blob that failed verification is kept'
+    table = run('sync', str(tmp_path / 'src'), str(tmp_path / 'dst'))
+    assert table.code == 1 and f'failed: {bad}' in table.out
+
+
+async def test_delete_removes_only_old_extra_blobs(tmp_path: Path) -> None:
+    source = DiskMediaStore(tmp_path / 'src')
+    kept = await source.put(b'in the source')
+    destination = DiskMediaStore(tmp_path / 'dst')
+    old_extra = await destination.put(b'old, not in the source')
+    young_extra = await destination.put(b'young, not in the source')
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(destination.path_for(old_extra), (two_days_ago, two_days_ago))
+    done = summary(run('sync', str(tmp_path / 'src'), str(tmp_path / 'dst'), '--delete', '--json'))
+    assert (done['copied'], done['deleted'], done['kept_young']) == (1, 1, 1)
+    assert await destination.exists(kept)
+    assert not await destination.exists(old_extra)
+    assert await destination.exists(young_extra), 'written within the grace period: kept'
+    assert (
+        summary(run('sync', str(tmp_path / 'src'), str(tmp_path / 'dst'), '--delete', '--grace', '0', '--json'))[
+            'deleted'
+        ]
+        == 1
+    )
+    assert run('diff', str(tmp_path / 'src'), str(tmp_path / 'dst')).code == 0
+
+
+# -- interrupted and large --------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def many(tmp_path: Path) -> dict[str, bytes]:
+    source = DiskMediaStore(tmp_path / 'src')
+    blobs = {}
+    for number in range(1500):
+        data = blob(20_000, seed=10_000 + number)
+        blobs[await source.put(data)] = data
+    return blobs
+
+
+async def test_interrupted_sync_resumes_without_duplicates(tmp_path: Path, many: dict[str, bytes]) -> None:
+    destination = tmp_path / 'dst.db'
+    _kill_midway(['sync', str(tmp_path / 'src'), f'sqlite:///{destination}', '--jobs', '1', '-q'], destination)
+    copied_before = _rows(destination)
+    assert 0 < copied_before < len(many), 'the kill landed midway'
+
+    rerun = summary(run('sync', str(tmp_path / 'src'), f'sqlite:///{destination}', '--verify', '--json'))
+    assert rerun['skipped'] == copied_before
+    assert rerun['copied'] == len(many) - copied_before, 'only what was missing is copied again'
+    assert rerun['verified'] == rerun['copied']
+    assert run('diff', str(tmp_path / 'src'), f'sqlite:///{destination}').code == 0
+    verified = run('verify', f'sqlite:///{destination}', '--json')
+    assert verified.code == 0, verified.out
+    async with SqliteMediaStore(database=str(destination)) as copied:
+        for uri, data in many.items():
+            assert await copied.get(uri) == data
+
+
+def _kill_midway(args: list[str], destination: Path) -> None:
+    """Start the CLI and SIGKILL it once 100 blobs have arrived."""
+    process = subprocess.Popen([sys.executable, '-m', 'mediastash', *args], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if destination.exists() and _rows(destination) >= 100:
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, 'the sync finished before it could be interrupted'
+
+
+def _rows(database: Path) -> int:
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f'file:{database}?mode=ro', uri=True, timeout=5) as connection:
+            return int(connection.execute('SELECT count(*) FROM media').fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+async def test_a_256_mib_blob_syncs_in_bounded_memory(tmp_path: Path) -> None:
+    size = 256 * MiB
+    piece = blob(MiB, seed=256)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for number in range(size // MiB):
+            yield number.to_bytes(8, 'big') + piece[8:]
+
+    async with DiskMediaStore(tmp_path / 'src') as source:
+        uri = await source.put_stream(chunks())
+    peak = _peak_rss(['sync', str(tmp_path / 'src'), str(tmp_path / 'dst'), '--verify', '-q'])
+    assert peak < 128 * MiB, f'peak RSS {peak / MiB:.0f} MiB for a {size // MiB} MiB blob'
+    copied = DiskMediaStore(tmp_path / 'dst')
+    assert copied.path_for(uri).stat().st_size == size
+
+
+def _peak_rss(args: list[str]) -> int:
+    """Run the CLI in a fresh parent process; the child's peak resident set size in bytes (Linux: KiB * 1024)."""
+    measure = textwrap.dedent(
+        """
+        import resource, subprocess, sys
+        done = subprocess.run([sys.executable, '-m', 'mediastash', *sys.argv[1:]], capture_output=True, text=True)
+        print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        sys.stderr.write(done.stderr)
+        """
+    )
+    done = subprocess.run([sys.executable, '-c', measure, *args], capture_output=True, text=True, timeout=600)
+    code, peak_kib = (int(value) for value in done.stdout.split())
+    assert code == 0, done.stderr
+    print(f'peak RSS of the sync: {peak_kib / 1024:.0f} MiB')
+    return peak_kib * 1024
