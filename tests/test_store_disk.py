@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,8 @@ from mediastash import (
     media_uri_for,
     sharded_key_strategy,
 )
-from mediastash.errors import CorruptMetadataError, StoreClosedError
+from mediastash.errors import CorruptMetadataError, NotARegularFileError, StoreClosedError
+from mediastash.stores.disk import METADATA_LIMIT_BYTES
 from mediastash.urls import PublicUrlResolver
 from tests.store_conformance import StoreConformance, blob, chunked, collect
 
@@ -572,3 +576,205 @@ async def test_touch_many_on_a_read_only_file_still_reports_it(tmp_path: Path) -
     finally:
         os.chmod(tmp_path, 0o755)
         os.chmod(path, 0o644)
+
+
+# -- non-regular files, sidecar containment, bounded sidecars (issue 12, case 2) -------------
+
+
+async def _within(seconds: float, call: Any, fifo: Path | None = None) -> Any:
+    """Await ``call`` with a time limit; on a hang, unblock a reader stuck on ``fifo`` and fail."""
+    try:
+        return await asyncio.wait_for(call, seconds)
+    except TimeoutError:
+        if fifo is not None:  # a writer end lets a reader blocked in open() return, so the test ends
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f'the call hung on {fifo}')
+
+
+async def test_sidecar_symlinked_outside_the_folder_is_refused(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media')
+    uri = await store.put(b'a blob without metadata')
+    secret = tmp_path / 'outside.json'
+    secret.write_text('{"token": "from outside"}')
+    (store.directory / f'{uri[-64:]}.bin.meta.json').symlink_to(secret)
+    with pytest.raises(UnsafeKeyError, match='outside'):
+        await store.get_metadata(uri)
+
+
+async def test_sidecar_symlinked_to_dev_zero_is_refused(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media')
+    uri = await store.put(b'zero sidecar')
+    (store.directory / f'{uri[-64:]}.bin.meta.json').symlink_to('/dev/zero')
+    with pytest.raises(UnsafeKeyError):
+        await _within(10, store.get_metadata(uri))
+
+
+async def test_oversized_sidecar_is_refused_naming_the_blob(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media')
+    uri = await store.put(b'big sidecar')
+    sidecar = store.directory / f'{uri[-64:]}.bin.meta.json'
+    sidecar.write_text(json.dumps({'k': 'v' * METADATA_LIMIT_BYTES}))
+    with pytest.raises(CorruptMetadataError, match='larger than') as caught:
+        await store.get_metadata(uri)
+    assert uri in str(caught.value)
+
+
+async def test_fifo_at_the_blob_path_is_refused_not_waited_on(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media')
+    data = b'the real bytes'
+    uri = media_uri_for(data)
+    fifo = store.path_for(uri)
+    os.mkfifo(fifo)
+    assert await store.exists(uri) is False  # documented: only a regular file is a stored blob
+    with pytest.raises(NotARegularFileError, match='FIFO') as caught:
+        await _within(10, store.get(uri), fifo)
+    assert uri in str(caught.value)
+    with pytest.raises(NotARegularFileError):
+        await _within(10, collect(store.get_stream(uri)), fifo)
+    assert await _within(10, store.put(data), fifo) == uri  # a put replaces the FIFO with the blob
+    assert await store.get(uri) == data
+
+
+async def test_fifo_or_directory_at_the_sidecar_path_is_refused(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media')
+    uri = await store.put(b'with a fifo sidecar')
+    sidecar = store.directory / f'{uri[-64:]}.bin.meta.json'
+    os.mkfifo(sidecar)
+    with pytest.raises(NotARegularFileError, match='FIFO'):
+        await _within(10, store.get_metadata(uri), sidecar)
+    sidecar.unlink()
+    sidecar.mkdir()
+    with pytest.raises(NotARegularFileError, match='directory'):
+        await store.get_metadata(uri)
+
+
+async def test_directory_at_the_blob_path_is_refused(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media')
+    uri = media_uri_for(b'shadowed by a folder')
+    store.path_for(uri).mkdir()
+    assert await store.exists(uri) is False
+    with pytest.raises(NotARegularFileError, match='directory'):
+        await store.get(uri)
+
+
+# -- keys the file system cannot hold, deep metadata (issue 12, case 4) ----------------------
+
+
+async def test_key_segment_longer_than_name_max_is_a_typed_error(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media', key_strategy=lambda uri, context: 'n' * 300 + uri[-64:])
+    with pytest.raises(UnsafeKeyError, match='longer than') as caught:
+        await store.put(b'long name')
+    assert 'nnnn' in str(caught.value)
+
+
+async def test_key_of_2000_segments_is_refused_before_any_folder_is_made(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media', key_strategy=lambda uri, context: 'd/' * 2000 + uri[-64:] + '.bin')
+    with pytest.raises(UnsafeKeyError, match='2001 segments'):
+        await store.put(b'deep key')
+    assert list(store.directory.iterdir()) == []
+
+
+async def test_deeply_nested_sidecar_json_is_corrupt_metadata(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media')
+    uri = await store.put(b'deep sidecar')
+    depth = 100_000
+    (store.directory / f'{uri[-64:]}.bin.meta.json').write_text('{"a":' * depth + '1' + '}' * depth)
+    with pytest.raises(CorruptMetadataError) as caught:
+        await store.get_metadata(uri)
+    assert uri in str(caught.value)
+
+
+# -- crash leftovers (issue 12, case 5) ------------------------------------------------------
+
+_KILLED_WRITER = """
+import asyncio, sys
+from mediastash import DiskMediaStore
+
+async def endless():
+    piece = bytes(range(256)) * 4096  # 1 MiB
+    while True:
+        yield piece
+        print('wrote', flush=True)
+        await asyncio.sleep(0.01)
+
+async def main():
+    await DiskMediaStore(sys.argv[1]).put_stream(endless())
+
+asyncio.run(main())
+"""
+
+
+async def _killed_writer_leftover(folder: Path) -> Path:
+    """Run a writer in a child process, SIGKILL it mid ``put_stream``, return the temp file it left."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, '-c', _KILLED_WRITER, str(folder), stdout=asyncio.subprocess.PIPE
+    )
+    assert child.stdout is not None
+    try:
+        for _ in range(8):  # 8 MiB written
+            await asyncio.wait_for(child.stdout.readline(), 30)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        await child.wait()
+    (leftover,) = temp_files(folder)
+    assert leftover.stat().st_size >= 7 << 20
+    return leftover
+
+
+async def test_sweep_removes_a_killed_writers_file_but_not_a_live_one(tmp_path: Path) -> None:
+    folder = tmp_path / 'media'
+    store = DiskMediaStore(folder)
+    leftover = await _killed_writer_leftover(folder)
+    assert await store.sweep_temp_files() == 0, 'a fresh leftover could be a live writer: kept'
+    old = time.time() - 2 * 3600
+    os.utime(leftover, (old, old))
+
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    async def live() -> AsyncIterator[bytes]:
+        yield b'first half '
+        started.set()
+        await release.wait()
+        yield b'second half'
+
+    writer = asyncio.create_task(store.put_stream(live()))
+    await started.wait()
+    await asyncio.sleep(0.1)
+    live_temp = [path for path in temp_files(folder) if path != leftover]
+    assert len(live_temp) == 1
+    assert await store.sweep_temp_files() == 1
+    assert not leftover.exists()
+    assert live_temp[0].exists(), "a live writer's temp file survives the sweep"
+    release.set()
+    uri = await writer
+    assert await store.get(uri) == b'first half second half'
+    assert temp_files(folder) == []
+
+
+async def test_listing_sweeps_old_leftovers_and_restores_old_tombstones(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path / 'media', key_strategy=sharded_key_strategy)
+    buried_uri = await store.put(b'buried by a collector that died')
+    kept_uri = await store.put(b'buried, but stored again since')
+    old = time.time() - 2 * 3600
+    tomb = store.path_for(buried_uri).with_name(f'{TMP_PREFIX}gc-{"1" * 32}')
+    os.rename(store.path_for(buried_uri), tomb)
+    stale_tomb = store.path_for(kept_uri).with_name(f'{TMP_PREFIX}gc-{"2" * 32}')
+    stale_tomb.write_bytes(b'buried, but stored again since')
+    partial = store.path_for(kept_uri).parent / f'{TMP_PREFIX}{"3" * 32}'
+    partial.write_bytes(b'half a blob')
+    for path in (tomb, stale_tomb, partial):
+        os.utime(path, (old, old))
+    fresh = store.directory / f'{TMP_PREFIX}{"4" * 32}'
+    fresh.write_bytes(b'a writer at work')
+
+    listed = {uri async for uri in store.iter_uris()}
+    assert listed == {kept_uri}, 'a tombstone is aged by its burial (ctime), not by the mtime it kept'
+    assert sorted(temp_files(store.directory)) == sorted([fresh, tomb, stale_tomb])
+    await asyncio.sleep(0.05)
+    assert (
+        await store.sweep_temp_files(older_than=timedelta(seconds=0.01)) == 2
+    )  # stale tombstone and, at this tiny age, the writer's file; the buried blob is put back
+    assert {uri async for uri in store.iter_uris()} == {buried_uri, kept_uri}
+    assert temp_files(store.directory) == []
+    assert await store.get(buried_uri) == b'buried by a collector that died'

@@ -104,7 +104,20 @@ class TestSqliteStoreOnCallerConnection(TestSqliteStore):
 
 # -- configuration ----------------------------------------------------------------------
 
-BAD_TABLES: list[object] = ['', '1media', 'me-dia', 'a' * 64, 'media; DROP TABLE x', 'mé', 'a b', None, 3]
+BAD_TABLES: list[object] = [
+    '',
+    '1media',
+    'me-dia',
+    'a' * 64,
+    'media; DROP TABLE x',
+    'mé',
+    'a b',
+    None,
+    3,
+    'sqlite_master',  # reserved by SQLite: accepted before, then sqlite3.OperationalError
+    'SQLITE_stat1',
+    'sqlite_media',
+]
 
 
 @pytest.mark.parametrize('table', BAD_TABLES, ids=repr)
@@ -526,7 +539,11 @@ async def test_first_metadata_wins(tmp_path: Path) -> None:
         assert dict(await store.get_metadata(uri)) == {'v': '1'}
 
 
-@pytest.mark.parametrize('stored', ['{"n": 1}', 'not json', '[1, 2]', '', 5], ids=repr)
+@pytest.mark.parametrize(
+    'stored',
+    ['{"n": 1}', 'not json', '[1, 2]', '', 5, '[' * 100_000 + ']' * 100_000, '{"a":' * 50_000],
+    ids=lambda value: repr(value)[:24],
+)
 async def test_corrupt_metadata(tmp_path: Path, stored: object) -> None:
     async with SqliteMediaStore(database=tmp_path / 'x.db') as store:
         uri = await store.put(b'blob')

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -55,6 +56,7 @@ MAX_KEY_DEPTH = 32
 TEMP_FILE_MAX_AGE = timedelta(hours=1)
 """Temporary files (of writers and of garbage collection) untouched this long are crash leftovers."""
 _NAME_MAX_FALLBACK = 255
+_SWEEP_INTERVAL = 600.0
 _TMP_PREFIX = '.mediastash-tmp-'
 _TOMB_PREFIX = _TMP_PREFIX + 'gc-'
 """A blob being deleted by garbage collection (a temporary name: never listed, never a valid key)."""
@@ -101,6 +103,7 @@ class DiskMediaStore(BaseMediaStore):
         self._key_strategy = key_strategy
         self._fsync = fsync
         self._name_max = _name_max(self._root)
+        self._last_sweep = float('-inf')
 
     @property
     def directory(self) -> Path:
@@ -177,15 +180,15 @@ class DiskMediaStore(BaseMediaStore):
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         key = self._key_for(digest, context)
-        data = await asyncio.to_thread(self._read_sync, key)
+        data = await asyncio.to_thread(self._read_sync, key, media_uri(digest))
         if data is None:
             raise self._not_found(digest)
         return data
 
-    def _read_sync(self, key: str) -> bytes | None:
+    def _read_sync(self, key: str, uri: str) -> bytes | None:
         path = self._path_for_key(key)
         try:
-            fd = _open_regular(path)
+            fd = _open_regular(path, uri=uri)
         except _NOT_THERE:
             return None
         with open(fd, 'rb') as file:
@@ -276,13 +279,88 @@ class DiskMediaStore(BaseMediaStore):
 
     async def _list_digests(self) -> AsyncIterator[str]:
         """Every stored digest (see the class docstring for what custom strategies can list)."""
+        await self._sweep_now_and_then()
         async for digest, _path in _in_batches(self._scan_files()):
             yield digest
 
     async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
         """Every stored blob with its file's size and mtime (a ``stat`` each, no reads)."""
+        await self._sweep_now_and_then()
         async for info in _in_batches(self._scan_blobs()):
             yield info
+
+    async def _sweep_now_and_then(self) -> None:
+        """Listing sweeps crash leftovers, at most once per ``_SWEEP_INTERVAL`` seconds per instance."""
+        now = time.monotonic()
+        if now - self._last_sweep >= _SWEEP_INTERVAL:
+            self._last_sweep = now
+            await asyncio.to_thread(self._sweep_temp_sync, TEMP_FILE_MAX_AGE.total_seconds())
+
+    async def sweep_temp_files(self, *, older_than: timedelta = TEMP_FILE_MAX_AGE) -> int:
+        """Remove crash leftovers: temporary files whose mtime is older than ``older_than``; how many went.
+
+        A writer killed mid-``put`` leaves ``.mediastash-tmp-<hex>``: it is
+        unlinked (it never became a blob). A garbage collection killed between
+        burying a blob and settling it leaves ``.mediastash-tmp-gc-<hex>``, aged
+        by its ctime (the burial; its mtime is the blob's): it is renamed back
+        to its blob's name when that name is free (the next collection decides
+        again), otherwise unlinked. A live writer keeps its
+        temp file's mtime fresh, so it is never touched; a writer stalled for
+        longer than ``older_than`` loses its file and its ``put`` fails, no
+        blob is harmed. ``iter_uris`` and ``iter_blobs`` call this with the
+        default age, at most every ten minutes per instance.
+        """
+        seconds = older_than.total_seconds()
+        if not seconds >= 0:
+            raise ValueError(f'older_than must not be negative, got {older_than!r}')
+        self._check_open()
+        return await asyncio.to_thread(self._sweep_temp_sync, seconds)
+
+    def _sweep_temp_sync(self, older_than: float) -> int:
+        cutoff = time.time() - older_than
+        removed = 0
+        for path in self._temp_leftovers():
+            try:
+                info = path.lstat()
+            except _NOT_THERE:
+                continue
+            tomb = path.name.startswith(_TOMB_PREFIX)
+            # A writer's file: its mtime (a live writer keeps it fresh). A tombstone keeps its blob's old
+            # mtime, so its burial time is the ctime the rename set.
+            changed = max(info.st_mtime, info.st_ctime) if tomb else info.st_mtime
+            if not stat.S_ISREG(info.st_mode) or changed >= cutoff:
+                continue
+            if tomb and self._unbury(path):
+                continue
+            _unlink_quietly(path)
+            removed += 1
+        return removed
+
+    def _temp_leftovers(self) -> Iterator[Path]:
+        """Temporary files in the folder (the root only for the default layout, the whole tree otherwise)."""
+        if self._key_strategy is default_key_strategy:
+            with os.scandir(self._root) as entries:
+                found = [Path(entry.path) for entry in entries if entry.name.startswith(_TMP_PREFIX)]
+            yield from found
+            return
+        for dirpath, dirnames, filenames in os.walk(self._root):
+            dirnames[:] = [name for name in dirnames if not name.startswith(_TMP_PREFIX)]
+            for name in filenames:
+                if name.startswith(_TMP_PREFIX):
+                    yield Path(dirpath, name)
+
+    def _unbury(self, tomb: Path) -> bool:
+        """Put a crashed collection's tombstone back under its blob's name when that name is free."""
+        try:
+            digest = hashlib.sha256(_read_all(tomb)).hexdigest()
+            path = self._path_for_key(self._key_for(digest, EMPTY_CONTEXT))
+        except (OSError, UnsafeKeyError, NotARegularFileError):
+            return False
+        if path.parent != tomb.parent or os.path.lexists(path):
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(tomb, path)
+        return True
 
     def _scan_files(self) -> Generator[tuple[str, str], None, None]:
         """``(digest, path)`` of every blob file, each digest once."""
