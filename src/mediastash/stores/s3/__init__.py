@@ -6,6 +6,6 @@ log redaction, the opt-in known-keys cache).
 """
 
 from mediastash.stores.s3._presign import PresignedUrls
-from mediastash.stores.s3._store import PutCheck, S3MediaStore
+from mediastash.stores.s3._store import AUTO_HEAD_FROM, PutCheck, S3MediaStore
 
-__all__ = ['PresignedUrls', 'PutCheck', 'S3MediaStore']
+__all__ = ['AUTO_HEAD_FROM', 'PresignedUrls', 'PutCheck', 'S3MediaStore']

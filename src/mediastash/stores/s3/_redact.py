@@ -1,9 +1,11 @@
 """Keep credentials out of the SDK's debug logs.
 
 At DEBUG level botocore logs every request's headers and canonical request,
-which include the session token (``X-Amz-Security-Token``). The store
-registers the secrets it was given, and a filter on the SDK's loggers replaces
-them with ``***`` before any handler sees the record.
+which include the session token (``X-Amz-Security-Token``): it must be sent,
+so it cannot be kept from the SDK. The store registers the secrets it was
+given, and a filter on the SDK's loggers replaces them with ``***`` before any
+handler sees the record. (A password in ``endpoint_url`` needs no filter: the
+store strips it before the SDK sees the endpoint.)
 """
 
 from __future__ import annotations

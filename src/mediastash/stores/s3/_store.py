@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import os
 import re
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterator, Mapping
 from contextlib import aclosing
 from datetime import datetime
@@ -29,9 +31,15 @@ from typing import IO, TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreNotFoundError, UnsafeKeyError
+from mediastash.errors import (
+    IntegrityError,
+    InvalidStoreConfiguration,
+    MediaNotFoundError,
+    StoreNotFoundError,
+    UnsafeKeyError,
+)
 from mediastash.keys import KeyStrategy, default_key_strategy
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BaseMediaStore, BlobInfo, Ingest
 from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys
 from mediastash.stores.s3._metadata import decode_metadata, encode_metadata
@@ -54,10 +62,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
 
-__all__ = ['PresignedUrls', 'PutCheck', 'S3MediaStore']
+__all__ = ['AUTO_HEAD_FROM', 'PresignedUrls', 'PutCheck', 'S3MediaStore']
 
-PutCheck = Literal['head', 'if-none-match']
+PutCheck = Literal['auto', 'head', 'if-none-match']
 """How ``put`` learns that a blob is already stored (see ``S3MediaStore``)."""
+
+AUTO_HEAD_FROM = 1 << 20
+"""With ``put_check='auto'``, blobs of this many bytes or more are HEADed before upload; smaller ones are
+sent as one conditional PUT (measured at 20 ms per request: see ``docs/s3.md``)."""
 
 _MAX_KEY_BYTES = 1024
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
@@ -110,14 +122,22 @@ class S3MediaStore(BaseMediaStore):
     ``aclose`` / ``async with``. SigV4 is always used, and the SDK's standard
     retry mode with ``max_attempts`` (``retry_max_backoff`` caps its wait).
 
-    ``put`` does not rewrite a stored blob. With ``put_check='head'`` (the
-    default, measured faster, see ``docs/s3.md``) it sends a HEAD and uploads
-    only when the key is absent or holds a different size; with
-    ``'if-none-match'`` it sends a conditional PUT and reads 412 as "already
-    stored" (blobs of ``multipart_threshold`` bytes or more always HEAD first).
-    Either way the upload itself is conditional (``If-None-Match: *``), so a
-    resent request whose first response was lost cannot fail or write twice;
-    ``conditional_writes=False`` drops the header for servers that reject it.
+    ``put`` does not rewrite a sound stored blob. With ``put_check='auto'`` (the
+    default, chosen by measuring at 20 ms per request, see ``docs/s3.md``) a
+    blob below ``AUTO_HEAD_FROM`` bytes (1 MiB) is sent as a conditional PUT
+    (one request for a new blob; a 412 answer means "already stored"), and a
+    larger one is HEADed first, so a stored large body is never uploaded
+    again. ``'head'`` always HEADs first; ``'if-none-match'`` always sends the
+    conditional PUT (blobs of ``multipart_threshold`` bytes or more always
+    HEAD first). Either way the upload itself is conditional
+    (``If-None-Match: *``), so a resent request whose first response was lost
+    cannot fail or write twice; ``conditional_writes=False`` drops the header
+    for servers that reject it (``'auto'`` then HEADs first at every size).
+    A stored copy of another size or SHA-256 (or, up to ``VERIFY_ON_PUT_BYTES``,
+    one that hashes wrong), or one that failed verification in this store, is
+    replaced by an unconditional PUT of the right bytes (healing).
+    User-info in ``endpoint_url`` is stripped (with a warning) before the SDK
+    sees it: requests are signed with the access keys.
     Uploads carry ``Content-Type`` and ``x-amz-checksum-sha256``. Metadata is
     that of the first ``put`` (later puts do not change it). ``known_ttl``
     (seconds, off by default) lets a ``put`` of a key this store uploaded or
@@ -157,7 +177,7 @@ class S3MediaStore(BaseMediaStore):
         key_prefix: str = '',
         key_strategy: KeyStrategy = default_key_strategy,
         public_url: PublicUrlResolver | PresignedUrls | None = None,
-        put_check: PutCheck = 'head',
+        put_check: PutCheck = 'auto',
         conditional_writes: bool = True,
         multipart_threshold: int = 16 << 20,
         part_size: int = 8 << 20,
@@ -194,6 +214,7 @@ class S3MediaStore(BaseMediaStore):
         self._key_strategy = key_strategy
         self._presigned = presigned
         self._put_check = put_check
+        self._head_from = AUTO_HEAD_FROM
         self._conditional_writes = conditional_writes
         self._multipart_threshold = multipart_threshold
         self._part_size = part_size
@@ -206,7 +227,7 @@ class S3MediaStore(BaseMediaStore):
         # A key remembered for known_ttl skips its HEAD and so its touch: touch that much earlier, so a
         # skipped put never relies on a blob older than TOUCH_AFTER_SECONDS.
         self._put_touch_after = max(0.0, TOUCH_AFTER_SECONDS - (known_ttl or 0.0))
-        self._endpoint_url = endpoint_url
+        self._endpoint_url = _without_user_info(endpoint_url)
         self._region_name = region_name
         self._credentials = _Credentials(aws_access_key_id, aws_secret_access_key, aws_session_token)
         self._user_config = config
@@ -331,7 +352,13 @@ class S3MediaStore(BaseMediaStore):
             raise UnsafeKeyError(key, "the key starts with '/'")
         if any(part in ('', '.', '..') for part in key.split('/')):
             raise UnsafeKeyError(key, "the key has an empty, '.' or '..' segment")
-        if len(key.encode('utf-8', 'surrogatepass')) > _MAX_KEY_BYTES:
+        try:
+            encoded = key.encode('utf-8')
+        except UnicodeEncodeError as exc:
+            raise UnsafeKeyError(
+                key, f'the key cannot be encoded as UTF-8 ({exc.object[exc.start : exc.end]!r} at index {exc.start})'
+            ) from None
+        if len(encoded) > _MAX_KEY_BYTES:
             raise UnsafeKeyError(key, f'the key is longer than {_MAX_KEY_BYTES} bytes')
         return key
 
@@ -344,12 +371,17 @@ class S3MediaStore(BaseMediaStore):
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         key = self._key_for(digest, context)
         extra = _put_arguments(context)
-
-        async def read_range(offset: int, length: int) -> bytes:
-            return data if offset == 0 and length == len(data) else data[offset : offset + length]
-
         with self._bucket_errors():
-            await self._store(key, digest, len(data), read_range, extra)
+            await self._store(key, digest, len(data), _bytes_reader(data), extra)
+
+    async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        """Heal: an unconditional PUT (or multipart upload) of the right bytes with their SHA-256 checksum."""
+        key = self._key_for(digest, context)
+        extra = _put_arguments(context)
+        if self._known is not None:
+            self._known.forget([key])
+        with self._bucket_errors():
+            await self._store(key, digest, len(data), _bytes_reader(data), extra, replace=True)
 
     async def _store(
         self,
@@ -358,16 +390,22 @@ class S3MediaStore(BaseMediaStore):
         size: int,
         read_range: ReadRange,
         extra: dict[str, Any],
+        *,
+        replace: bool = False,
     ) -> None:
-        """Upload unless already stored: one PUT, or a multipart upload from ``multipart_threshold`` bytes."""
+        """Upload unless already stored: one PUT, or a multipart upload from ``multipart_threshold`` bytes.
+
+        ``replace`` (or a digest this store saw fail verification) uploads unconditionally. A stored copy
+        found by the HEAD or after a 412 is replaced when ``_stored`` finds it wrong.
+        """
         generation = self.deletion_generation
-        if self._known is not None and self._known.trusted(key, generation):
+        overwrite = replace or not self._trusts_stored(digest)
+        if not overwrite and self._known is not None and self._known.trusted(key, generation):
             return
         client = await self._s3()
         multipart = size >= self._multipart_threshold
-        overwrite = False
-        if self._put_check == 'head' or multipart:
-            stored, head = await self._stored(client, key, size, digest)
+        if not overwrite and self._head_first(size):
+            stored, head = await self._stored(client, key, size, digest, read_range)
             if stored is _Stored.SAME and await self._keep_fresh(client, key, head):
                 self._remember(key, generation)
                 return
@@ -401,15 +439,27 @@ class S3MediaStore(BaseMediaStore):
         except ClientError as exc:
             if not (conditional and _is_precondition_failed(exc)):
                 raise
-            # Already stored: mark it in use (a HEAD, and a copy when it is old).
-            found = await self._head(key)
-            if found is None or not await self._keep_fresh(client, key, found):
+            # Already stored: check the copy (a HEAD; a GET for a small one without our checksum), then mark it
+            # in use (a copy when it is old), or replace it when it is wrong.
+            stored, found = await self._stored(client, key, size, digest, read_range)
+            if stored is _Stored.DIFFERENT:
+                del arguments['IfNoneMatch']
+                await client.put_object(**arguments)
+            elif stored is _Stored.ABSENT or not await self._keep_fresh(client, key, found):
                 try:  # deleted in between: store it after all
                     await client.put_object(**arguments)
                 except ClientError as again:
                     if not _is_precondition_failed(again):
                         raise
         self._remember(key, generation)
+
+    def _head_first(self, size: int) -> bool:
+        """Whether a put of ``size`` bytes asks with a HEAD before uploading (else a conditional PUT asks)."""
+        if size >= self._multipart_threshold or self._put_check == 'head':
+            return True
+        if self._put_check == 'if-none-match':
+            return False
+        return size >= self._head_from or not self._conditional_writes
 
     async def _keep_fresh(self, client: S3Client, key: str, head: Mapping[str, Any]) -> bool:
         """Copy a stored object onto itself when its ``LastModified`` is too old for a put to rely on;
@@ -433,9 +483,18 @@ class S3MediaStore(BaseMediaStore):
         if self._known is not None:
             self._known.add(key, generation)
 
-    async def _stored(self, client: S3Client, key: str, size: int, digest: str) -> tuple[_Stored, Mapping[str, Any]]:
-        """Whether ``key`` holds this blob (same size, and same SHA-256 when the server reports a whole-object
-        one), with the HEAD that told."""
+    async def _stored(
+        self, client: S3Client, key: str, size: int, digest: str, read_range: ReadRange
+    ) -> tuple[_Stored, Mapping[str, Any]]:
+        """Whether ``key`` holds this blob, with the HEAD that told.
+
+        Another size is ``DIFFERENT``; so is another whole-object SHA-256 when the
+        server reports one (AWS does; no download). A copy without one, of at
+        most ``VERIFY_ON_PUT_BYTES``, is ``SAME`` when its ETag is the MD5 of our
+        bytes (a single-part upload without KMS: moto, SeaweedFS, MinIO), else
+        read and hashed (one GET); a larger one is trusted (a failed ``get``
+        through this store makes the next put replace it).
+        """
         try:
             head: Mapping[str, Any] = await client.head_object(Bucket=self._bucket, Key=key, ChecksumMode='ENABLED')
         except ClientError as exc:
@@ -446,9 +505,23 @@ class S3MediaStore(BaseMediaStore):
             return _Stored.DIFFERENT, head
         checksum = head.get('ChecksumSHA256')
         whole = head.get('ChecksumType') == 'FULL_OBJECT' or '-' not in (head.get('ETag') or '') + (checksum or '')
-        if checksum and whole and checksum != base64.b64encode(bytes.fromhex(digest)).decode('ascii'):
-            return _Stored.DIFFERENT, head
-        return _Stored.SAME, head
+        if checksum and whole:
+            same = checksum == base64.b64encode(bytes.fromhex(digest)).decode('ascii')
+            return (_Stored.SAME if same else _Stored.DIFFERENT), head
+        if size > VERIFY_ON_PUT_BYTES or await _etag_is_md5_of(head, read_range, size):
+            return _Stored.SAME, head
+        return (_Stored.SAME if await self._hashes_to(key, digest) else _Stored.DIFFERENT), head
+
+    async def _hashes_to(self, key: str, digest: str) -> bool:
+        """Whether the object at ``key`` (a small one: read whole) hashes to ``digest``; absent counts as no."""
+        hasher = hashlib.sha256()
+        try:
+            async with aclosing(self._object_chunks(digest, key, _READ_CHUNK)) as chunks:
+                async for chunk in chunks:
+                    hasher.update(chunk)
+        except MediaNotFoundError:
+            return False
+        return hasher.hexdigest() == digest
 
     async def _read_verified(self, digest: str, context: MediaContextLike) -> bytes:
         """The blob's bytes, verified against ``digest`` (``IntegrityError`` on mismatch).
@@ -819,6 +892,28 @@ def _session() -> AioSession:
     return session
 
 
+async def _etag_is_md5_of(head: Mapping[str, Any], read_range: ReadRange, size: int) -> bool:
+    """Whether a HEAD's ETag is the MD5 of the ``size`` bytes ``read_range`` gives (a small blob, hashed off the loop).
+
+    True only for a single-part object stored without KMS, where S3's ETag is the body's MD5; any other ETag
+    (multipart ``-N``, KMS, a server's own scheme) is just not a match.
+    """
+    etag = str(head.get('ETag') or '').strip('"').lower()
+    if len(etag) != 32:
+        return False
+    body = await read_range(0, size)
+    return await asyncio.to_thread(lambda: hashlib.md5(body, usedforsecurity=False).hexdigest()) == etag
+
+
+def _bytes_reader(data: bytes) -> ReadRange:
+    """``read_range`` over bytes in memory (the whole blob without a copy)."""
+
+    async def read_range(offset: int, length: int) -> bytes:
+        return data if offset == 0 and length == len(data) else data[offset : offset + length]
+
+    return read_range
+
+
 def _put_arguments(context: MediaContextLike) -> dict[str, Any]:
     """``ContentType`` and encoded ``Metadata`` for an upload; raises before anything is sent."""
     extra: dict[str, Any] = {}
@@ -864,6 +959,24 @@ def _endpoint_identity(url: str) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip('/'), '', ''))
 
 
+def _without_user_info(url: str | None) -> str | None:
+    """``url`` without ``user:password@``, with a warning when there was one.
+
+    S3 requests are signed with the access keys, so user-info in the endpoint
+    is never used (aiohttp even refuses it next to SigV4's ``Authorization``);
+    stripping it here means the SDK, and so its DEBUG logs, never see it.
+    """
+    public = _public_endpoint(url)
+    if public != url:
+        warnings.warn(
+            f'S3MediaStore ignores the user-info in endpoint_url (requests are signed with the access keys); '
+            f'using {public!r}',
+            UserWarning,
+            stacklevel=4,
+        )
+    return public
+
+
 def _public_endpoint(url: str | None) -> str | None:
     """The endpoint without any ``user:password@`` part."""
     if not url:
@@ -905,8 +1018,14 @@ def _check_configuration(
         raise InvalidStoreConfiguration(
             f'key_prefix must be a str without control characters or a leading /: {key_prefix!r}'
         )
-    if put_check not in ('head', 'if-none-match'):
-        raise InvalidStoreConfiguration(f"put_check must be 'head' or 'if-none-match', got {put_check!r}")
+    try:
+        key_prefix.encode('utf-8')
+    except UnicodeEncodeError:
+        raise InvalidStoreConfiguration(
+            f'key_prefix must be encodable as UTF-8 (no lone surrogates): {key_prefix!r}'
+        ) from None
+    if put_check not in ('auto', 'head', 'if-none-match'):
+        raise InvalidStoreConfiguration(f"put_check must be 'auto', 'head' or 'if-none-match', got {put_check!r}")
     if part_size < MIN_PART_SIZE:
         raise InvalidStoreConfiguration(
             f'part_size must be at least {MIN_PART_SIZE} bytes (S3 minimum), got {part_size}'
