@@ -226,7 +226,7 @@ async def test_ls_stats_verify(seeded: Seeded) -> None:
     assert SECRET not in json.dumps(stats)
 
     clean = parsed(run('verify', url, '--json', env=env))
-    assert clean == {'checked': 4, 'ok': 4, 'corrupt': [], 'missing': [], 'bytes': stats['bytes']}
+    assert clean == {'checked': 4, 'ok': 4, 'corrupt': [], 'missing': [], 'repaired': [], 'bytes': stats['bytes']}
 
     victim = seeded.uris[1]
     await seeded.corrupt(victim)
@@ -237,7 +237,25 @@ async def test_ls_stats_verify(seeded: Seeded) -> None:
     assert 'Traceback' not in found.stderr
 
     named = parsed(run('verify', url, seeded.uris[0], ABSENT, victim, '--json', env=env), code=1)
-    assert named == {'checked': 3, 'ok': 1, 'corrupt': [victim], 'missing': [ABSENT], 'bytes': BLOBS[0][0]}
+    assert named == {
+        'checked': 3,
+        'ok': 1,
+        'corrupt': [victim],
+        'missing': [ABSENT],
+        'repaired': [],
+        'bytes': BLOBS[0][0],
+    }
+
+    repaired = run('verify', url, '--repair', '--json', env=env)
+    assert repaired.returncode == 1, repaired.stderr  # problems were found, even if the corrupt copy is gone now
+    assert json.loads(repaired.stdout)['repaired'] == [victim]
+    assert 'put the original bytes again' in repaired.stderr
+    table = run('verify', url, victim, '--repair', env=env)
+    assert table.returncode == 1 and f'missing  {victim}' in table.stdout
+    assert 'missing, 0 corrupt deleted' in table.stdout
+    after = parsed(run('verify', url, '--json', env=env))
+    assert (after['checked'], after['ok'], after['corrupt']) == (3, 3, [])
+    assert victim not in run('ls', url, env=env).stdout
 
 
 def test_stats_tables(tmp_path: Path) -> None:
@@ -268,7 +286,7 @@ async def test_verify_reports_a_listed_blob_that_vanished() -> None:
         kept = await store.put(b'kept')
         uris = [uri async for uri in store.iter_uris()]
         report = await verify_blobs(store, uris, jobs=3)
-    assert report.as_json() == {'checked': 2, 'ok': 1, 'corrupt': [], 'missing': [ABSENT], 'bytes': 4}
+    assert report.as_json() == {'checked': 2, 'ok': 1, 'corrupt': [], 'missing': [ABSENT], 'repaired': [], 'bytes': 4}
     assert kept in uris
 
 

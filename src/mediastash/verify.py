@@ -96,10 +96,18 @@ async def verify_store(
             if on_checked is not None:
                 on_checked(uri)
 
-    async with asyncio.TaskGroup() as group:
-        for _ in range(min(max_concurrency, len(todo))):
-            group.create_task(worker())
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(max_concurrency, len(todo))):
+                group.create_task(worker())
+    except BaseExceptionGroup as error:  # a store error (not a corrupt or missing blob) is raised as it is
+        raise _first_leaf(error) from None
     return report
+
+
+def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = error.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 async def _read_size(store: MediaStore, uri: str) -> int:

@@ -19,19 +19,20 @@ import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mediastash._units import format_bytes, format_threshold
 from mediastash.cli._args import parse_size, positive_int
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
-from mediastash.errors import IntegrityError, MediaNotFoundError
+from mediastash.errors import MediaNotFoundError
 from mediastash.stores.base import BaseMediaStore
 from mediastash.stores.disk import DiskMediaStore
-from mediastash.stores.protocols import ListableMediaStore, MediaStore, StreamingMediaStore
+from mediastash.stores.protocols import DeletableMediaStore, ListableMediaStore, MediaStore, StreamingMediaStore
 from mediastash.stores.sqlite import SqliteMediaStore
 from mediastash.uri import parse_media_uri
+from mediastash.verify import VerifyReport, verify_store
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES
 
 __all__ = ['SIZE_BUCKETS', 'BlobFacts', 'BlobLookup', 'VerifyReport', 'register', 'size_histogram', 'verify_blobs']
@@ -81,6 +82,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         default=_DEFAULT_VERIFY_JOBS,
         metavar='N',
         help=f'blobs read at a time (default: {_DEFAULT_VERIFY_JOBS})',
+    )
+    verify.add_argument(
+        '--repair',
+        action='store_true',
+        help='delete each corrupt blob, so the next put of its right bytes stores them fresh '
+        '(repair removes, it cannot recover bytes; the exit code is still 1)',
     )
     verify.set_defaults(handler=_verify)
 
@@ -412,49 +419,20 @@ async def _stats(args: argparse.Namespace, ui: Ui) -> int:
 # -- verify ----------------------------------------------------------------------------------
 
 
-@dataclass
-class VerifyReport:
-    """What ``verify`` found: blobs checked, intact, corrupt and missing, and the bytes of the intact ones."""
-
-    checked: int = 0
-    ok: int = 0
-    bytes: int = 0
-    corrupt: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        """The ``--json`` document (URIs sorted)."""
-        return {
-            'checked': self.checked,
-            'ok': self.ok,
-            'corrupt': sorted(self.corrupt),
-            'missing': sorted(self.missing),
-            'bytes': self.bytes,
-        }
-
-
-async def verify_blobs(store: MediaStore, uris: Sequence[str], *, jobs: int, ui: Ui | None = None) -> VerifyReport:
-    """Read every blob in ``uris`` (streamed when the store can), ``jobs`` at a time, checking its sha256."""
-    report = VerifyReport()
+async def verify_blobs(
+    store: MediaStore, uris: Sequence[str], *, jobs: int, ui: Ui | None = None, repair: bool = False
+) -> VerifyReport:
+    """Read every blob in ``uris`` (streamed when the store can), ``jobs`` at a time, checking its sha256;
+    with ``repair`` delete the corrupt ones (see ``mediastash.verify``)."""
     progress = ui.progress('verifying', total=len(uris)) if ui is not None else contextlib.nullcontext(None)
     with progress as step:
-
-        async def one(uri: str) -> None:
-            try:
-                size = await _read_size(store, uri)
-            except IntegrityError:
-                report.corrupt.append(uri)
-            except MediaNotFoundError:
-                report.missing.append(uri)
-            else:
-                report.ok += 1
-                report.bytes += size
-            report.checked += 1
-            if step is not None:
-                step.advance()
-
-        await _for_each(uris, jobs, one)
-    return report
+        return await verify_store(
+            store,
+            uris,
+            repair=repair,
+            max_concurrency=jobs,
+            on_checked=None if step is None else lambda _uri: step.advance(),
+        )
 
 
 async def _verify(args: argparse.Namespace, ui: Ui) -> int:
@@ -463,19 +441,26 @@ async def _verify(args: argparse.Namespace, ui: Ui) -> int:
     for uri in given:
         parse_media_uri(uri)  # a bad URI is a user error before the store is opened
     async with _opened(args.url, create=False) as store:
+        if args.repair and not isinstance(store, DeletableMediaStore):
+            raise UserError(f'{store!r} cannot delete blobs, so verify --repair cannot repair it')
         uris = sorted(given) if given else await _list_uris(store, ui)
-        report = await verify_blobs(store, uris, jobs=args.jobs, ui=ui)
+        report = await verify_blobs(store, uris, jobs=args.jobs, ui=ui, repair=args.repair)
         label = repr(store)
     result = report.as_json()
     for uri in result['corrupt']:
         ui.line(f'corrupt  {uri}')
     for uri in result['missing']:
         ui.line(f'missing  {uri}')
+    for uri in result['repaired']:
+        ui.line(f'deleted  {uri}')
     problems = len(result['corrupt']) + len(result['missing'])
+    repaired = f', {len(result["repaired"]):,} corrupt deleted' if args.repair else ''
     ui.line(
         f'{label}: checked {report.checked:,} blob(s), {report.ok:,} ok ({format_bytes(report.bytes)}), '
-        f'{len(result["corrupt"]):,} corrupt, {len(result["missing"]):,} missing'
+        f'{len(result["corrupt"]):,} corrupt, {len(result["missing"]):,} missing{repaired}'
     )
+    if result['repaired']:
+        ui.info('put the original bytes again to restore the deleted blobs: repair only removes corrupt copies')
     ui.json(result)
     return EXIT_FAILED if problems else 0
 
