@@ -340,7 +340,8 @@ async def test_metadata_keys_with_dots_and_dollars(make: Any) -> None:
 async def test_corrupt_metadata_is_reported(make: Any) -> None:
     store, raw = make()
     uri = await store.put(b'meta', context=MediaContext(metadata={'k': 'v'}))
-    for bad in ('not json', '["k"]', '{"k": 1}', [['k']], [['k', 1]], {'k': 'v'}, 7):
+    deep = '[' * 100_000 + ']' * 100_000
+    for bad in ('not json', '["k"]', '{"k": 1}', [['k']], [['k', 1]], {'k': 'v'}, 7, deep):
         await raw.manifests.update_one({'_id': uri[-64:]}, {'$set': {'metadata': bad}})
         with pytest.raises(CorruptMetadataError, match=re.escape(uri)):
             await store.get_metadata(uri)

@@ -436,6 +436,21 @@ class StoreTests:
         finally:
             await self.close_store(other)
 
+    async def test_known_blobs_forget_a_blob_that_failed_verification(self, store: Any) -> None:
+        """A failed read makes the known-blob cache forget, so re-saving the history heals the blob."""
+        if not self.heals_on_put:
+            pytest.skip(f'{type(store).__name__} cannot replace a stored blob')
+        cache = KnownBlobCache(trust_seconds=3600)
+        tree, data = image_tree(size=3 * VERIFY_ON_PUT_BYTES // 2, seed=45)
+        lean = await externalize_media(tree, media_store=store, threshold_bytes=1024, known_blobs=cache)
+        uri = lean[URI_KEY]
+        await self.raw_overwrite(store, uri, _tampered(data, 'flipped'))
+        with pytest.raises(IntegrityError):
+            await store.get(uri)
+        again = await externalize_media(tree, media_store=store, threshold_bytes=1024, known_blobs=cache)
+        assert again == lean
+        assert await store.get(uri) == data
+
     async def test_known_blobs_recheck_after_the_trust_age(self, store: Any) -> None:
         clock = [0.0]
         cache = KnownBlobCache(trust_seconds=60, clock=lambda: clock[0])
@@ -469,7 +484,7 @@ class StoreTests:
 
     async def _corrupt(self, store: Any, data: bytes, how: str) -> str:
         """Store ``data``, then tamper with it behind the store's back (see ``TAMPERINGS``); its URI."""
-        uri = await store.put(data)
+        uri: str = await store.put(data)
         if how == 'other_blob':
             other = blob(len(data) // 3 + 1, seed=len(data) % 251)
             await store.put(other)
