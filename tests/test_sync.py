@@ -113,6 +113,12 @@ async def test_disk_to_s3(tmp_path: Path, moto_server: S3Endpoint) -> None:
     again = summary(run('sync', str(tmp_path / 'src'), destination, '--json', env=env))
     assert (again['copied'], again['skipped']) == (0, len(seeded.uris))
 
+    extra = await DiskMediaStore(tmp_path / 'src').put(b'added to the source later')
+    listed = summary(run('sync', str(tmp_path / 'src'), destination, '--list-destination', '--json', env=env))
+    assert (listed['copied'], listed['skipped']) == (1, len(seeded.uris))
+    async with S3MediaStore(bucket=bucket, key_prefix='cli/', **moto_server.client_options()) as reopened:
+        assert await reopened.get(extra) == b'added to the source later'
+
 
 async def test_sqlite_to_mongo_keeps_media_types(tmp_path: Path, mongo_uri: str) -> None:
     database = tmp_path / 'src.db'

@@ -164,6 +164,7 @@ async def sync_stores(
     verify: bool = False,
     delete_written_before: float | None = None,
     listed: Mapping[str, int | None] | None = None,
+    list_destination: bool = False,
     on_progress: Callable[[int], None] | None = None,
 ) -> SyncReport:
     """Copy every blob of ``source`` that ``destination`` lacks, ``jobs`` at a time.
@@ -174,6 +175,10 @@ async def sync_stores(
     the blobs ``source`` lacks, through ``delete_unless_touched`` so a blob
     written or touched after that time is kept (see ``docs/cli.md``).
     ``listed``: the source's listing when the caller already has it.
+    ``list_destination``: learn what ``destination`` holds by listing it once
+    instead of asking per blob (``exists_many``): far fewer requests on S3
+    (one per 1000 blobs instead of a HEAD each) when the destination does not
+    hold many more blobs than the source.
     ``on_progress(n)``: ``n`` more source blobs handled.
     """
     if jobs < 1:
@@ -184,6 +189,10 @@ async def sync_stores(
             f'--delete needs a destination that dates its blobs ({type(destination).__name__} cannot)'
         )
     blobs = dict(listed) if listed is not None else await list_blobs(source)
+    held: frozenset[str] | None = None
+    if list_destination:
+        _listable(destination, 'destination')
+        held = frozenset(await list_blobs(destination))
     report = SyncReport()
     gate = asyncio.Semaphore(jobs)
 
@@ -205,7 +214,10 @@ async def sync_stores(
     uris = list(blobs)
     for start in range(0, len(uris), BATCH):
         batch = uris[start : start + BATCH]
-        present = await exists_in(destination, batch, max_concurrency=max(jobs, 16))
+        if held is not None:
+            present = frozenset(uri for uri in batch if uri in held)
+        else:
+            present = await exists_in(destination, batch, max_concurrency=max(jobs, 16))
         report.skipped += len(present)
         report.skipped_bytes += sum(blobs[uri] or 0 for uri in present)
         if on_progress is not None and present:

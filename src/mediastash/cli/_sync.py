@@ -35,6 +35,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         '--verify', action='store_true', help='read each copied blob back from DST to its end and check its sha256'
     )
     sync.add_argument(
+        '--list-destination',
+        action='store_true',
+        help='list DST once to learn what it holds instead of checking each blob (fewer requests on S3 when DST '
+        'holds not many more blobs than SRC)',
+    )
+    sync.add_argument(
         '--delete',
         action='store_true',
         help='also delete from DST the blobs SRC lacks, unless written or touched in DST within --grace',
@@ -75,6 +81,7 @@ async def _sync(args: argparse.Namespace, ui: Ui) -> int:
                 verify=args.verify,
                 delete_written_before=cutoff,
                 listed=listed,
+                list_destination=args.list_destination,
                 on_progress=step.advance,
             )
     rows: list[list[Any]] = [
