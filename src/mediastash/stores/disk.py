@@ -294,7 +294,7 @@ class DiskMediaStore(BaseMediaStore):
         now = time.monotonic()
         if now - self._last_sweep >= _SWEEP_INTERVAL:
             self._last_sweep = now
-            await asyncio.to_thread(self._sweep_temp_sync, TEMP_FILE_MAX_AGE.total_seconds())
+            await asyncio.to_thread(self._sweep_temp_sync, TEMP_FILE_MAX_AGE.total_seconds(), quiet=True)
 
     async def sweep_temp_files(self, *, older_than: timedelta = TEMP_FILE_MAX_AGE) -> int:
         """Remove crash leftovers: temporary files whose mtime is older than ``older_than``; how many went.
@@ -316,25 +316,38 @@ class DiskMediaStore(BaseMediaStore):
         self._check_open()
         return await asyncio.to_thread(self._sweep_temp_sync, seconds)
 
-    def _sweep_temp_sync(self, older_than: float) -> int:
+    def _sweep_temp_sync(self, older_than: float, *, quiet: bool = False) -> int:
+        """``quiet``: a file that cannot be removed (read-only folder, another user's file) is skipped, so
+        listing a folder this process may only read still works."""
         cutoff = time.time() - older_than
         removed = 0
-        for path in self._temp_leftovers():
+        leftovers = self._temp_leftovers()
+        while True:
             try:
-                info = path.lstat()
-            except _NOT_THERE:
-                continue
-            tomb = path.name.startswith(_TOMB_PREFIX)
-            # A writer's file: its mtime (a live writer keeps it fresh). A tombstone keeps its blob's old
-            # mtime, so its burial time is the ctime the rename set.
-            changed = max(info.st_mtime, info.st_ctime) if tomb else info.st_mtime
-            if not stat.S_ISREG(info.st_mode) or changed >= cutoff:
-                continue
-            if tomb and self._unbury(path):
-                continue
-            _unlink_quietly(path)
-            removed += 1
-        return removed
+                path = next(leftovers, None)
+                if path is None:
+                    return removed
+                removed += self._sweep_one(path, cutoff)
+            except OSError:
+                if not quiet:
+                    raise
+
+    def _sweep_one(self, path: Path, cutoff: float) -> int:
+        """Sweep one temporary file if it is old enough; 1 when it was removed."""
+        try:
+            info = path.lstat()
+        except _NOT_THERE:
+            return 0
+        tomb = path.name.startswith(_TOMB_PREFIX)
+        # A writer's file: its mtime (a live writer keeps it fresh). A tombstone keeps its blob's old
+        # mtime, so its burial time is the ctime the rename set.
+        changed = max(info.st_mtime, info.st_ctime) if tomb else info.st_mtime
+        if not stat.S_ISREG(info.st_mode) or changed >= cutoff:
+            return 0
+        if tomb and self._unbury(path):
+            return 0
+        _unlink_quietly(path)
+        return 1
 
     def _temp_leftovers(self) -> Iterator[Path]:
         """Temporary files in the folder (the root only for the default layout, the whole tree otherwise)."""
