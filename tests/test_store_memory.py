@@ -124,3 +124,31 @@ class TestMinimalStore(StoreConformance):
 
     async def raw_delete(self, store: Any, uri: str) -> None:
         del store.blobs[uri[-64:]]
+
+
+async def test_verify_method_lists_checks_and_repairs() -> None:
+    store = MemoryMediaStore()
+    good = await store.put(b'good bytes')
+    bad = await store.put(b'bytes about to rot')
+    store.corrupt_for_tests(bad, b'rotten')
+    report = await store.verify()
+    assert (report.checked, report.ok, report.corrupt, report.repaired, report.clean) == (2, 1, [bad], [], False)
+    repaired = await store.verify(repair=True, max_concurrency=1)
+    assert repaired.repaired == [bad]
+    assert [uri async for uri in store.iter_uris()] == [good]
+    assert (await store.verify()).clean
+    assert await store.put(b'bytes about to rot') == bad
+    assert await store.get(bad) == b'bytes about to rot'
+    await store.aclose()
+    with pytest.raises(StoreClosedError):
+        await store.verify()
+
+
+async def test_verify_repair_needs_delete_and_listing_needs_uris() -> None:
+    store = MinimalStore()
+    uri = await store.put(b'minimal')
+    assert (await store.verify([uri])).ok == 1
+    with pytest.raises(TypeError, match='cannot list'):
+        await store.verify()
+    with pytest.raises(TypeError, match='cannot delete'):
+        await store.verify([uri], repair=True)
