@@ -8,7 +8,7 @@ import sys
 from typing import Any, Final
 
 from mediastash._lru import BoundedLRU
-from mediastash.errors import MediaNotFoundError
+from mediastash.errors import MediaNotFoundError, TreeDepthError
 from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import MARKER_KEY
@@ -19,6 +19,7 @@ from mediastash.walker._common import (
     DEFAULT_THRESHOLD_BYTES,
     check_concurrency,
     check_threshold,
+    deepest_path,
 )
 from mediastash.walker.restore import _restore_collecting
 
@@ -128,6 +129,8 @@ class OffloadingKV:
             tree = json.loads(data)
         except ValueError:
             return data
+        except RecursionError:
+            raise _too_deep(None) from None
         lean = await externalize_media(
             tree,
             media_store=self.media_store,
@@ -135,9 +138,12 @@ class OffloadingKV:
             known_blobs=self.known_blobs,
             max_concurrency=self.max_concurrency,
         )
-        if lean == tree:
-            return data
-        return json.dumps(lean, ensure_ascii=False, separators=(',', ':'))
+        try:
+            if lean == tree:
+                return data
+            return json.dumps(lean, ensure_ascii=False, separators=(',', ':'))
+        except RecursionError:  # the walk takes what json cannot dump this deep in the call stack
+            raise _too_deep(tree) from None
 
     async def _full(self, data: Any, pk: str, sk: str) -> Any:
         if not isinstance(data, str) or _RESERVED_PREFIX not in data:
@@ -149,6 +155,8 @@ class OffloadingKV:
             tree = json.loads(data)
         except ValueError:
             return data
+        except RecursionError:
+            raise _too_deep(None) from None
         try:
             full, slots = await _restore_collecting(
                 tree, media_store=self.media_store, known_blobs=self.known_blobs, max_concurrency=self.max_concurrency
@@ -156,8 +164,16 @@ class OffloadingKV:
         except MediaNotFoundError as error:
             where = f'{error.where or type(self.media_store).__name__}, needed by the value at {pk!r}/{sk!r}'
             raise MediaNotFoundError(error.uri, where=where) from error
-        if slots:
-            return dumps_spliced(full, slots, self._literals)
-        if full == tree:
-            return data
-        return json.dumps(full, ensure_ascii=False, separators=(',', ':'))
+        try:
+            if slots:
+                return dumps_spliced(full, slots, self._literals)
+            if full == tree:
+                return data
+            return json.dumps(full, ensure_ascii=False, separators=(',', ':'))
+        except RecursionError:
+            raise _too_deep(tree) from None
+
+
+def _too_deep(tree: object) -> TreeDepthError:
+    """The error for a value nested deeper than ``json`` parses or dumps here (path of its deepest container)."""
+    return TreeDepthError(limit=None, path='$' if tree is None else deepest_path(tree))

@@ -18,6 +18,7 @@ __all__ = [
     'RECURSIVE_LEVELS',
     'TooDeep',
     'TreeCopier',
+    'deepest_path',
     'depth_error',
     'depth_limit',
     'find_cycle',
@@ -108,6 +109,14 @@ def _steps(parents: dict[int, tuple[int, str | int, int] | None], node: object) 
     path.reverse()
     return path
 
+
+def deepest_path(tree: object) -> str:
+    """Location of the most deeply nested container of ``tree`` (iterative; cycles end)."""
+    located = _locate(tree, _NOTHING, deepest=True)
+    return '$' if located is None else render_path(located)
+
+
+_NOTHING: Final = object()
 
 _PATH_HEAD: Final = 8
 _PATH_TAIL: Final = 4

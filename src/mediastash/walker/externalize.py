@@ -123,7 +123,9 @@ async def externalize_media(
     already stored (re-saving a history then costs no store call; entries
     older than the cache's trust age are re-checked in one batch), ``False``
     disables it, or pass a ``KnownBlobCache``. ``max_concurrency`` bounds the
-    store calls in flight. Raises ``TypeError`` for values that are not JSON.
+    store calls in flight. Raises ``TypeError`` for values that are not JSON
+    and ``TreeDepthError`` for a tree nested deeper than the recursion limit
+    (at least 1,000 levels) or containing itself.
     """
     threshold = check_threshold(threshold_bytes)
     concurrency = check_concurrency(max_concurrency)

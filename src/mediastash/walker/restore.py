@@ -42,6 +42,7 @@ from mediastash.walker._common import (
     TreeCopier,
     check_concurrency,
     depth_error,
+    find_path,
     in_thread_if_large,
     not_json_error,
     run_all,
@@ -58,9 +59,22 @@ class _Wanted:
 
     uri: str
     media_type: str | None
+    text_marker: object = None
+    """The first text marker (input dict) waiting for ``uri``: where an undecodable blob is reported."""
     text: list[dict[str, Any]] = field(default_factory=list)
     standard: list[dict[str, Any]] = field(default_factory=list)
     urlsafe: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _NotText(Exception):
+    """Internal: a text marker's blob is not UTF-8. Turned into ``MalformedMarker`` with a path."""
+
+    def __init__(self, wanted: _Wanted, error: UnicodeDecodeError, size: int) -> None:
+        self.marker = wanted.text_marker
+        self.reason = (
+            f'it is a text marker, but the blob it refers to, {wanted.uri}, is not UTF-8 text '
+            f'({size} bytes, {error.reason} at byte {error.start})'
+        )
 
 
 class _MarkerError(Exception):
@@ -121,6 +135,8 @@ class _Restorer(TreeCopier):
                 media_type = value if isinstance(value, str) else None
             wanted = self.wanted[uri] = _Wanted(uri, media_type)
         if is_text:
+            if wanted.text_marker is None:
+                wanted.text_marker = node
             wanted.text.append(restored)
         elif urlsafe:
             wanted.urlsafe.append(restored)
@@ -184,16 +200,22 @@ async def _fetch(
             await in_thread_if_large(size, _check, wanted.uri[-64:], raw, type(store).__name__)
         forms: list[tuple[list[dict[str, Any]], str, str | bytes, PayloadKind, bool]] = []
         if wanted.text:
-            forms.append((wanted.text, 'content', bytes_to_text(raw), 'text', False))
+            try:
+                text = bytes_to_text(raw)
+            except UnicodeDecodeError as error:
+                raise _NotText(wanted, error, size) from None
+            forms.append((wanted.text, 'content', text, 'text', False))
         if raw_binary:
+            # Raw bytes for both alphabets: the typed path validates them as they are (no base64 round trip).
             if wanted.standard or wanted.urlsafe:
                 forms.append((wanted.standard + wanted.urlsafe, 'data', raw, 'bytes', False))
-        elif wanted.standard:
-            encoded = await in_thread_if_large(size, _encode, raw, False)
-            forms.append((wanted.standard, 'data', encoded, 'base64', False))
-        if wanted.urlsafe:
-            encoded = await in_thread_if_large(size, _encode, raw, True)
-            forms.append((wanted.urlsafe, 'data', encoded, 'base64', True))
+        else:
+            if wanted.standard:
+                encoded = await in_thread_if_large(size, _encode, raw, False)
+                forms.append((wanted.standard, 'data', encoded, 'base64', False))
+            if wanted.urlsafe:
+                encoded = await in_thread_if_large(size, _encode, raw, True)
+                forms.append((wanted.urlsafe, 'data', encoded, 'base64', True))
     for waiting, key, source, kind, urlsafe in forms:
         for restored in waiting:
             restored[key] = source
@@ -227,9 +249,10 @@ async def restore_media(
     do it). ``known_blobs=True`` serves payloads this process stored or
     restored recently from memory. Raises ``UnsupportedMarkerFormat`` for a
     marker from a newer format, ``MalformedMarker`` for a marker whose
-    reference is not a string,
-    ``MediaNotFoundError`` for a missing blob, and ``TypeError`` for values
-    that are not JSON.
+    reference is not a string or a text marker whose blob is not UTF-8,
+    ``MediaNotFoundError`` for a missing blob, ``TreeDepthError`` for a tree
+    nested deeper than the recursion limit (at least 1,000 levels) or
+    containing itself, and ``TypeError`` for values that are not JSON.
     """
     restored, _ = await _restore_collecting(
         tree, media_store=media_store, known_blobs=known_blobs, max_concurrency=max_concurrency
@@ -265,7 +288,12 @@ async def _restore_collecting(
     slots: list[tuple[dict[str, Any], str]] = []
     if walker.wanted:
         verify = not getattr(media_store, 'verifies_reads', False)
-        await run_all(_fetch(wanted, media_store, verify, cache, gate, raw_binary) for wanted in walker.wanted.values())
+        try:
+            await run_all(
+                _fetch(wanted, media_store, verify, cache, gate, raw_binary) for wanted in walker.wanted.values()
+            )
+        except _NotText as error:
+            raise MalformedMarker(error.reason, path=find_path(tree, error.marker)) from None
         for wanted in walker.wanted.values():
             slots.extend((restored_dict, 'content') for restored_dict in wanted.text)
             slots.extend((restored_dict, 'data') for restored_dict in wanted.standard)
