@@ -97,6 +97,20 @@ class RawBucket:
     async def head(self, key: str) -> dict[str, Any]:
         return dict(await self.client.head_object(Bucket=self.bucket, Key=key))
 
+    async def destroy(self) -> None:
+        """Empty and remove the bucket (SeaweedFS gives every bucket its own volumes: a long run exhausts them)."""
+        try:
+            await self.client.head_bucket(Bucket=self.bucket)
+        except ClientError:
+            return  # the test removed it
+        for upload in await self.uploads():
+            await self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload['Key'], UploadId=upload['UploadId'])
+        keys = await self.keys()
+        for start in range(0, len(keys), 1000):
+            objects = [{'Key': key} for key in keys[start : start + 1000]]
+            await self.client.delete_objects(Bucket=self.bucket, Delete={'Objects': objects, 'Quiet': True})
+        await self.client.delete_bucket(Bucket=self.bucket)
+
     async def uploads(self) -> list[dict[str, Any]]:
         response = await self.client.list_multipart_uploads(Bucket=self.bucket)
         return list(response.get('Uploads', []))
@@ -132,7 +146,10 @@ class S3Conformance(StoreConformance):
         await store.aclose()
         raw = self.raw.pop(id(store), None)
         if raw is not None:
-            await raw.close()
+            try:
+                await raw.destroy()
+            finally:
+                await raw.close()
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         return await self.raw[id(store)].read(store.key_for(uri))
