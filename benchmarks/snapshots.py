@@ -5,12 +5,18 @@ FileStepStore(media_store=None), KVStepStore(InMemoryAsyncKV()) alone and over O
 OffloadingStepStore over KVStepStore. Reports median wall time, bytes written to the inner store,
 bytes and puts sent to the media store. Rows run in rounds (each row once per round) so that a
 noisy machine slows all of them alike. Run: ``python benchmarks/snapshots.py [--steps 50] [--repeats 3]``.
+
+``--memory MIB`` measures memory instead (Linux): peak RSS above baseline of
+``OffloadingStepStore.latest_snapshot`` for a snapshot holding one payload of
+that size (URL-safe stamped, as pydantic-ai's ``BinaryContent`` usually is),
+next to a plain ``get`` of the same blob. Target: at most about 1.2x the payload.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import shutil
 import statistics
@@ -178,6 +184,60 @@ async def run_once(setup: Setup, steps: list[list[ModelMessage]]) -> Result:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _rss(field: str) -> int:
+    """``VmRSS`` / ``VmHWM`` of this process in bytes."""
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith(field + ':'):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f'no {field} in /proc/self/status')
+
+
+def _reset_high_water_mark() -> None:
+    with open('/proc/self/clear_refs', 'w') as clear:
+        clear.write('5')  # resets VmHWM to the current RSS
+
+
+async def _peak_above_baseline(call: Callable[[], Any]) -> tuple[int, Any]:
+    """Peak RSS above the RSS before ``await call()`` (the high-water mark is reset first), and its result."""
+    gc.collect()
+    _reset_high_water_mark()
+    baseline = _rss('VmRSS')
+    result = await call()
+    return _rss('VmHWM') - baseline, result
+
+
+async def memory_case(payload_mib: int) -> None:
+    """Typed restore of one large payload: peak RSS above baseline, against a plain ``get``."""
+    size = payload_mib << 20
+    tmp = Path(tempfile.mkdtemp(prefix='mediastash-bench-'))
+    try:
+        media = DiskMediaStore(tmp / 'media')
+        steps = OffloadingStepStore(
+            FileStepStore(tmp / 'steps', media_store=None), media_store=media, known_blobs=False
+        )
+        payload = bytes(range(256)) * (size // 256)  # URL-safe base64 uses '-' and '_': the marker is stamped
+        message = ModelRequest(
+            parts=[UserPromptPart(content=['look', BinaryImage(data=payload, media_type='image/png')])]
+        )
+        await steps.save_snapshot(ContinuableSnapshot(run_id='mem', step_index=0, messages=[message]))
+        del payload, message
+        typed, latest = await _peak_above_baseline(lambda: steps.latest_snapshot(run_id='mem'))
+        assert latest is not None and len(latest.messages[0].parts[0].content[1].data) == size
+        del latest
+        uris = [uri async for uri in media.iter_uris()]
+        plain, data = await _peak_above_baseline(lambda: media.get(uris[0]))
+        assert len(data) == size
+        del data
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f'payload {payload_mib} MiB; peak RSS above baseline (target: typed restore <= 1.2x the payload)')
+    print('| call | peak above baseline | x payload |')
+    print('|---|---:|---:|')
+    print(f'| OffloadingStepStore.latest_snapshot | {mib(typed)} | {typed / size:.2f}x |')
+    print(f'| DiskMediaStore.get (reference) | {mib(plain)} | {plain / size:.2f}x |')
+
+
 def mib(n: int) -> str:
     return f'{n / (1 << 20):,.1f} MiB'
 
@@ -188,7 +248,11 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--image-mib', type=float, default=40.0)
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--only', default='', help='comma-separated row labels, e.g. 2,4b')
+    parser.add_argument('--memory', type=int, metavar='MIB', help='measure typed-restore memory for one MIB payload')
     args = parser.parse_args(argv)
+    if args.memory:
+        await memory_case(args.memory)
+        return
     steps = build_steps(args.steps, args.image_mib)
     wanted = {f'({n})' for n in args.only.split(',') if n}
     print(
