@@ -17,7 +17,7 @@ from mediastash import MemoryMediaStore
 from mediastash.errors import UnsupportedMarkerFormat
 from mediastash.markers import MARKER_KEY, literal_payload, marker_shape
 from mediastash.walker import externalize_media, restore_media
-from tests.json_trees import KNOWN_PAYLOADS, json_trees
+from tests.json_trees import KNOWN_PAYLOADS, KNOWN_URIS, json_trees
 
 PROPERTY_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 thresholds = st.sampled_from([0, 1, 4, 16, 48])
@@ -51,9 +51,26 @@ def test_any_tree_round_trips_exactly(tree: Any, threshold: int) -> None:
     assert restored == tree or json.dumps(tree) != json.dumps(tree)  # NaN-free trees compare equal
 
 
+def carries_a_known_uri_beside_a_payload(node: Any) -> bool:
+    """Whether a dict holds a ``content``/``data`` string and its own ``uri`` naming a known blob.
+
+    When that ``uri`` is the URI of the dict's own payload, mediastash keeps the
+    payload inline (a reader would take the field for the marker's mirror and
+    drop it); the harness writes the marker anyway. An intended difference.
+    """
+    if isinstance(node, list):
+        return any(carries_a_known_uri_beside_a_payload(value) for value in node)
+    if not isinstance(node, dict):
+        return False
+    if node.get('uri') in KNOWN_URIS and (isinstance(node.get('content'), str) or isinstance(node.get('data'), str)):
+        return True
+    return any(carries_a_known_uri_beside_a_payload(value) for value in node.values())
+
+
 @PROPERTY_SETTINGS
 @given(tree=json_trees, threshold=thresholds)
 def test_ours_and_harness_write_the_same_lean_tree_and_read_each_other(tree: Any, threshold: int) -> None:
+    assume(not carries_a_known_uri_beside_a_payload(tree))
     store = MemoryMediaStore()
 
     async def scenario() -> None:
