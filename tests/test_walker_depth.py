@@ -207,11 +207,22 @@ async def test_typed_path_takes_the_depth_pydantic_serializes() -> None:
 
 
 @pytest.mark.parametrize('depth', [600, 100_000])
-async def test_typed_path_too_deep_is_a_value_error_not_recursion(depth: int) -> None:
+async def test_typed_path_too_deep_raises_the_typed_error(depth: int) -> None:
     steps = OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore())
-    with pytest.raises(ValueError, match='depth') as caught:
-        await steps.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=deep_messages(depth)))
-    assert not isinstance(caught.value, RecursionError)
+    messages = [ModelRequest(parts=[UserPromptPart(content='hi')]), *deep_messages(depth)]
+    with pytest.raises(TreeDepthError, match='deeper than pydantic-core') as caught:
+        await steps.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages))
+    assert isinstance(caught.value, ValueError) and caught.value.path == '$[1]'
+
+
+async def test_typed_path_cycle_raises_the_typed_error() -> None:
+    loop: dict[str, Any] = {'note': 'n'}
+    loop['self'] = loop
+    messages = [ModelRequest(parts=[ToolReturnPart(tool_name='t', tool_call_id='c', content=loop)])]
+    steps = OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore())
+    with pytest.raises(TreeDepthError, match='cycle') as caught:
+        await steps.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages))
+    assert caught.value.cycle and caught.value.path == '$[0]'
 
 
 async def test_typed_restore_holds_the_payload_once(tmp_path: Path) -> None:

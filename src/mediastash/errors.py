@@ -131,17 +131,19 @@ class TreeDepthError(MediaStashError, ValueError):
     """A JSON tree is nested deeper than the walker's limit, or contains itself (a cycle).
 
     Raised instead of ``RecursionError``; ``path`` locates the container (shortened when long);
-    ``limit`` is ``None`` when the ``json`` module, not the walker, reached its limit.
+    ``limit`` is ``None`` when a serializer (``json``, pydantic-core), not the walker, reached its limit.
     """
 
-    def __init__(self, *, limit: int | None, path: str, cycle: bool = False) -> None:
+    def __init__(
+        self, *, limit: int | None, path: str, cycle: bool = False, serializer: str = 'the json module'
+    ) -> None:
         self.limit = limit
         self.path = path
         self.cycle = cycle
         if cycle:
             message = f'the tree contains itself: the container at {path} is one of its own ancestors (a cycle)'
         elif limit is None:
-            message = f'the tree is nested deeper than the json module can parse or dump here, at {path}'
+            message = f'the tree is nested deeper than {serializer} can parse or dump here, at {path}'
         else:
             message = f'the tree is nested deeper than {limit} levels at {path}'
         super().__init__(message)

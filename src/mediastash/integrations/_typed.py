@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash._lru import BoundedLRU
-from mediastash.errors import MalformedMarker, MediaNotFoundError, UnsupportedMarkerFormat
+from mediastash.errors import MalformedMarker, MediaNotFoundError, TreeDepthError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope import EnvelopeError, envelope_for, has_reserved_key, lean_json_of
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
@@ -75,7 +75,7 @@ class Offloader:
         for item in found:
             item.job = batch.add('text' if item.text else 'bytes', item.source, item.size, item.media_type)
         small, computed = self._emptied_copies(messages, found)
-        dumped: list[Any] = ModelMessagesTypeAdapter.dump_python(small, mode='json')
+        dumped = _dump(small)
         emptied: dict[int, tuple[str, Job]] = {}
         for item in found:
             node = dumped[item.message]
@@ -205,6 +205,30 @@ class Offloader:
                 step_index=step_index,
                 message_index=first,
             ) from error
+
+
+_PYDANTIC_DEPTH: Final = 'Maximum serialization depth exceeded'
+_PYDANTIC_CYCLE: Final = 'Circular reference detected'
+
+
+def _dump(messages: list[ModelMessage]) -> list[Any]:
+    """The messages' JSON form; pydantic-core's depth and cycle refusals become ``TreeDepthError``."""
+    try:
+        dumped: list[Any] = ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+    except ValueError as error:
+        text = str(error)
+        if _PYDANTIC_DEPTH not in text and _PYDANTIC_CYCLE not in text:
+            raise
+        where = '$'
+        for index, message in enumerate(messages):
+            try:
+                ModelMessagesTypeAdapter.dump_python([message], mode='json')
+            except ValueError:
+                where = f'$[{index}]'
+                break
+        cycle = _PYDANTIC_CYCLE in text
+        raise TreeDepthError(limit=None, path=where, cycle=cycle, serializer='pydantic-core') from error
+    return dumped
 
 
 def _binary_data_ids(messages: list[ModelMessage], wanted: Counter[int]) -> Counter[int]:
