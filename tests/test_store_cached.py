@@ -17,6 +17,7 @@ from mediastash import (
     KnownBlobCache,
     MediaContext,
     MemoryMediaStore,
+    WrapperMediaStore,
     externalize_media,
     media_uri_for,
     restore_media,
@@ -190,6 +191,20 @@ async def test_deletions_reach_both_stores(tmp_path: Path) -> None:
             assert not await store.backing.exists(uri)
             assert not await store.cache.exists(uri)
             assert not await store.exists(uri)
+
+
+async def test_refuses_a_cache_on_the_backing_storage_or_unable_to_delete(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match='same storage'):
+        CachedMediaStore(DiskMediaStore(tmp_path / 'one'), cache=DiskMediaStore(tmp_path / 'one'))
+    with pytest.raises(TypeError, match='delete'):
+        CachedMediaStore(DiskMediaStore(tmp_path / 'one'), cache=_NoDelete(MemoryMediaStore()))
+    with pytest.raises(ValueError, match='write'):
+        CachedMediaStore(DiskMediaStore(tmp_path / 'one'), cache=MemoryMediaStore(), write='back')  # type: ignore[arg-type]
+
+
+class _NoDelete(WrapperMediaStore):
+    delete = None  # type: ignore[assignment]
+    delete_many = None  # type: ignore[assignment]
 
 
 async def test_storage_key_is_the_backing_stores(tmp_path: Path) -> None:

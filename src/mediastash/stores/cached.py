@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, Self
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
+from mediastash.known_blobs import storage_key_of
 from mediastash.stores._blob import verify_digest
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
 from mediastash.stores.protocols import (
@@ -87,6 +88,8 @@ class CachedMediaStore(WrapperMediaStore):
             raise TypeError(f'the cache must be able to delete (a DeletableMediaStore), got {type(cache).__name__}')
         if max_bytes is not None and not isinstance(cache, CollectableMediaStore):
             raise TypeError(f'max_bytes needs a cache that lists blob sizes (iter_blobs), got {type(cache).__name__}')
+        if storage_key_of(cache) == storage_key_of(backing):
+            raise ValueError('the cache and the backing store are the same storage')
         super().__init__(backing)
         self.cache = cache
         self.max_bytes = max_bytes
