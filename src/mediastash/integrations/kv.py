@@ -81,7 +81,11 @@ class OffloadingKV:
         self.max_concurrency = check_concurrency(max_concurrency)
 
     async def put(self, pk: str, sk: str, data: str) -> None:
-        """Store the value's payloads, then write the lean value under ``(pk, sk)``."""
+        """Store the value's payloads, then write the lean value under ``(pk, sk)``.
+
+        A JSON value nested deeper than ``json`` or the walker takes raises
+        ``TreeDepthError`` (nothing is written).
+        """
         lean = await self._lean(data)
         self._forget(pk, sk)
         await self.inner.put(pk, sk, lean)
