@@ -16,6 +16,7 @@ from mediastash.errors import (
     MalformedMarker,
     MediaNotFoundError,
     MediaStashError,
+    NotARegularFileError,
     StoreClosedError,
     StoreNotFoundError,
     TreeDepthError,
@@ -42,6 +43,7 @@ from mediastash.stores import (
 from mediastash.stores.cached import CachedMediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_media_uri
 from mediastash.urls import PublicUrlResolver, make_static_public_url
+from mediastash.verify import VerifyReport
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
 if TYPE_CHECKING:  # `X as X` re-exports them for type checkers without listing them in __all__
@@ -82,6 +84,7 @@ __all__ = [
     'MediaContextLike',
     'MediaNotFoundError',
     'MediaStashError',
+    'NotARegularFileError',
     'MediaStore',
     'MemoryMediaStore',
     'PublicUrlResolver',
@@ -89,6 +92,7 @@ __all__ = [
     'StreamingMediaStore',
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',
+    'VerifyReport',
     'WrapperMediaStore',
     '__version__',
     'default_key_strategy',
