@@ -5,6 +5,7 @@ content-addressed store (``media+sha256://<hex>``) and are replaced by small
 versioned markers; ``restore_media`` puts the exact bytes back.
 """
 
+import logging
 from typing import TYPE_CHECKING
 
 from mediastash.context import EMPTY_CONTEXT, MediaContext, MediaContextLike
@@ -50,6 +51,10 @@ if TYPE_CHECKING:  # `X as X` re-exports them for type checkers without listing 
     from mediastash.stores.mongo import MongoMediaStore as MongoMediaStore
     from mediastash.stores.s3 import PresignedUrls as PresignedUrls
     from mediastash.stores.s3 import S3MediaStore as S3MediaStore
+
+# Silent unless the application configures logging: records of the `mediastash` logger hierarchy
+# (one logger per module) go nowhere by default. docs/logging.md lists what is logged.
+logging.getLogger('mediastash').addHandler(logging.NullHandler())
 
 __version__ = '0.1.0'
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import (
@@ -69,6 +70,14 @@ _SUSPECT_LIMIT: Final = 65536
 """How many digests that failed verification one store instance remembers."""
 
 _instances = itertools.count()
+_log = logging.getLogger(__name__)
+
+
+def _started() -> float | None:
+    """A start time when DEBUG records are wanted, else ``None`` (the common path pays one level check)."""
+    return time.perf_counter() if _log.isEnabledFor(logging.DEBUG) else None
+
+
 _T = TypeVar('_T')
 
 # Public capability method -> the primitive that provides it. A subclass that does
@@ -405,12 +414,15 @@ class BaseMediaStore(AsyncClosing, ABC):
         self._check_open()
         payload = as_bytes(data)
         context_metadata(context)
+        started = _started()
         digest = await sha256_hex(payload)
         if self._trusts_stored(digest):
             await self._write(digest, payload, context)
         else:
             await self._rewrite(digest, payload, context)
             self._suspects.pop(digest)
+        if started is not None:
+            self._debug('put', started, digest, f'{len(payload)} bytes')
         return media_uri(digest)
 
     async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
@@ -420,15 +432,24 @@ class BaseMediaStore(AsyncClosing, ABC):
         bytes through this instance replaces the stored copy.
         """
         digest = self._open_digest(uri)
+        started = _started()
         try:
-            return await self._read_verified(digest, context)
+            data = await self._read_verified(digest, context)
         except IntegrityError:
             self._mark_suspect(digest)
             raise
+        if started is not None:
+            self._debug('get', started, digest, f'{len(data)} bytes')
+        return data
 
     async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         """True when a blob is stored under ``uri``."""
-        return await self._contains(self._open_digest(uri), context)
+        digest = self._open_digest(uri)
+        started = _started()
+        found = await self._contains(digest, context)
+        if started is not None:
+            self._debug('exists', started, digest, 'stored' if found else 'absent')
+        return found
 
     async def exists_many(
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
@@ -438,7 +459,10 @@ class BaseMediaStore(AsyncClosing, ABC):
         self._check_open()
         if not digests:
             return frozenset()
+        started = _started()
         found = await self._contains_many(list(digests), max_concurrency)
+        if started is not None:
+            self._debug('exists_many', started, None, f'{len(found)} of {len(digests)} stored')
         return frozenset(digests[digest] for digest in found)
 
     async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
@@ -448,13 +472,23 @@ class BaseMediaStore(AsyncClosing, ABC):
 
     async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
         """The user metadata stored with the blob (what a repeated ``put`` does to it is the backend's to declare)."""
-        return await self._read_metadata(self._open_digest(uri), context)
+        digest = self._open_digest(uri)
+        started = _started()
+        metadata = await self._read_metadata(digest, context)
+        if started is not None:
+            self._debug('get_metadata', started, digest, f'{len(metadata)} keys')
+        return metadata
 
     # -- optional capabilities (present only when the backend supplies the primitive) ---
 
     async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         """Remove the blob; ``False`` when it was not stored. Only garbage collection should call this."""
-        return await self._noting_deletion(self._delete(self._open_digest(uri), context))
+        digest = self._open_digest(uri)
+        started = _started()
+        removed = await self._noting_deletion(self._delete(digest, context))
+        if started is not None:
+            self._debug('delete', started, digest, 'removed' if removed else 'was not stored')
+        return removed
 
     async def delete_many(self, uris: Iterable[str]) -> int:
         """Delete several blobs (every URI validated before anything is removed); how many were removed."""
@@ -462,7 +496,11 @@ class BaseMediaStore(AsyncClosing, ABC):
         self._check_open()
         if not digests:
             return 0
-        return await self._noting_deletion(self._delete_many(digests))
+        started = _started()
+        removed = await self._noting_deletion(self._delete_many(digests))
+        if started is not None:
+            self._debug('delete_many', started, None, f'{removed} of {len(digests)} removed')
+        return removed
 
     async def _noting_deletion(self, deletion: Coroutine[Any, Any, _T]) -> _T:
         """Run a deletion primitive with the storage's deletion noted before and after it."""
@@ -520,8 +558,11 @@ class BaseMediaStore(AsyncClosing, ABC):
         self._check_open()
         context_metadata(context)
         ingest = Ingest(chunks)
+        started = _started()
         await self._write_stream(ingest, context)
         self._suspects.pop(ingest.digest)
+        if started is not None:
+            self._debug('put_stream', started, ingest.digest, f'{ingest.size} bytes')
         return media_uri(ingest.digest)
 
     async def get_stream(
@@ -557,6 +598,12 @@ class BaseMediaStore(AsyncClosing, ABC):
 
         self._check_open()
         return await verify_store(self, uris, repair=repair, max_concurrency=max_concurrency)
+
+    def _debug(self, operation: str, started: float, digest: str | None, outcome: str) -> None:
+        """One DEBUG record for a store call: the store (secret-free), the call, the URI, what happened, how long."""
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        uri = '' if digest is None else f' {media_uri(digest)}'
+        _log.debug('%s %s%s: %s in %.1f ms', self._describe(), operation, uri, outcome, elapsed_ms)
 
     # -- helpers for backends ----------------------------------------------------------
 

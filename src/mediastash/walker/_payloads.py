@@ -311,6 +311,10 @@ class PayloadBatch:
         self.max_concurrency = max_concurrency
         self._jobs: dict[tuple[PayloadKind, int], list[Job]] = {}
         self._open: list[Job] = []
+        self.rechecked = 0
+        """Cache entries past their trust age confirmed with the store (for the DEBUG record of a walk)."""
+        self.stored = 0
+        """Distinct payloads handed to the store."""
 
     def add(
         self, kind: PayloadKind, source: str | bytes, size: int, media_type: str | None, fp: int | None = None
@@ -356,7 +360,10 @@ class PayloadBatch:
         if stale:
             await self._recheck(stale)
         gate = asyncio.Semaphore(self.max_concurrency)
-        await run_all(self._store(job, gate) for job in jobs if job.uri is None)
+        to_store = [job for job in jobs if job.uri is None]
+        self.rechecked += len(stale)
+        self.stored += len(to_store)
+        await run_all(self._store(job, gate) for job in to_store)
 
     async def _recheck(self, stale: list[Job]) -> None:
         uris = [job.recheck.uri for job in stale if job.recheck is not None]

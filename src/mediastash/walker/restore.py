@@ -12,6 +12,8 @@ base64), and written into every dict that waits for it.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +53,8 @@ from mediastash.walker._common import (
 )
 
 __all__ = ['restore_media']
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -277,6 +281,7 @@ async def _restore_collecting(
     gate = asyncio.Semaphore(check_concurrency(max_concurrency))
     cache = select_cache(known_blobs, media_store)
     walker = _Restorer()
+    started = time.perf_counter()
     try:
         restored = walker.walk(tree)
     except NotJSON as error:
@@ -294,6 +299,14 @@ async def _restore_collecting(
             )
         except _NotText as error:
             raise MalformedMarker(error.reason, path=find_path(tree, error.marker)) from None
+        if _log.isEnabledFor(logging.DEBUG):
+            markers = sum(len(w.text) + len(w.standard) + len(w.urlsafe) for w in walker.wanted.values())
+            _log.debug(
+                'restore: %d markers, %d distinct blobs, %.1f ms',
+                markers,
+                len(walker.wanted),
+                (time.perf_counter() - started) * 1000,
+            )
         for wanted in walker.wanted.values():
             slots.extend((restored_dict, 'content') for restored_dict in wanted.text)
             slots.extend((restored_dict, 'data') for restored_dict in wanted.standard)
