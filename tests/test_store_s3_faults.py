@@ -110,6 +110,28 @@ async def test_default_put_never_reuploads_a_stored_large_blob(make: Any, proxy:
     assert (requests(proxy, 'HEAD'), requests(proxy, 'PUT'), uploaded(proxy)) == (1, 0, 0)
 
 
+@pytest.mark.parametrize('put_check', ['auto', 'head', 'if-none-match'])
+async def test_a_wrong_stored_copy_is_replaced_by_an_unconditional_put(
+    make: Any, proxy: FaultProxy, raw: RawBucket, put_check: str
+) -> None:
+    """Healing on S3: a fresh instance finds the same-size copy wrong (ETag is not our MD5, the GET hashes wrong)
+    and sends one PUT without ``If-None-Match``, carrying our SHA-256; a sound copy is left alone."""
+    data = blob(200_000, seed=30)
+    uri = await make(put_check=put_check).put(data)
+    key = make().key_for(uri)
+    await raw.write(key, blob(len(data), seed=31))
+    proxy.forget_seen()
+    assert await make(put_check=put_check).put(data) == uri
+    rewrite = [seen for seen in proxy.seen('PUT') if 'if-none-match' not in seen.headers]
+    assert len(rewrite) == 1
+    assert rewrite[0].headers['x-amz-checksum-sha256'] == base64.b64encode(hashlib.sha256(data).digest()).decode()
+    assert await raw.read(key) == data
+    proxy.forget_seen()
+    assert await make(put_check=put_check).put(data) == uri  # sound now: no unconditional PUT, no GET
+    assert all('if-none-match' in seen.headers for seen in proxy.seen('PUT'))
+    assert requests(proxy, 'GET') == 0
+
+
 @pytest.mark.parametrize('kind', ['slowdown', 'reset', 'lost_response'])
 @pytest.mark.parametrize('put_check', ['head', 'if-none-match'])
 async def test_put_survives_fault(make: Any, proxy: FaultProxy, raw: RawBucket, kind: Any, put_check: str) -> None:
