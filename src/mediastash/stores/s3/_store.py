@@ -141,7 +141,7 @@ class S3MediaStore(BaseMediaStore):
     Uploads carry ``Content-Type`` and ``x-amz-checksum-sha256``. Metadata is
     that of the first ``put`` (later puts do not change it). ``known_ttl``
     (seconds, off by default) lets a ``put`` of a key this store uploaded or
-    saw stored within that time skip the HEAD; a blob deleted by another
+    saw stored within that time send nothing; a blob deleted by another
     process is then only re-uploaded once the time is up (deletions through
     any store of this process on the same bucket and prefix are seen at once).
 
