@@ -778,3 +778,23 @@ async def test_listing_sweeps_old_leftovers_and_restores_old_tombstones(tmp_path
     assert {uri async for uri in store.iter_uris()} == {buried_uri, kept_uri}
     assert temp_files(store.directory) == []
     assert await store.get(buried_uri) == b'buried by a collector that died'
+
+
+async def test_put_writes_again_when_the_blob_vanishes_during_its_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collector can delete the blob between the size check and the hash check of a re-put: write it again."""
+    import mediastash.stores.disk as disk_module
+
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'small and stored')
+    real_read_all = disk_module._read_all
+
+    def vanishing(path: Path) -> bytes:
+        path.unlink()
+        return real_read_all(path)  # raises FileNotFoundError, as a concurrent delete makes it
+
+    monkeypatch.setattr(disk_module, '_read_all', vanishing)
+    assert await store.put(b'small and stored') == uri
+    monkeypatch.setattr(disk_module, '_read_all', real_read_all)
+    assert await store.get(uri) == b'small and stored'

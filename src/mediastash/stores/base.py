@@ -261,13 +261,17 @@ class BaseMediaStore(AsyncClosing, ABC):
 
         ``stored_size`` is the stored copy's size; ``read`` returns its bytes and
         is called only for a blob of at most ``VERIFY_ON_PUT_BYTES``. False means
-        the stored copy must be replaced.
+        the stored copy must be replaced (also when it vanished before ``read``:
+        ``MediaNotFoundError`` is a ``FileNotFoundError``).
         """
         if stored_size != size or not self._trusts_stored(digest):
             return False
         if size > VERIFY_ON_PUT_BYTES:
             return True
-        return hashlib.sha256(read()).hexdigest() == digest
+        try:
+            return hashlib.sha256(read()).hexdigest() == digest
+        except FileNotFoundError:  # gone since the backend looked (a collector): write it again
+            return False
 
     async def _stored_copy_is_sound_async(
         self, digest: str, size: int, stored_size: int, read: Callable[[], Awaitable[bytes]]
@@ -277,7 +281,10 @@ class BaseMediaStore(AsyncClosing, ABC):
             return False
         if size > VERIFY_ON_PUT_BYTES:
             return True
-        return await sha256_hex(await read()) == digest
+        try:
+            return await sha256_hex(await read()) == digest
+        except FileNotFoundError:  # gone since the backend looked (a collector): write it again
+            return False
 
     def _mark_suspect(self, digest: str) -> None:
         """Remember that ``digest`` failed verification here, and make known-blob caches forget the storage."""
