@@ -15,16 +15,15 @@ lean JSON is validated with the bytes already in place.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections import Counter
 from typing import Any, Final
 
 from pydantic import ValidationError
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter
 
-from mediastash._lru import BoundedLRU
 from mediastash.errors import MalformedMarker, MediaNotFoundError, TreeDepthError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope import EnvelopeError, envelope_for, has_reserved_key, lean_json_of
+from mediastash.integrations._identifiers import IdentifierMemo
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker._common import select_cache
@@ -40,8 +39,6 @@ from mediastash.walker.externalize import _externalize_emptied
 from mediastash.walker.restore import _restore_collecting
 
 __all__ = ['Offloader']
-
-_IDENTIFIERS_KEPT: Final = 1 << 16
 
 
 class Offloader:
@@ -59,7 +56,7 @@ class Offloader:
         self.threshold = threshold_bytes
         self.known_blobs = known_blobs
         self.max_concurrency = max_concurrency
-        self._identifiers: BoundedLRU[str, str] = BoundedLRU(max_items=_IDENTIFIERS_KEPT)
+        self._identifiers = IdentifierMemo()
 
     # -- saving ------------------------------------------------------------------------
 
@@ -86,7 +83,7 @@ class Offloader:
         lean = await _externalize_emptied(dumped, batch, emptied, self.threshold)
         for job, identifier in computed:
             if job.uri is not None:
-                self._identifiers.put(job.uri, identifier)
+                self._identifiers.remember(job.uri, identifier)
         with_payload = {item.message for item in found}
         changed = [i in with_payload or lean[i] != dumped[i] for i in range(len(messages))]
         return lean, changed
@@ -103,21 +100,11 @@ class Offloader:
         return out
 
     def _identifier(self, content: BinaryContent, job: Job | None, computed: list[tuple[Job, str]]) -> str:
-        """``content.identifier`` without re-hashing a payload whose default identifier is remembered by URI.
-
-        The default identifier is a function of the bytes alone, so it is safe
-        to remember it under the blob's URI; an explicit one is read as is.
-        """
-        own = content._identifier
-        if own:
-            return own
-        if job is not None and job.uri is not None:
-            known = self._identifiers.get(job.uri)
-            if known is not None:
-                return known
-        identifier = hashlib.sha1(content.data, usedforsecurity=False).hexdigest()[:6]
-        if identifier != content.identifier:  # pragma: no cover - pydantic-ai changed its identifier rule
-            identifier = content.identifier
+        """``content.identifier``; one computed here is remembered by URI once the batch knows it."""
+        known = self._identifiers.known(content, None if job is None else job.uri)
+        if known is not None:
+            return known
+        identifier = content.identifier
         if job is not None:
             computed.append((job, identifier))
         return identifier

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
 import time
 import weakref
@@ -37,6 +36,7 @@ from pydantic_ai.tools import RunContext
 from mediastash._lru import BoundedLRU
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidStoreConfiguration
+from mediastash.integrations._identifiers import IdentifierMemo
 from mediastash.integrations._model_kinds import ALL_KINDS, MediaKind, fetches_by_url
 from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
 from mediastash.stores.protocols import MediaStore
@@ -148,7 +148,7 @@ class MediaUrlSwapper:
         self.max_concurrency = check_concurrency(max_concurrency)
         self.clock = clock
         self._urls: BoundedLRU[tuple[str, str], _IssuedUrl] = BoundedLRU(max_items=max_urls)
-        self._identifiers: BoundedLRU[str, str] = BoundedLRU(max_items=max_urls)
+        self._identifiers = IdentifierMemo(max_urls)
         # Fingerprints by content object (with the id of the bytes they were taken of), so a history
         # sent again costs no fingerprint; the fingerprint only nominates, the cache still compares.
         self._fingerprints: BoundedLRU[int, tuple[weakref.ref[BinaryContent], int, int]] = BoundedLRU(
@@ -307,16 +307,7 @@ class MediaUrlSwapper:
 
     def _identifier(self, content: BinaryContent, uri: str) -> str:
         """``content.identifier``, without hashing a payload whose default identifier is remembered by URI."""
-        own = content._identifier  # read only: an explicit identifier wins
-        if own:
-            return own
-        known = self._identifiers.get(uri)
-        if known is None:
-            known = hashlib.sha1(content.data, usedforsecurity=False).hexdigest()[:6]
-            if known != content.identifier:  # pragma: no cover - pydantic-ai changed its identifier rule
-                known = content.identifier
-            self._identifiers.put(uri, known)
-        return known
+        return self._identifiers.identifier(content, uri)
 
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """Use as a pydantic-ai history processor (``ProcessHistory`` / ``history_processors=``).
