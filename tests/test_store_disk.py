@@ -24,7 +24,7 @@ from mediastash import (
     media_uri_for,
     sharded_key_strategy,
 )
-from mediastash.errors import CorruptMetadataError, NotARegularFileError, StoreClosedError
+from mediastash.errors import CorruptMetadataError, MetadataTooLargeError, NotARegularFileError, StoreClosedError
 from mediastash.stores.disk import METADATA_LIMIT_BYTES
 from mediastash.urls import PublicUrlResolver
 from tests.store_conformance import StoreConformance, blob, chunked, collect
@@ -617,6 +617,21 @@ async def test_oversized_sidecar_is_refused_naming_the_blob(tmp_path: Path) -> N
     with pytest.raises(CorruptMetadataError, match='larger than') as caught:
         await store.get_metadata(uri)
     assert uri in str(caught.value)
+
+
+async def test_metadata_at_the_bound_round_trips_and_one_byte_more_is_refused(tmp_path: Path) -> None:
+    """The write bound is the read bound: whatever ``put`` accepts, ``get_metadata`` gives back."""
+    store = DiskMediaStore(tmp_path / 'media')
+    room = METADATA_LIMIT_BYTES - len(json.dumps({'k': ''}))
+    at_bound = {'k': '\u00e9' * (room // 6) + 'v' * (room % 6)}  # escaped as \u00e9: six bytes each
+    assert len(json.dumps(at_bound)) == METADATA_LIMIT_BYTES
+    uri = await store.put(b'metadata at the bound', context=MediaContext(metadata=at_bound))
+    assert dict(await store.get_metadata(uri)) == at_bound
+    over = {'k': at_bound['k'] + 'v'}
+    with pytest.raises(MetadataTooLargeError, match=str(METADATA_LIMIT_BYTES + 1)):
+        await store.put(b'one byte more', context=MediaContext(metadata=over))
+    assert not await store.exists(media_uri_for(b'one byte more'))
+    assert names(store.directory) == sorted([f'{uri[-64:]}.bin', f'{uri[-64:]}.bin.meta.json'])
 
 
 async def test_fifo_at_the_blob_path_is_refused_not_waited_on(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ __all__ = [
     'MalformedMarker',
     'MediaNotFoundError',
     'MediaStashError',
+    'MetadataTooLargeError',
     'NotARegularFileError',
     'StoreClosedError',
     'StoreNotFoundError',
@@ -125,6 +126,21 @@ class CorruptMetadataError(MediaStashError, ValueError):
         self.where = where
         suffix = f' in {where}' if where else ''
         super().__init__(f'stored metadata for {uri}{suffix} is unreadable: {reason}')
+
+
+class MetadataTooLargeError(MediaStashError, ValueError):
+    """A ``put`` carried more user metadata than every store accepts (nothing was stored).
+
+    The message gives the sizes only, never the metadata (it may hold secrets).
+    """
+
+    def __init__(self, *, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f'context.metadata takes {size} bytes as JSON; a store accepts at most {limit} bytes of metadata '
+            '(METADATA_LIMIT_BYTES); nothing was stored'
+        )
 
 
 class TreeDepthError(MediaStashError, ValueError):

@@ -33,7 +33,7 @@ from typing import TypeVar
 
 import aiofiles
 
-from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
+from mediastash.context import EMPTY_CONTEXT, METADATA_LIMIT_BYTES, MediaContextLike, context_metadata
 from mediastash.errors import CorruptMetadataError, NotARegularFileError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
@@ -49,8 +49,6 @@ SIDECAR_SUFFIX = '.meta.json'
 _LEGACY_SIDECAR_KEY = 'mediastash_sidecar'
 _LEGACY_SIDECAR_VERSION = 1
 """Marks our earlier, versioned sidecar (``{"mediastash_sidecar": 1, "metadata": {...}}``): read, never written."""
-METADATA_LIMIT_BYTES = 1 << 20
-"""A sidecar larger than this is refused with ``CorruptMetadataError`` instead of being read."""
 MAX_KEY_DEPTH = 32
 """Most path segments a key strategy may produce (checked before any folder is created)."""
 TEMP_FILE_MAX_AGE = timedelta(hours=1)

@@ -51,12 +51,14 @@ from mediastash import (
     MediaContext,
     MediaNotFoundError,
     MediaStore,
+    MetadataTooLargeError,
     StoreClosedError,
     externalize_media,
     make_static_public_url,
     media_uri_for,
     restore_media,
 )
+from mediastash.context import METADATA_LIMIT_BYTES
 from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BlobInfo
@@ -255,6 +257,39 @@ class StoreTests:
     async def test_bad_metadata_is_refused(self, store: Any) -> None:
         with pytest.raises(TypeError):
             await store.put(b'x', context=ForeignContext(metadata={'n': 1}))  # type: ignore[dict-item]
+
+    @pytest.mark.parametrize('streamed', [False, True], ids=['put', 'put_stream'])
+    async def test_metadata_past_the_bound_is_refused_before_anything_is_stored(
+        self, store: Any, streamed: bool
+    ) -> None:
+        """One bound for every store (``METADATA_LIMIT_BYTES`` of JSON), checked at write time: a typed
+        error that gives sizes, not the metadata; no blob stored, and a stored blob's metadata unchanged."""
+        if streamed and not isinstance(store, StreamingMediaStore):
+            pytest.skip('the store does not stream')
+        secret = 'secret-metadata-value-'
+        huge = {'note': secret + 'x' * METADATA_LIMIT_BYTES}
+        data = blob(300, seed=91)
+        uri = media_uri_for(data)
+
+        async def put(metadata: Mapping[str, str]) -> str:
+            context = MediaContext(media_type='text/plain', metadata=metadata)
+            if streamed:
+                return str(await store.put_stream(chunked(data, 100), context=context))
+            return str(await store.put(data, context=context))
+
+        with pytest.raises(MetadataTooLargeError) as caught:
+            await put(huge)
+        assert isinstance(caught.value, ValueError)
+        assert str(METADATA_LIMIT_BYTES) in str(caught.value) and secret not in str(caught.value)
+        assert not await store.exists(uri)
+        assert await self.raw_read(store, uri) is None
+        assert await self.raw_count(store) in (None, 0)
+
+        assert await put({'k': 'v'}) == uri
+        with pytest.raises(MetadataTooLargeError):
+            await put(huge)
+        assert dict(await store.get_metadata(uri)) == {'k': 'v'}
+        assert await store.get(uri) == data
 
     async def test_get_missing_blob(self, store: Any) -> None:
         with pytest.raises(MediaNotFoundError) as caught:
