@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,7 +19,9 @@ from mediastash import (
     DiskMediaStore,
     KnownBlobCache,
     MediaContext,
+    MediaStore,
     MemoryMediaStore,
+    SqliteMediaStore,
     WrapperMediaStore,
     externalize_media,
     media_uri_for,
@@ -45,6 +50,22 @@ def _cached(folder: Path, public_url: PublicUrlResolver | None = None, **options
     )
 
 
+class Clock:
+    """A clock the test moves: ``CachedMediaStore(clock=...)``."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _past_the_trust_age(store: CachedMediaStore) -> None:
+    """A deletion behind the store's back shows once its last confirmation is older than the trust age."""
+    assert isinstance(store.clock, Clock)
+    store.clock.now += store.trust_seconds + 1
+
+
 def _files(store: CachedMediaStore, uri: str) -> list[Path]:
     backing: Any = store.backing
     cache: Any = store.cache
@@ -57,7 +78,7 @@ class TestCachedStore(StoreTests):
     later_metadata_replaces = True  # metadata comes from the backing disk store (sidecar semantics)
 
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> CachedMediaStore:
-        return _cached(folder, public_url)
+        return _cached(folder, public_url, clock=Clock())
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         path = store.backing.path_for(uri)
@@ -71,6 +92,7 @@ class TestCachedStore(StoreTests):
     async def raw_delete(self, store: Any, uri: str) -> None:
         for path in _files(store, uri):
             path.unlink(missing_ok=True)
+        _past_the_trust_age(store)
 
     async def raw_count(self, store: Any) -> int | None:
         return sum(1 for path in store.backing.directory.rglob('*.bin'))
@@ -89,7 +111,10 @@ class TestCachedStoreMemoryCacheWriteAround(TestCachedStore):
 
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> CachedMediaStore:
         return CachedMediaStore(
-            DiskMediaStore(folder / 'backing', public_url=public_url), cache=MemoryMediaStore(), write='around'
+            DiskMediaStore(folder / 'backing', public_url=public_url),
+            cache=MemoryMediaStore(),
+            write='around',
+            clock=Clock(),
         )
 
     async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
@@ -99,6 +124,7 @@ class TestCachedStoreMemoryCacheWriteAround(TestCachedStore):
     async def raw_delete(self, store: Any, uri: str) -> None:
         store.backing.path_for(uri).unlink(missing_ok=True)
         await store.cache.delete(uri)
+        _past_the_trust_age(store)
 
     async def reopen_store(self, store: Any) -> CachedMediaStore:
         return CachedMediaStore(DiskMediaStore(store.backing.directory), cache=MemoryMediaStore())
@@ -134,7 +160,7 @@ async def test_corrupt_cached_copy_is_never_streamed(tmp_path: Path) -> None:
         assert b''.join(await collect(store.get_stream(uri))) == data
 
 
-async def test_reads_fill_the_cache_and_exists_consults_it_first(tmp_path: Path) -> None:
+async def test_reads_fill_the_cache_and_exists_reuses_the_backings_recent_answers(tmp_path: Path) -> None:
     backing = CountingMediaStore(DiskMediaStore(tmp_path / 'backing'))
     uri = await backing.put(b'written before the cache existed')
     cache = DiskMediaStore(tmp_path / 'cache')
@@ -149,9 +175,106 @@ async def test_reads_fill_the_cache_and_exists_consults_it_first(tmp_path: Path)
         assert await store.exists(uri)
         assert await store.exists_many([uri, media_uri_for(b'nowhere')]) == {uri}
         assert await store.get(uri) == b'written before the cache existed'
-        assert backing.calls['get'] == 0 and backing.calls['exists'] == 0
+        assert backing.calls['get'] == 0 and backing.calls['exists'] == 0, 'confirmed by the backing moments ago'
+        assert backing.calls['exists_many'] == 1, 'a blob the backing never confirmed is asked about'
         written = await store.put(b'around the cache')
         assert not await cache.exists(written), "write='around' leaves the cache to the first read"
+
+
+# -- existence is the backing store's answer ---------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """A backing store kind: how to open it, and how to delete a blob behind every store object's back."""
+
+    open: Callable[[], MediaStore]
+    delete_by_hand: Callable[[str], Awaitable[None]]
+
+
+@pytest.fixture(params=['disk', 'sqlite', 's3'])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param == 'disk':
+        folder = tmp_path / 'backing'
+
+        async def unlink(uri: str) -> None:
+            DiskMediaStore(folder).path_for(uri).unlink()
+
+        yield Backend(lambda: DiskMediaStore(folder), unlink)
+    elif request.param == 'sqlite':
+        database = str(tmp_path / 'backing.db')
+
+        async def delete_row(uri: str) -> None:
+            with closing(sqlite3.connect(database)) as connection, connection:
+                connection.execute('DELETE FROM media WHERE sha256 = ?', (uri.removeprefix('media+sha256://'),))
+
+        yield Backend(lambda: SqliteMediaStore(database=database), delete_row)
+    else:
+        moto: S3Endpoint = request.getfixturevalue('moto_server')
+        raw = await RawBucket(moto, unique_bucket('cached-exists')).open()
+        await raw.create()
+
+        async def delete_object(uri: str) -> None:
+            await raw.delete(f'{uri.removeprefix("media+sha256://")}.bin')
+
+        yield Backend(lambda: S3MediaStore(bucket=raw.bucket, **moto.client_options()), delete_object)
+        await raw.close()
+
+
+async def test_a_blob_deleted_behind_the_caches_back_does_not_exist(tmp_path: Path, backend: Backend) -> None:
+    """Another process or a hand deletion: a new cached store (a CLI run, a restart) asks the backing store."""
+    async with CachedMediaStore(backend.open(), cache=DiskMediaStore(tmp_path / 'cache')) as writer:
+        gone = await writer.put(b'deleted from the backing store by hand later')
+        kept = await writer.put(b'still in the backing store')
+    await backend.delete_by_hand(gone)
+    async with CachedMediaStore(backend.open(), cache=DiskMediaStore(tmp_path / 'cache')) as store:
+        assert await store.cache.exists(gone), 'the local copy is still there'
+        assert await store.exists(gone) is False
+        assert await store.exists_many([gone, kept]) == {kept}
+        assert await store.exists(kept) is True
+        assert await store.get(gone) == b'deleted from the backing store by hand later', 'reads may use the copy'
+        assert await store.exists(gone) is False, 'a read served by the cache confirms nothing'
+
+
+async def test_a_confirmation_is_trusted_for_the_trust_age_only(tmp_path: Path, backend: Backend) -> None:
+    """A long-lived cached store: a hand deletion is seen once the backing's last answer is older than the age."""
+    clock = Clock()
+    backing = CountingMediaStore(backend.open())
+    cached = CachedMediaStore(backing, cache=DiskMediaStore(tmp_path / 'cache'), trust_seconds=60, clock=clock)
+    async with cached as store:
+        uri = await store.put(b'confirmed by the put')
+        backing.reset()
+        assert await store.exists(uri) and await store.exists_many([uri]) == {uri}
+        assert backing.calls['exists'] + backing.calls['exists_many'] == 0, 'the put confirmed it moments ago'
+        await backend.delete_by_hand(uri)
+        clock.now += 59
+        assert await store.exists(uri), 'within the trust age the last answer stands (documented)'
+        clock.now += 2
+        assert await store.exists_many([uri]) == frozenset()
+        assert await store.exists(uri) is False
+        assert backing.calls['exists'] + backing.calls['exists_many'] == 2
+
+
+async def test_a_deletion_through_another_store_object_is_seen_at_once(tmp_path: Path) -> None:
+    async with _cached(tmp_path) as store:
+        uris = [await store.put(blob(1000, seed=seed)) for seed in range(3)]
+        assert await store.exists_many(uris) == set(uris)
+        other = DiskMediaStore(tmp_path / 'backing')  # same storage, another object (a collector, say)
+        assert await other.delete(uris[0])
+        assert await store.exists(uris[0]) is False
+        assert await store.exists_many(uris) == set(uris[1:])
+
+
+async def test_trust_seconds_zero_asks_the_backing_every_time(tmp_path: Path) -> None:
+    backing = CountingMediaStore(DiskMediaStore(tmp_path / 'backing'))
+    async with CachedMediaStore(backing, cache=DiskMediaStore(tmp_path / 'cache'), trust_seconds=0) as store:
+        uri = await store.put(b'asked about every time')
+        backing.reset()
+        for _ in range(3):
+            assert await store.exists(uri)
+        assert backing.calls['exists'] == 3
+    with pytest.raises(ValueError, match='trust_seconds'):
+        CachedMediaStore(DiskMediaStore(tmp_path / 'b'), cache=MemoryMediaStore(), trust_seconds=-1)
 
 
 async def test_eviction_keeps_the_cache_under_max_bytes(tmp_path: Path) -> None:

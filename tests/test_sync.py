@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from mediastash import DiskMediaStore, MediaContext, SqliteMediaStore
+from mediastash import CachedMediaStore, DiskMediaStore, MediaContext, SqliteMediaStore
 from mediastash.stores.mongo import MongoMediaStore
 from mediastash.stores.s3 import S3MediaStore
-from mediastash.sync import list_blobs
+from mediastash.sync import list_blobs, sync_stores
 from mediastash.testing.store import blob
 from tests.mongo_support import TEST_DATABASE, mongo_uri, unique_name
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
@@ -141,6 +141,61 @@ async def test_s3_to_disk(tmp_path: Path, moto_server: S3Endpoint) -> None:
     assert done['copied'] == len(seeded.uris)
     await check_copied(DiskMediaStore(tmp_path / 'dst'), seeded)
     assert run('diff', s3_url(bucket, moto_server.url), str(tmp_path / 'dst'), env=env).code == 0
+
+
+# -- into a cached store ---------------------------------------------------------------------------
+
+
+async def test_sync_into_a_cached_store_repairs_the_backing_store(tmp_path: Path, moto_server: S3Endpoint) -> None:
+    """A blob deleted from the remote behind the local cache's back is copied again: the remote is the truth."""
+    seeded = await seed(DiskMediaStore(tmp_path / 'src'), count=5)
+    bucket = unique_bucket('sync-cached')
+    await s3_client_call(moto_server, 'create_bucket', Bucket=bucket)
+
+    def remote() -> S3MediaStore:
+        return S3MediaStore(bucket=bucket, key_prefix='cli/', **moto_server.client_options())
+
+    def cached(**options: Any) -> CachedMediaStore:
+        return CachedMediaStore(remote(), cache=DiskMediaStore(tmp_path / 'cache'), **options)
+
+    clock = FakeClock()
+    long_lived = cached(trust_seconds=60, clock=clock)
+    async with DiskMediaStore(tmp_path / 'src') as source:
+        first = await sync_stores(source, long_lived)
+        assert first.copied == len(seeded.uris)
+        for uri in seeded.uris:
+            await long_lived.get(uri)  # a restore: every blob now has a local copy
+        gone = sorted(seeded.uris)[:2]
+        for uri in gone:
+            await s3_client_call(moto_server, 'delete_object', Bucket=bucket, Key=f'cli/{digest_of(uri)}.bin')
+
+        async with cached() as fresh:  # a new process, a CLI run
+            assert all([await fresh.cache.exists(uri) for uri in gone]), 'the local copies are still there'
+            repaired = await sync_stores(source, fresh)
+        assert (repaired.copied, repaired.skipped, repaired.failed) == (2, 3, 0)
+        async with remote() as check:
+            for uri in gone:
+                assert await check.get(uri) == seeded.uris[uri]
+
+        await s3_client_call(moto_server, 'delete_object', Bucket=bucket, Key=f'cli/{digest_of(gone[0])}.bin')
+        clock.now += 61  # the long-lived store's confirmations are older than its trust age
+        again = await sync_stores(source, long_lived)
+        assert (again.copied, again.skipped) == (1, 4)
+        await long_lived.aclose()
+    async with remote() as check:
+        assert await check.get(gone[0]) == seeded.uris[gone[0]]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def digest_of(uri: str) -> str:
+    return uri.removeprefix('media+sha256://')
 
 
 # -- diff, failures, --delete --------------------------------------------------------------------

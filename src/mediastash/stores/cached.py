@@ -4,20 +4,24 @@ A ``media+sha256://`` blob never changes, so a local copy needs no
 invalidation, only verification: every read from the cache is checked against
 the digest, and a copy that fails is deleted and fetched again from the
 backing store. The backing store stays the source of truth: writes, deletions,
-listings, garbage collection and public URLs all go to it.
+listings, garbage collection, public URLs and existence all go to it. A local
+copy says nothing about whether the backing store still holds a blob, so
+``exists`` reuses only the backing store's own recent positive answers
+(within the known-blob trust age; see ``docs/stores.md``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Mapping
 from typing import Any, Final, Literal, Self
 
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
-from mediastash.known_blobs import storage_key_of
+from mediastash.known_blobs import DEFAULT_TRUST_SECONDS, deletion_generation, storage_key_of
 from mediastash.stores._blob import verify_digest
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
 from mediastash.stores.protocols import (
@@ -40,6 +44,8 @@ _WRITE_MODES: Final = ('through', 'around')
 HIT_TOUCH_AFTER: Final = 3600.0
 """With ``max_bytes``, a cache hit refreshes the cached copy's last-write time when it is older than this,
 so the eviction order another process reads back (last write or hit, to within this) follows use."""
+CONFIRMED_ITEMS: Final = 1 << 16
+"""Backing-store confirmations remembered for ``exists`` (least recently confirmed go first)."""
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +57,13 @@ class CachedMediaStore(WrapperMediaStore):
       deleted and the blob fetched from ``backing``), else from ``backing`` and
       then kept in ``cache``.
     - ``put``: to ``backing``, then (``write='through'``) to ``cache``.
-    - ``exists``/``exists_many``: ``cache`` first, ``backing`` for the rest.
+    - ``exists``/``exists_many``: ``backing``'s answer. A positive answer
+      ``backing`` gave this object (a ``put``, an ``exists``, a read from it)
+      less than ``trust_seconds`` ago is reused without asking again; a
+      deletion through any mediastash store on the backing storage in this
+      process forgets them all. A cached copy never answers: the blob may
+      have been removed from ``backing`` since. ``trust_seconds=0`` asks
+      every time; ``clock`` is for tests.
     - ``get_metadata``, ``public_url`` (presigned URLs point at the remote),
       listing, ``touch_many`` and garbage collection: ``backing`` only.
     - ``delete``/``delete_many``/``delete_unless_touched``: in both.
@@ -79,11 +91,15 @@ class CachedMediaStore(WrapperMediaStore):
         cache: MediaStore,
         max_bytes: int | None = None,
         write: WriteMode = 'through',
+        trust_seconds: float = DEFAULT_TRUST_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if write not in _WRITE_MODES:
             raise ValueError(f"write must be 'through' or 'around', got {write!r}")
         if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0):
             raise ValueError(f'max_bytes must be a non-negative int or None, got {max_bytes!r}')
+        if isinstance(trust_seconds, bool) or not isinstance(trust_seconds, int | float) or not trust_seconds >= 0:
+            raise ValueError(f'trust_seconds must be a non-negative number, got {trust_seconds!r}')
         if not isinstance(cache, DeletableMediaStore):
             raise TypeError(f'the cache must be able to delete (a DeletableMediaStore), got {type(cache).__name__}')
         if max_bytes is not None and not isinstance(cache, CollectableMediaStore):
@@ -98,6 +114,10 @@ class CachedMediaStore(WrapperMediaStore):
         self._evicted: list[str] = []
         self._lru: BoundedLRU[str, None] | None = None
         self._index_lock: asyncio.Lock | None = None
+        self.trust_seconds = float(trust_seconds)
+        self.clock = clock
+        self._confirmed: BoundedLRU[str, float] = BoundedLRU(max_items=CONFIRMED_ITEMS)
+        self._confirmed_generation: object = self._generation()
 
     @property
     def backing(self) -> MediaStore:
@@ -125,9 +145,11 @@ class CachedMediaStore(WrapperMediaStore):
         data = await self._cached(uri, digest, context)
         if data is not None:
             return data
+        generation = self._generation()
         data = await self.inner.get(uri, context=context)
         if not getattr(self.inner, 'verifies_reads', False):
             data = await verify_digest(digest, data, where=repr(self.inner))
+        self._confirm([digest], generation)
         await self._keep(uri, digest, data, context)
         return data
 
@@ -153,24 +175,68 @@ class CachedMediaStore(WrapperMediaStore):
         return data
 
     async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        parse_media_uri(uri)
+        digest = parse_media_uri(uri)
         self._check_open()
-        if await self.cache.exists(uri, context=context):
+        if self._trusted(digest):
             return True
-        return await self.inner.exists(uri, context=context)
+        generation = self._generation()
+        found = await self.inner.exists(uri, context=context)
+        if found:
+            self._confirm([digest], generation)
+        return found
 
     async def exists_many(
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
     ) -> frozenset[str]:
         wanted = {parse_media_uri(uri): uri for uri in uris}
         self._check_open()
-        if not wanted:
-            return frozenset()
-        cached = await exists_in(self.cache, wanted.values(), max_concurrency=max_concurrency)
-        rest = [uri for uri in wanted.values() if uri not in cached]
+        trusted = frozenset(uri for digest, uri in wanted.items() if self._trusted(digest))
+        rest = [uri for uri in wanted.values() if uri not in trusted]
         if not rest:
-            return cached
-        return cached | await exists_in(self.inner, rest, max_concurrency=max_concurrency)
+            return trusted
+        generation = self._generation()
+        found = await exists_in(self.inner, rest, max_concurrency=max_concurrency)
+        self._confirm((parse_media_uri(uri) for uri in found), generation)
+        return trusted | found
+
+    # -- what the backing store confirmed recently --------------------------------------
+
+    def _generation(self) -> tuple[int, object]:
+        """Deletions noted for the backing storage in this process (and the backing's own count)."""
+        key: Hashable = storage_key_of(self.inner)
+        return (deletion_generation(key), getattr(self.inner, 'deletion_generation', None))
+
+    def _current(self) -> tuple[int, object]:
+        """The deletion generation now; every confirmation is dropped when it moved since the last look."""
+        generation = self._generation()
+        if generation != self._confirmed_generation:
+            self._confirmed.clear()
+            self._confirmed_generation = generation
+        return generation
+
+    def _trusted(self, digest: str) -> bool:
+        """Whether ``backing`` said it holds ``digest`` less than ``trust_seconds`` ago (and nothing was deleted)."""
+        self._current()
+        confirmed = self._confirmed.peek(digest)
+        if confirmed is None:
+            return False
+        if self.clock() - confirmed < self.trust_seconds:
+            return True
+        self._confirmed.pop(digest)
+        return False
+
+    def _unconfirm(self, uris: Iterable[str]) -> None:
+        """Drop the confirmations of blobs about to be deleted."""
+        for uri in uris:
+            self._confirmed.pop(parse_media_uri(uri))
+
+    def _confirm(self, digests: Iterable[str], asked_at: tuple[int, object]) -> None:
+        """``backing`` just said it holds ``digests``; ignored when a deletion was noted since the question."""
+        if self._current() != asked_at or self.trust_seconds == 0:
+            return
+        now = self.clock()
+        for digest in digests:
+            self._confirmed.put(digest, now)
 
     def get_stream(
         self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
@@ -195,12 +261,14 @@ class CachedMediaStore(WrapperMediaStore):
             finally:
                 await stream.aclose()
         inner: Any = self.inner
+        generation = self._generation()
         backing = inner.get_stream(uri, context=context, chunk_size=chunk_size)
         try:
             async for chunk in backing:
                 yield chunk
         finally:
             await backing.aclose()
+        self._confirm([digest], generation)
 
     async def _stream_verified(self, uri: str, digest: str, chunk_size: int) -> bool:
         """True when the cache holds a good copy, read through once (a corrupt one is discarded)."""
@@ -225,9 +293,19 @@ class CachedMediaStore(WrapperMediaStore):
 
     async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
         self._check_open()
+        generation = self._generation()
         uri = await self.inner.put(data, context=context)
+        digest = parse_media_uri(uri)
+        self._confirm([digest], generation)
         if self.write == 'through':
-            await self._keep(uri, parse_media_uri(uri), data, context)
+            await self._keep(uri, digest, data, context)
+        return uri
+
+    async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        self._check_open()
+        generation = self._generation()
+        uri = await super().put_stream(chunks, context=context)
+        self._confirm([parse_media_uri(uri)], generation)
         return uri
 
     async def _keep(self, uri: str, digest: str, data: bytes, context: MediaContextLike) -> None:
@@ -251,20 +329,25 @@ class CachedMediaStore(WrapperMediaStore):
 
     async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         self._check_open()
+        digest = parse_media_uri(uri)
+        self._confirmed.pop(digest)
         deleted = await super().delete(uri, context=context)
-        await self._discard(uri, parse_media_uri(uri))
+        await self._discard(uri, digest)
         return deleted
 
     async def delete_many(self, uris: Iterable[str]) -> int:
         self._check_open()
         listed = list(dict.fromkeys(uris))
+        self._unconfirm(listed)
         removed = await super().delete_many(listed)
         await self._discard_many(listed)
         return removed
 
     async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]:
         self._check_open()
-        deleted = await super().delete_unless_touched(uris, written_before=written_before)
+        listed = list(dict.fromkeys(uris))
+        self._unconfirm(listed)  # before: a deletion must never be hidden by a confirmation, even briefly
+        deleted = await super().delete_unless_touched(listed, written_before=written_before)
         await self._discard_many(deleted)
         return deleted
 
@@ -376,7 +459,10 @@ class CachedMediaStore(WrapperMediaStore):
         max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
     ) -> frozenset[str]:
         self._check_open()
-        return await super().touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency)
+        generation = self._generation()
+        found = await super().touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency)
+        self._confirm((parse_media_uri(uri) for uri in found), generation)
+        return found
 
     async def aclose(self) -> None:
         """Close the backing store and the cache (safe to call twice)."""
