@@ -273,6 +273,44 @@ def test_stats_tables(tmp_path: Path) -> None:
     assert [line.split()[:2] for line in quiet.stdout.splitlines()].count(['5,000', 'unknown']) == 1
 
 
+def tree_state(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under ``root`` (and ``root`` itself) with its mtime in ns, size and mode."""
+    state = {}
+    for path in [root, *root.rglob('*')]:
+        info = path.lstat()
+        state[str(path.relative_to(root))] = (info.st_mtime_ns, info.st_size, info.st_mode)
+    return state
+
+
+def test_read_only_commands_leave_a_disk_store_untouched(tmp_path: Path) -> None:
+    """ls, stats, verify and diff keep an old crash leftover; verify --repair sweeps it (issue 17, item 7)."""
+    folder, other = tmp_path / 'blobs', tmp_path / 'other'
+    uris = asyncio.run(seed(DiskMediaStore(folder)))
+    asyncio.run(seed(DiskMediaStore(other)))
+    old = os.path.getmtime(folder) - 2 * 3600
+    leftovers = [
+        folder / '.mediastash-tmp-0123456789abcdef0123456789abcdef',
+        folder / ('.mediastash-tmp-gc-' + 'f' * 32),
+    ]
+    for path in leftovers:
+        path.write_bytes(b'half a blob')
+        os.utime(path, (old, old))
+    before = tree_state(folder), tree_state(other)
+
+    for command in (['ls'], ['ls', '--long'], ['stats'], ['verify'], ['verify', str(folder), uris[0]]):
+        result = run(*command, *([] if len(command) > 2 else [str(folder)]), '--quiet')
+        assert result.returncode == 0, (command, result.stderr)
+    assert run('diff', str(folder), str(other), '--quiet').returncode == 0
+    assert run('diff', str(other), str(folder), '--quiet').returncode == 0
+    assert (tree_state(folder), tree_state(other)) == before
+
+    repaired = run('verify', str(folder), '--repair', '--quiet')
+    assert repaired.returncode == 0, repaired.stderr
+    assert not leftovers[0].exists()  # the tombstone is aged by its ctime (just now): kept
+    expected = sorted([leftovers[1].name, *(uri[-64:] + '.bin' for uri in uris)])
+    assert sorted(path.name for path in folder.iterdir()) == expected
+
+
 async def test_verify_reports_a_listed_blob_that_vanished() -> None:
     """A blob listed but gone when read (deleted meanwhile) is 'missing', not an error."""
 

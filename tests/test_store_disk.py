@@ -17,15 +17,18 @@ import pytest
 
 from mediastash import (
     DiskMediaStore,
+    KeyStrategy,
     MediaContext,
     MediaNotFoundError,
     MediaStore,
     UnsafeKeyError,
+    default_key_strategy,
     media_uri_for,
     sharded_key_strategy,
 )
 from mediastash.errors import CorruptMetadataError, MetadataTooLargeError, NotARegularFileError, StoreClosedError
 from mediastash.stores.disk import METADATA_LIMIT_BYTES
+from mediastash.testing.store import MISSING_URI
 from mediastash.urls import PublicUrlResolver
 from tests.store_conformance import StoreConformance, blob, chunked, collect
 
@@ -767,7 +770,54 @@ async def test_sweep_removes_a_killed_writers_file_but_not_a_live_one(tmp_path: 
     assert temp_files(folder) == []
 
 
-async def test_listing_sweeps_old_leftovers_and_restores_old_tombstones(tmp_path: Path) -> None:
+def tree_state(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under ``root`` (and ``root`` itself) with its mtime in ns, size and mode."""
+    state = {}
+    for path in [root, *root.rglob('*')]:
+        info = path.lstat()
+        state[str(path.relative_to(root))] = (info.st_mtime_ns, info.st_size, info.st_mode)
+    return state
+
+
+@pytest.mark.parametrize('strategy', [default_key_strategy, sharded_key_strategy], ids=['default', 'sharded'])
+async def test_reads_never_sweep_writers_collectors_and_repair_do(tmp_path: Path, strategy: KeyStrategy) -> None:
+    """Listing, reading and a plain verify leave an old crash leftover (and the folder) exactly as it was."""
+    folder = tmp_path / 'media'
+    store = DiskMediaStore(folder, key_strategy=strategy)
+    uri = await store.put(b'stored before the crash', context=MediaContext(metadata={'k': 'v'}))
+    old = time.time() - 2 * 3600
+    leftover = store.path_for(uri).parent / f'{TMP_PREFIX}{"5" * 32}'
+    leftover.write_bytes(b'half a blob')
+    os.utime(leftover, (old, old))
+    before = tree_state(folder)
+
+    for _round in range(2):  # a fresh instance too: no first-listing sweep
+        assert [found async for found in store.iter_uris()] == [uri]
+        assert [info.uri async for info in store.iter_blobs()] == [uri]
+        assert await store.get(uri) == b'stored before the crash'
+        assert await store.exists(uri) and dict(await store.get_metadata(uri)) == {'k': 'v'}
+        assert [chunk async for chunk in store.get_stream(uri)] == [b'stored before the crash']
+        assert (await store.verify()).ok == 1
+        assert await store.exists_many([uri]) == {uri}
+        store = DiskMediaStore(folder, key_strategy=strategy)
+    assert tree_state(folder) == before
+
+    await store.put(b'a writer in the same folder' if strategy is default_key_strategy else b'stored before the crash')
+    assert not leftover.exists(), 'a writer sweeps the folder it writes into'
+
+    leftover.write_bytes(b'half a blob')
+    os.utime(leftover, (old, old))
+    assert (await DiskMediaStore(folder, key_strategy=strategy).verify(repair=True)).ok >= 1
+    assert not leftover.exists(), 'verify(repair=True) sweeps'
+
+    leftover.write_bytes(b'half a blob')
+    os.utime(leftover, (old, old))
+    collector = DiskMediaStore(folder, key_strategy=strategy)
+    assert await collector.delete_unless_touched([MISSING_URI], written_before=time.time()) == set()
+    assert not leftover.exists(), 'garbage collection sweeps'
+
+
+async def test_sweep_removes_old_leftovers_and_restores_old_tombstones(tmp_path: Path) -> None:
     store = DiskMediaStore(tmp_path / 'media', key_strategy=sharded_key_strategy)
     buried_uri = await store.put(b'buried by a collector that died')
     kept_uri = await store.put(b'buried, but stored again since')
@@ -783,6 +833,7 @@ async def test_listing_sweeps_old_leftovers_and_restores_old_tombstones(tmp_path
     fresh = store.directory / f'{TMP_PREFIX}{"4" * 32}'
     fresh.write_bytes(b'a writer at work')
 
+    assert await store.sweep_temp_files() == 1  # the old partial file only
     listed = {uri async for uri in store.iter_uris()}
     assert listed == {kept_uri}, 'a tombstone is aged by its burial (ctime), not by the mtime it kept'
     assert sorted(temp_files(store.directory)) == sorted([fresh, tomb, stale_tomb])

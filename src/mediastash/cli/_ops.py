@@ -3,7 +3,8 @@
 Every command opens its store from a URL (``open_store``), closes it at the
 end, and names it in output only through the store's own secret-free
 ``repr``, never through the URL (which may carry credentials). Read-only
-commands open with ``create=False``, so a mistyped path creates nothing.
+commands open with ``create=False``, so a mistyped path creates nothing, and
+change nothing in the store (not even a crash leftover).
 """
 
 from __future__ import annotations
@@ -443,6 +444,8 @@ async def _verify(args: argparse.Namespace, ui: Ui) -> int:
     async with _opened(args.url, create=False) as store:
         if args.repair and not isinstance(store, DeletableMediaStore):
             raise UserError(f'{store!r} cannot delete blobs, so verify --repair cannot repair it')
+        if args.repair:
+            await _sweep_leftovers(store)
         uris = sorted(given) if given else await _list_uris(store, ui)
         report = await verify_blobs(store, uris, jobs=args.jobs, ui=ui, repair=args.repair)
         label = repr(store)
@@ -463,6 +466,17 @@ async def _verify(args: argparse.Namespace, ui: Ui) -> int:
         ui.info('put the original bytes again to restore the deleted blobs: repair only removes corrupt copies')
     ui.json(result)
     return EXIT_FAILED if problems else 0
+
+
+async def _sweep_leftovers(store: MediaStore) -> None:
+    """Remove a store's crash leftovers where it has them (a disk store's old temporary files).
+
+    Only ``verify --repair`` does this among the store commands: the read-only
+    ones (``ls``, ``stats``, ``verify``) change nothing.
+    """
+    sweep = getattr(store, 'sweep_temp_files', None)
+    if sweep is not None:
+        await sweep()
 
 
 # -- ls --------------------------------------------------------------------------------------

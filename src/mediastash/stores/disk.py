@@ -23,16 +23,18 @@ import json
 import os
 import shutil
 import stat
+import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from datetime import timedelta
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiofiles
 
+from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, METADATA_LIMIT_BYTES, MediaContextLike, context_metadata
 from mediastash.errors import CorruptMetadataError, NotARegularFileError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
@@ -40,6 +42,9 @@ from mediastash.stores._metadata import decode_metadata_json, encode_metadata_js
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
+
+if TYPE_CHECKING:
+    from mediastash.verify import VerifyReport
 
 __all__ = ['MAX_KEY_DEPTH', 'METADATA_LIMIT_BYTES', 'SIDECAR_SUFFIX', 'TEMP_FILE_MAX_AGE', 'DiskMediaStore']
 
@@ -55,6 +60,8 @@ TEMP_FILE_MAX_AGE = timedelta(hours=1)
 """Temporary files (of writers and of garbage collection) untouched this long are crash leftovers."""
 _NAME_MAX_FALLBACK = 255
 _SWEEP_INTERVAL = 600.0
+_SWEPT_FOLDERS = 4096
+"""How many folders one instance remembers having swept lately (a sharded layout has up to 65,536)."""
 _TMP_PREFIX = '.mediastash-tmp-'
 _TOMB_PREFIX = _TMP_PREFIX + 'gc-'
 """A blob being deleted by garbage collection (a temporary name: never listed, never a valid key)."""
@@ -101,7 +108,8 @@ class DiskMediaStore(BaseMediaStore):
         self._key_strategy = key_strategy
         self._fsync = fsync
         self._name_max = _name_max(self._root)
-        self._last_sweep = float('-inf')
+        self._swept: BoundedLRU[Path | None, float] = BoundedLRU(max_items=_SWEPT_FOLDERS)
+        self._sweep_lock = threading.Lock()
 
     @property
     def directory(self) -> Path:
@@ -167,6 +175,7 @@ class DiskMediaStore(BaseMediaStore):
     def _write_sync(self, key: str, data: bytes, context: MediaContextLike, *, force: bool = False) -> None:
         path = self._path_for_key(key)
         self._ensure_parent(path)
+        self._sweep_now_and_then(path.parent)
         if force or not self._confirm_blob(path, key, len(data)):
             self._atomic_write(path, data)
         self._update_sidecar(path, context)
@@ -276,23 +285,37 @@ class DiskMediaStore(BaseMediaStore):
     # -- optional capabilities ---------------------------------------------------------
 
     async def _list_digests(self) -> AsyncIterator[str]:
-        """Every stored digest (see the class docstring for what custom strategies can list)."""
-        await self._sweep_now_and_then()
+        """Every stored digest (see the class docstring for what custom strategies can list). Changes nothing."""
         async for digest, _path in _in_batches(self._scan_files()):
             yield digest
 
     async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
-        """Every stored blob with its file's size and mtime (a ``stat`` each, no reads)."""
-        await self._sweep_now_and_then()
+        """Every stored blob with its file's size and mtime (a ``stat`` each, no reads). Changes nothing."""
         async for info in _in_batches(self._scan_blobs()):
             yield info
 
-    async def _sweep_now_and_then(self) -> None:
-        """Listing sweeps crash leftovers, at most once per ``_SWEEP_INTERVAL`` seconds per instance."""
+    def _sweep_now_and_then(self, folder: Path | None = None) -> None:
+        """Sweep crash leftovers of ``folder`` (``None``: the whole store) with the default age, at most once
+        per ``_SWEEP_INTERVAL`` seconds per folder and instance; run by writers only, in their worker thread.
+
+        Reads (listing, ``get``, ``exists``) never call it: a read-only command leaves the folder as it was.
+        """
         now = time.monotonic()
-        if now - self._last_sweep >= _SWEEP_INTERVAL:
-            self._last_sweep = now
+        with self._sweep_lock:
+            last = self._swept.get(folder)
+            if last is not None and now - last < _SWEEP_INTERVAL:
+                return
+            self._swept.put(folder, now)
+        self._sweep_temp_sync(TEMP_FILE_MAX_AGE.total_seconds(), quiet=True, folder=folder)
+
+    async def verify(
+        self, uris: Iterable[str] | None = None, *, repair: bool = False, max_concurrency: int = 4
+    ) -> VerifyReport:
+        """``BaseMediaStore.verify``; ``repair=True`` first sweeps crash leftovers (see ``sweep_temp_files``)."""
+        if repair:
+            self._check_open()
             await asyncio.to_thread(self._sweep_temp_sync, TEMP_FILE_MAX_AGE.total_seconds(), quiet=True)
+        return await super().verify(uris, repair=repair, max_concurrency=max_concurrency)
 
     async def sweep_temp_files(self, *, older_than: timedelta = TEMP_FILE_MAX_AGE) -> int:
         """Remove crash leftovers: temporary files whose mtime is older than ``older_than``; how many went.
@@ -305,8 +328,10 @@ class DiskMediaStore(BaseMediaStore):
         again), otherwise unlinked. A live writer keeps its
         temp file's mtime fresh, so it is never touched; a writer stalled for
         longer than ``older_than`` loses its file and its ``put`` fails, no
-        blob is harmed. ``iter_uris`` and ``iter_blobs`` call this with the
-        default age, at most every ten minutes per instance.
+        blob is harmed. Writers (``put``, ``put_stream``) sweep the folder they
+        write into, and garbage collection (``delete_unless_touched``) and
+        ``verify(repair=True)`` the whole store, with the default age, at most
+        every ten minutes per folder and instance; reads never sweep.
         """
         seconds = older_than.total_seconds()
         if not seconds >= 0:
@@ -314,12 +339,12 @@ class DiskMediaStore(BaseMediaStore):
         self._check_open()
         return await asyncio.to_thread(self._sweep_temp_sync, seconds)
 
-    def _sweep_temp_sync(self, older_than: float, *, quiet: bool = False) -> int:
+    def _sweep_temp_sync(self, older_than: float, *, quiet: bool = False, folder: Path | None = None) -> int:
         """``quiet``: a file that cannot be removed (read-only folder, another user's file) is skipped, so
-        listing a folder this process may only read still works."""
+        a writer's sweep never fails its write. ``folder``: only that folder's own files (``None``: the store)."""
         cutoff = time.time() - older_than
         removed = 0
-        leftovers = self._temp_leftovers()
+        leftovers = self._temp_leftovers() if folder is None else iter(_temp_files_in(folder))
         while True:
             try:
                 path = next(leftovers, None)
@@ -350,9 +375,7 @@ class DiskMediaStore(BaseMediaStore):
     def _temp_leftovers(self) -> Iterator[Path]:
         """Temporary files in the folder (the root only for the default layout, the whole tree otherwise)."""
         if self._key_strategy is default_key_strategy:
-            with os.scandir(self._root) as entries:
-                found = [Path(entry.path) for entry in entries if entry.name.startswith(_TMP_PREFIX)]
-            yield from found
+            yield from _temp_files_in(self._root)
             return
         for dirpath, dirnames, filenames in os.walk(self._root):
             dirnames[:] = [name for name in dirnames if not name.startswith(_TMP_PREFIX)]
@@ -427,6 +450,7 @@ class DiskMediaStore(BaseMediaStore):
         file gone: same bytes).
         """
         keys = [(digest, self._key_for(digest, EMPTY_CONTEXT)) for digest in digests]
+        await asyncio.to_thread(self._sweep_now_and_then)
         return await asyncio.to_thread(self._sweep_sync, keys, written_before)
 
     def _sweep_sync(self, keys: list[tuple[str, str]], written_before: float) -> list[str]:
@@ -514,6 +538,9 @@ class DiskMediaStore(BaseMediaStore):
         """Move a fully written temp file to ``key`` (or drop it when the blob is already there)."""
         path = self._path_for_key(key)
         self._ensure_parent(path)
+        self._sweep_now_and_then(path.parent)
+        if path.parent != self._root:
+            self._sweep_now_and_then(self._root)  # where streamed writes keep their temporary files
         if self._confirm_blob(path, key, size):
             _unlink_quietly(temp)
         else:
@@ -556,6 +583,15 @@ class DiskMediaStore(BaseMediaStore):
                 yield chunk
         finally:
             await file.close()
+
+
+def _temp_files_in(folder: Path) -> list[Path]:
+    """The temporary files directly inside ``folder`` (none when it is gone)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [Path(entry.path) for entry in entries if entry.name.startswith(_TMP_PREFIX)]
+    except _NOT_THERE:
+        return []
 
 
 def _name_max(root: Path) -> int:
