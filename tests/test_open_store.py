@@ -28,12 +28,14 @@ from mediastash import (
     InvalidStoreConfiguration,
     MediaContext,
     MediaNotFoundError,
+    MediaStashError,
     MemoryMediaStore,
     SqliteMediaStore,
     StoreNotFoundError,
     media_uri_for,
     open_store,
 )
+from mediastash.open_store import open_cached_store
 from mediastash.stores.mongo import MongoMediaStore
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from tests.mongo_support import TEST_DATABASE, Document, mongo_uri, raw_client, unique_name
@@ -175,7 +177,7 @@ def test_a_file_is_not_a_folder(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ('url', 'named'),
     [
-        ('file://otherhost/media', "'otherhost'"),
+        ('file://otherhost/media', 'names no host'),
         ('file://', 'no folder'),
         ('file:///tmp/x?fsync=maybe', 'fsync'),
         ('file:///tmp/x?fsink=true', "'fsink'"),
@@ -258,8 +260,8 @@ async def test_sqlite_connection_override(tmp_path: Path) -> None:
         ('sqlite://', 'no database file'),
         ('sqlite:///', 'no database file'),
         ('sqlite://host/media.db', 'no host'),
-        ('sqlite:///media.db?table=1bad', "'1bad'"),
-        ('sqlite:///media.db?table=a-b', "'a-b'"),
+        ('sqlite:///media.db?table=1bad', 'table name'),
+        ('sqlite:///media.db?table=a-b', 'table name'),
         ('sqlite:///media.db?tabel=media', "'tabel'"),
         ('sqlite:///media.db?table=a&table=b', "'table' twice"),
         ('sqlite:///media.db?password=' + PASSWORD, "'password'"),
@@ -442,7 +444,7 @@ def test_s3_credentials_in_the_url_are_refused_without_echo(url: str) -> None:
     [
         ('s3://', 'no bucket'),
         ('s3:///prefix', 'no bucket'),
-        ('s3://bucket:9000/p', "'bucket:9000'"),
+        ('s3://bucket:9000/p', 'no port'),
         ('s3://bucket?adressing=path', "'adressing'"),
         ('s3://bucket?region=', 'region='),
         ('s3://bucket?region=a&region=b', "'region' twice"),
@@ -455,7 +457,7 @@ def test_s3_credentials_in_the_url_are_refused_without_echo(url: str) -> None:
         ('s3://bucket?part_size=big', 'part_size'),
         ('s3://bucket?conditional_writes=maybe', 'conditional_writes'),
         ('s3://bucket/p#fragment', 'fragment'),
-        ('s3://bucket//double', "'/double/'"),
+        ('s3://bucket//double', 'key_prefix'),
     ],
 )
 def test_bad_s3_urls(url: str, named: str) -> None:
@@ -552,11 +554,11 @@ async def test_mongodb_srv_url_is_accepted_without_contacting_anything() -> None
         (f'mongodb://user:{PASSWORD}@127.0.0.1:1/db?colection=x', "'colection'"),
         (f'mongodb://user:{PASSWORD}@127.0.0.1:1/db?connectTimeoutMS=soon', "'connectTimeoutMS'"),
         (f'mongodb://user:{PASSWORD}@127.0.0.1:1/db?tls=maybe', "'tls'"),
-        (f'mongodb://user:{PASSWORD}@127.0.0.1:1/db?collection=1bad', "'1bad'"),
+        (f'mongodb://user:{PASSWORD}@127.0.0.1:1/db?collection=1bad', 'collection name'),
         (f'mongodb://user:{PASSWORD}@127.0.0.1:1/db?collection=a&collection=b', "'collection' twice"),
         (f'mongodb://user:{PASSWORD}@127.0.0.1:1/db?chunk_size_bytes=big', 'chunk_size_bytes'),
         (f'mongodb://user:{PASSWORD}@127.0.0.1:1/db?chunk_size_bytes=0', 'chunk_size_bytes'),
-        (f'mongodb://user:{PASSWORD}@127.0.0.1:1/a.b', "'a.b'"),
+        (f'mongodb://user:{PASSWORD}@127.0.0.1:1/a.b', 'database name'),
         (f'mongodb://user:{PASSWORD}@127.0.0.1:notaport/db', 'db_url'),
         (f'mongodb+srv://user:{PASSWORD}@cluster.example.invalid:27017/db', 'db_url'),
         (f'mongodb://127.0.0.1:1/db?tlsCertificateKeyFilePassword={PASSWORD}&tls=maybe', "'tls'"),
@@ -592,3 +594,221 @@ def test_errors_are_exported() -> None:
     assert mediastash.StoreNotFoundError is StoreNotFoundError
     assert mediastash.open_store is open_store
     assert issubclass(StoreNotFoundError, mediastash.MediaStashError)
+
+
+# -- a known scheme without its '//' (issue 17, item 4) -----------------------------------
+
+SCHEME_TYPOS = [
+    ('s3:/bucket/prefix', 's3://<bucket>'),
+    ('s3:bucket', 's3://<bucket>'),
+    ('S3:/bucket', 's3://<bucket>'),
+    ('s3//bucket/prefix', 's3://<bucket>'),
+    ('s3:\\\\bucket', 's3://<bucket>'),
+    ('sqlite:/media.db', 'sqlite:///'),
+    ('sqlite:media.db', 'sqlite:///'),
+    ('mongodb:/127.0.0.1/db', 'mongodb://'),
+    ('mongodb+srv:/cluster.example.invalid/db', 'mongodb+srv://'),
+    ('memory:', 'memory://'),
+    ('memory:/', 'memory://'),
+    ('file:/srv/media', 'file:///'),
+    (' s3://bucket', 's3://<bucket>'),
+    ('\tmemory://', 'memory://'),
+]
+
+
+@pytest.mark.parametrize(('url', 'form'), SCHEME_TYPOS)
+@pytest.mark.parametrize('create', [True, False])
+def test_a_known_scheme_without_its_slashes_is_refused_and_creates_nothing(
+    home: Path, url: str, form: str, create: bool
+) -> None:
+    message = refused(url, create=create)
+    assert form in message
+    assert 'Nothing was created' in message
+    assert os.listdir(Path.cwd()) == []
+    assert os.listdir(home) == []
+
+
+async def test_a_folder_named_like_a_scheme_is_still_reachable_as_a_path(home: Path) -> None:
+    await round_trip(open_store('./s3:/bucket'))
+    assert (Path.cwd() / 's3:' / 'bucket' / blob_name()).is_file()
+    await round_trip(open_store(Path('memory:')))  # a Path object is always a path
+    assert (Path.cwd() / 'memory:' / blob_name()).is_file()
+    await round_trip(open_store('s3media/x'))  # a name that only starts like a scheme
+    assert (Path.cwd() / 's3media' / 'x' / blob_name()).is_file()
+
+
+# -- no value is ever echoed (issue 17, item 5) --------------------------------------------
+
+PASTED = 'Pasted-Secret-9f8e7d6c5b4a'
+"""A recognizable secret, pasted where a value goes; it must never appear in what the user sees."""
+DIGITS = '918273645546372819'
+"""A secret made of digits only (a PIN, an account number): it parses as an integer."""
+
+SECRET_URLS = [
+    f's3://b?max_attempts={PASTED}',
+    f's3://b?max_attempts=-{DIGITS}',
+    f's3://b?read_attempts=-{DIGITS}',
+    f's3://b?max_concurrency=-{DIGITS}',
+    f's3://b?part_size={DIGITS[:6]}',
+    f's3://b?multipart_threshold={DIGITS[:6]}',
+    f's3://b?put_check={PASTED}',
+    f's3://b?known_ttl={PASTED}',
+    f's3://b?known_ttl={DIGITS}',
+    f's3://b?retry_max_backoff={DIGITS}',
+    f's3://b?conditional_writes={PASTED}',
+    f's3://{KEY_ID}:{PASTED}/prefix',
+    f's3://{KEY_ID}:{DIGITS}/prefix',
+    f's3://{PASTED}!/prefix',
+    f's3://b/%01{PASTED}',
+    f's3://b//{PASTED}',
+    f's3://b?{PASTED}=1',
+    f's3://b?endpoint_url={PASTED}',
+    f's3:{PASTED}',
+    f's3:/{KEY_ID}:{PASTED}/prefix',
+    f'{PASTED}://bucket',
+    f'mongodb://127.0.0.1:1/db?chunk_size_bytes={PASTED}',
+    f'mongodb://127.0.0.1:1/db?chunk_size_bytes={DIGITS}',
+    f'mongodb://127.0.0.1:1/db?chunk_size_bytes=-{DIGITS}',
+    f'mongodb://127.0.0.1:1/db?collection={PASTED}',
+    f'mongodb://127.0.0.1:1/{PASTED}.db',
+    f'mongodb://127.0.0.1:1/db?tls={PASTED}',
+    f'mongodb://127.0.0.1:1/db?{PASTED}=1',
+    f'mongodb://{KEY_ID}:{PASTED}/db',
+    f'mongodb://user:{PASTED}@127.0.0.1:1/',
+    f'mongodb:/{KEY_ID}:{PASTED}/db',
+    f'sqlite:///media.db?table={PASTED}',
+    f'sqlite:///media.db?table=sqlite_{PASTED}',
+    f'sqlite:///media.db?{PASTED}=1',
+    f'sqlite://{KEY_ID}:{PASTED}/media.db',
+    f'file://{KEY_ID}:{PASTED}/srv/media',
+    f'file:///srv/media?fsync={PASTED}',
+    f'memory://{PASTED}',
+]
+
+
+def shown_to_the_user(error: BaseException) -> str:
+    """Everything an error shows: str, repr and args of it and of every exception a traceback would print with it."""
+    shown: list[str] = []
+    current: BaseException | None = error
+    while current is not None:
+        shown += [str(current), repr(current), *map(repr, current.args), *getattr(current, '__notes__', [])]
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return '\n'.join(shown)
+
+
+def assert_nothing_secret(text: str) -> None:
+    for secret in (PASTED, DIGITS, DIGITS[:6], KEY_ID):
+        assert secret not in text
+
+
+@pytest.mark.parametrize('url', SECRET_URLS)
+def test_a_pasted_secret_never_appears_in_the_error(home: Path, url: str) -> None:
+    for create in (True, False):  # with create=False a missing file may be what is reported first
+        with pytest.raises(InvalidStoreConfiguration if create else MediaStashError) as caught:
+            open_store(url, create=create)
+        assert_nothing_secret(shown_to_the_user(caught.value))
+    assert os.listdir(Path.cwd()) == []
+
+
+@pytest.mark.parametrize(
+    ('url', 'named', 'accepts'),
+    [
+        (f's3://b?max_attempts={PASTED}', 'max_attempts', 'integer'),
+        (f's3://b?max_attempts=-{DIGITS}', 'max_attempts', 'at least 1'),
+        (f's3://b?put_check={PASTED}', 'put_check', "'if-none-match'"),
+        (f'mongodb://127.0.0.1:1/db?chunk_size_bytes={PASTED}', 'chunk_size_bytes', 'integer'),
+        (f'mongodb://127.0.0.1:1/db?chunk_size_bytes={DIGITS}', 'chunk_size_bytes', 'from 1 to'),
+        (f's3://{KEY_ID}:{PASTED}/prefix', 'bucket', 'AWS_ACCESS_KEY_ID'),
+        (f's3://b?conditional_writes={PASTED}', 'conditional_writes', 'true or false'),
+        (f'sqlite:///media.db?table={PASTED}', 'table', 'letters, digits or underscores'),
+        (f'mongodb://127.0.0.1:1/db?collection={PASTED}', 'collection', 'letters, digits or underscores'),
+    ],
+)
+def test_errors_name_the_parameter_and_what_it_accepts(url: str, named: str, accepts: str) -> None:
+    message = refused(url)
+    assert named in message
+    assert accepts in message
+
+
+def test_bad_constructor_options_through_open_store_are_not_echoed(tmp_path: Path) -> None:
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ('s3://b', {'put_check': PASTED}),
+        ('s3://b', {'key_prefix': f'/{PASTED}'}),
+        ('s3://b', {'key_prefix': f'{PASTED}\ud800'}),
+        ('s3://b', {'known_ttl': int(DIGITS)}),
+        ('s3://b', {'max_attempts': -int(DIGITS)}),
+        ('s3://b', {'bucket': 0}),
+        ('mongodb://127.0.0.1:1/db', {'collection': PASTED}),
+        ('mongodb://127.0.0.1:1/db', {'database': f'{PASTED}.x'}),
+        ('mongodb://127.0.0.1:1/db', {'chunk_size_bytes': -int(DIGITS)}),
+        (f'sqlite:///{tmp_path}/m.db', {'table': PASTED}),
+        (f'sqlite:///{tmp_path}/m.db', {'table': f'sqlite_{PASTED}'}),
+    ]
+    for url, overrides in cases:
+        with pytest.raises(InvalidStoreConfiguration) as caught:
+            open_store(url, **overrides)
+        assert_nothing_secret(shown_to_the_user(caught.value))
+    with pytest.raises(InvalidStoreConfiguration) as caught:
+        SqliteMediaStore(database=f'{tmp_path}/{PASTED}.db', connection=sqlite3.connect(':memory:'))
+    assert_nothing_secret(shown_to_the_user(caught.value))
+    for options in ({'cache_write': PASTED}, {'cache_max_bytes': -int(DIGITS)}):
+        with pytest.raises(InvalidStoreConfiguration) as caught:
+            open_cached_store(tmp_path / 'remote', cache=tmp_path / 'cache', **options)
+        assert_nothing_secret(shown_to_the_user(caught.value))
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+@pytest.mark.parametrize('command', ['ls', 'stats'])
+@pytest.mark.parametrize('url', SECRET_URLS[::3])
+def test_the_cli_never_prints_a_pasted_secret(
+    home: Path, capsys: pytest.CaptureFixture[str], url: str, command: str
+) -> None:
+    from mediastash.cli import main
+
+    assert main([command, url]) == 1
+    out, err = capsys.readouterr()
+    assert_nothing_secret(out + err)
+    assert 'Traceback' not in err
+    assert os.listdir(Path.cwd()) == []
+
+
+# -- create=False creates nothing, and a failed open leaves nothing behind (item 6) --------
+
+
+def test_open_cached_store_with_a_missing_store_creates_no_cache(home: Path) -> None:
+    with pytest.raises(StoreNotFoundError):
+        open_cached_store('missing-dir', cache='cache-dir', create=False)
+    with pytest.raises(StoreNotFoundError):
+        open_cached_store('sqlite:///missing/m.db', cache='sqlite:///cache/c.db', create=False)
+    with pytest.raises(StoreNotFoundError):
+        open_cached_store(Path('missing-dir'), cache=Path('cache-dir') / 'deeper', create=False)
+    assert os.listdir(Path.cwd()) == []
+
+
+def test_a_failed_open_cached_store_leaves_no_folder_behind(home: Path) -> None:
+    with pytest.raises(InvalidStoreConfiguration, match='same storage'):
+        open_cached_store('new/media', cache='new/media')
+    with pytest.raises(InvalidStoreConfiguration):
+        open_cached_store('remote', cache='s3://b?known_ttl=0')
+    with pytest.raises(InvalidStoreConfiguration):
+        open_cached_store('remote/a', cache='sqlite:///cache/c.db?table=1bad')
+    with pytest.raises(InvalidStoreConfiguration, match='write'):
+        open_cached_store('remote', cache='cache', cache_write='back')  # type: ignore[arg-type]
+    assert os.listdir(Path.cwd()) == []
+
+
+async def test_open_cached_store_creates_the_cache_once_the_store_was_found(home: Path) -> None:
+    os.mkdir('remote')
+    async with open_cached_store('remote', cache='cache/deep', create=False) as store:
+        await store.put(DATA)
+    assert (Path('cache') / 'deep' / blob_name()).is_file()
+    assert (Path('remote') / blob_name()).is_file()
+    os.mkdir('kept')
+    with pytest.raises(InvalidStoreConfiguration, match='same storage'):
+        open_cached_store('kept', cache='kept')
+    assert (Path.cwd() / 'kept').is_dir()  # a folder that was there before is never removed
+
+
+def test_a_refused_sqlite_url_makes_no_parent_folder(home: Path) -> None:
+    assert 'table' in refused('sqlite:///new/media.db?table=1bad')
+    assert os.listdir(Path.cwd()) == []

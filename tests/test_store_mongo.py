@@ -144,7 +144,7 @@ BAD_COLLECTIONS: list[object] = ['', '1media', 'me-dia', 'me.dia', 'a' * 101, 'm
 def test_bad_collection_names_are_refused(collection: object) -> None:
     with pytest.raises(InvalidStoreConfiguration) as caught:
         MongoMediaStore(db_url='mongodb://127.0.0.1:1', database='db', collection=collection)  # type: ignore[arg-type]
-    assert repr(collection) in str(caught.value)
+    assert 'collection name (not repeated here)' in str(caught.value)  # a value may be a pasted secret
 
 
 @pytest.mark.parametrize('database', [None, '', 'a.b', 'a/b', 'a b', 'a$b', 'x' * 64, 7], ids=repr)

@@ -124,7 +124,7 @@ BAD_TABLES: list[object] = [
 def test_bad_table_names_are_refused(tmp_path: Path, table: object) -> None:
     with pytest.raises(InvalidStoreConfiguration) as caught:
         SqliteMediaStore(database=tmp_path / 'x.db', table=table)  # type: ignore[arg-type]
-    assert repr(table) in str(caught.value)
+    assert 'table name (not repeated here)' in str(caught.value)  # a value may be a pasted secret
 
 
 @pytest.mark.parametrize('table', ['a' * 63, '_x', 'Media_2', 'select'])

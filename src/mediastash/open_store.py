@@ -1,16 +1,20 @@
 """``open_store(url)``: a store from one URL string, for the command line and configuration files.
 
 The accepted forms and their parameters are listed in ``docs/cli.md`` ("Store
-URLs"). Errors name the part of the URL that is wrong and never quote the URL
-itself, which may hold a password (MongoDB) or a pasted secret.
+URLs"). Errors name the part of the URL that is wrong and what it accepts, and
+never quote the URL or a value from it, which may hold a password (MongoDB) or
+a secret pasted in the wrong place. Opening is planned first (parse, check,
+find) and done last, so a refused URL creates nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, unquote, unquote_plus, urlsplit
 from urllib.request import url2pathname
@@ -26,10 +30,26 @@ from mediastash.stores.sqlite import SqliteMediaStore
 __all__ = ['open_cached_store', 'open_store']
 
 _SCHEME = re.compile(r'([A-Za-z][A-Za-z0-9+.-]*)://')
+_KNOWN_FORMS = {
+    'memory': 'memory://',
+    'file': 'file:///absolute/path (or a plain path)',
+    'sqlite': 'sqlite:///relative.db or sqlite:////absolute/path.db',
+    's3': 's3://<bucket>[/<key prefix>]',
+    'mongodb': 'mongodb://host[:port]/<database>',
+    'mongodb+srv': 'mongodb+srv://host/<database>',
+}
+_SCHEME_TYPO = re.compile(
+    r'\s*(mongodb\+srv|mongodb|memory|sqlite|file|s3)(?::(?!//)|//)|\s+(mongodb\+srv|mongodb|memory|sqlite|file|s3)://',
+    re.IGNORECASE,
+)
+"""A known scheme not followed by ``://`` (``s3:/b``, ``memory:``, ``s3//b``), or one after leading blanks."""
+_SHOWN_SCHEME = re.compile(r'[a-z][a-z0-9+.-]{0,19}')
+"""Unknown schemes quoted in errors: short and lowercase, as a scheme is; anything else is not repeated."""
 _SHOWN_NAME = re.compile(r'[a-z_][A-Za-z0-9_]{0,39}')
 """Query parameter names quoted in errors; anything else (a pasted key, say) is not repeated."""
 _SECRET_WORDS = ('secret', 'password', 'passwd', 'token', 'credential', 'access_key', 'accesskey', 'signature', 'x-amz')
 _S3_BUCKET = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
+_WRITE_MODES = ('through', 'around')
 _TRUE = frozenset({'1', 'true', 'yes', 'on'})
 _FALSE = frozenset({'0', 'false', 'no', 'off'})
 _FORMS = 'memory://, a path, file:///path, sqlite:///file.db, s3://bucket/prefix, mongodb://host/database'
@@ -50,7 +70,16 @@ def open_store(url: str | os.PathLike[str], *, create: bool = True, **overrides:
     ``StoreNotFoundError`` and nothing is created; remote storage is never
     created either way. A bad URL raises ``InvalidStoreConfiguration``. The
     store is an async context manager (``async with open_store(...) as store``).
+    A known scheme without its ``//`` (``s3:/bucket``, ``memory:``) is refused
+    rather than taken for a folder name; write ``./s3:/x`` for such a folder.
     """
+    plan = _plan(url, create, overrides)
+    with _undone_on_failure(plan.folders):
+        return plan.build()
+
+
+def _plan(url: str | os.PathLike[str], create: bool, overrides: dict[str, Any]) -> _Plan:
+    """Parse and check ``url`` (and, with ``create=False``, find its storage) without creating anything."""
     if isinstance(url, os.PathLike):
         path = os.fspath(url)
         if not isinstance(path, str):
@@ -60,6 +89,14 @@ def open_store(url: str | os.PathLike[str], *, create: bool = True, **overrides:
         raise InvalidStoreConfiguration(f'a store URL must be a str or a path, got {type(url).__name__}')
     if not url.strip():
         raise InvalidStoreConfiguration(f'the store URL is empty; use one of {_FORMS}')
+    typo = _SCHEME_TYPO.match(url)
+    if typo is not None:
+        scheme = (typo.group(1) or typo.group(2)).lower()
+        raise InvalidStoreConfiguration(
+            f'the store URL begins with the {scheme} scheme but not with "{scheme}://" (the rest is not shown); '
+            f'write {_KNOWN_FORMS[scheme]}. Nothing was created; to name a folder that begins like this, '
+            'write ./ before it'
+        )
     match = _SCHEME.match(url)
     if match is None or (os.name == 'nt' and len(match.group(1)) == 1):  # C://x is a Windows path
         return _open_disk(url, {}, create, overrides)
@@ -68,7 +105,8 @@ def open_store(url: str | os.PathLike[str], *, create: bool = True, **overrides:
         return _open_mongo(scheme, url[match.end() :], overrides)
     opener = _OPENERS.get(scheme)
     if opener is None:
-        raise InvalidStoreConfiguration(f'unknown store URL scheme {scheme!r}; use one of {_FORMS}')
+        shown = repr(scheme) if _SHOWN_SCHEME.fullmatch(scheme) else '(not shown)'
+        raise InvalidStoreConfiguration(f'unknown store URL scheme {shown}; use one of {_FORMS}')
     parts = _split(url, scheme)
     return opener(parts, create, overrides)
 
@@ -89,25 +127,76 @@ def open_cached_store(
     eviction) and ``cache_write`` is the ``write=`` mode. ``create`` and
     ``overrides`` apply to the store ``url`` names. Closing the result closes
     both. See ``docs/stores.md`` ("Caching a remote store").
+
+    Everything is checked before anything is created: a store that is missing
+    (``create=False``) or any refused option leaves no cache folder, and a
+    failure while the two are put together removes the empty folders this
+    call made.
     """
-    cache_store = cache if not isinstance(cache, str | os.PathLike) else open_store(cache)
-    backing = open_store(url, create=create, **overrides)
+    if cache_write not in _WRITE_MODES:
+        raise InvalidStoreConfiguration("cache_write must be 'through' or 'around'")
+    if cache_max_bytes is not None and (
+        isinstance(cache_max_bytes, bool) or not isinstance(cache_max_bytes, int) or cache_max_bytes < 0
+    ):
+        raise InvalidStoreConfiguration('cache_max_bytes must be a non-negative int (bytes) or None')
+    backing_plan = _plan(url, create, overrides)
+    cache_plan = _plan(cache, True, {}) if isinstance(cache, str | os.PathLike) else None
+    folders = backing_plan.folders + (cache_plan.folders if cache_plan is not None else ())
+    with _undone_on_failure(folders):
+        backing = backing_plan.build()
+        if isinstance(cache, str | os.PathLike):
+            assert cache_plan is not None
+            cache_store: MediaStore = cache_plan.build()
+        else:
+            cache_store = cache
+        try:
+            return CachedMediaStore(backing, cache=cache_store, max_bytes=cache_max_bytes, write=cache_write)
+        except (TypeError, ValueError) as error:  # the options were checked above: these name types, not values
+            raise InvalidStoreConfiguration(f'cache: {error}') from None
+
+
+# -- planning, then building -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A checked store: ``build()`` makes it; ``folders`` are those building may create."""
+
+    build: Callable[[], BaseMediaStore]
+    folders: tuple[str, ...] = ()
+
+
+@contextlib.contextmanager
+def _undone_on_failure(folders: tuple[str, ...]) -> Iterator[None]:
+    """On an error in the block, remove the empty folders among ``folders`` (and parents) that it created."""
+    missing: list[str] = []
+    for folder in folders:
+        current = os.path.abspath(folder)
+        while not os.path.lexists(current) and current not in missing:
+            missing.append(current)
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
     try:
-        return CachedMediaStore(backing, cache=cache_store, max_bytes=cache_max_bytes, write=cache_write)
-    except (TypeError, ValueError) as error:
-        raise InvalidStoreConfiguration(f'cache: {error}') from None
+        yield
+    except BaseException:
+        for folder in sorted(missing, key=len, reverse=True):  # children before their parents
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)  # only ever an empty folder: nothing anyone wrote is removed
+        raise
 
 
 # -- one opener per scheme ------------------------------------------------------------------
 
 
-def _open_memory(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> BaseMediaStore:
+def _open_memory(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> _Plan:
     if parts.netloc or parts.path or parts.query:
         raise InvalidStoreConfiguration('memory:// takes no host, path or parameters')
-    return _build(MemoryMediaStore, {}, overrides)
+    return _planned(MemoryMediaStore, {}, overrides)
 
 
-def _open_file(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> BaseMediaStore:
+def _open_file(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> _Plan:
     """``file:///abs/path``, ``file://localhost/abs/path`` or ``file://~/path`` (home folder)."""
     host = unquote(parts.netloc)
     path = url2pathname(parts.path)
@@ -115,7 +204,8 @@ def _open_file(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> B
         path = host + path
     elif host not in ('', 'localhost'):
         raise InvalidStoreConfiguration(
-            f'a file:// URL cannot name the host {host!r}; use file:///absolute/path, file://~/path or a plain path'
+            'a file:// URL names no host (other than localhost); use file:///absolute/path, file://~/path '
+            'or a plain path'
         )
     if not path:
         raise InvalidStoreConfiguration('the file:// URL names no folder; use file:///absolute/path')
@@ -127,7 +217,7 @@ def _open_file(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> B
     return _open_disk(path, options, create, overrides)
 
 
-def _open_disk(path: str, options: dict[str, Any], create: bool, overrides: dict[str, Any]) -> BaseMediaStore:
+def _open_disk(path: str, options: dict[str, Any], create: bool, overrides: dict[str, Any]) -> _Plan:
     arguments = {'directory': os.path.expanduser(path), **options}
     merged = _merge(DiskMediaStore, arguments, overrides)
     directory = os.path.expanduser(os.fspath(merged['directory']))
@@ -135,10 +225,10 @@ def _open_disk(path: str, options: dict[str, Any], create: bool, overrides: dict
         raise InvalidStoreConfiguration(f'{directory!r} exists and is not a folder')
     if not create and not os.path.isdir(directory):
         raise StoreNotFoundError('folder', directory, hint='nothing was created')
-    return DiskMediaStore(**merged)
+    return _Plan(lambda: DiskMediaStore(**merged), (directory,))
 
 
-def _open_sqlite(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> BaseMediaStore:
+def _open_sqlite(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> _Plan:
     """``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///~/x.db``, ``sqlite:///:memory:``."""
     if parts.netloc:
         raise InvalidStoreConfiguration(
@@ -158,22 +248,26 @@ def _open_sqlite(parts: SplitResult, create: bool, overrides: dict[str, Any]) ->
             'the sqlite:// URL names no database file; use sqlite:///relative.db or sqlite:////absolute/path.db'
         )
     file = merged.get('database')
+    parent = ''
     if file is not None and os.fspath(file) not in ('', ':memory:'):
         _check_database_file(os.fspath(file), create)
-    return SqliteMediaStore(**merged)
+        parent = os.path.dirname(os.fspath(file)) if create else ''
+
+    def build() -> BaseMediaStore:
+        store = SqliteMediaStore(**merged)  # checks its options first: a refused one makes no folder
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        return store
+
+    return _Plan(build, (parent,) if parent else ())
 
 
 def _check_database_file(file: str, create: bool) -> None:
-    """Refuse a folder; with ``create=False`` a missing file, else make its parent folder."""
+    """Refuse a folder; with ``create=False``, a missing file."""
     if os.path.isdir(file):
         raise InvalidStoreConfiguration(f'{file!r} is a folder, not a SQLite database file')
-    if not create:
-        if not os.path.isfile(file):
-            raise StoreNotFoundError('SQLite database', file, hint='nothing was created')
-        return
-    parent = os.path.dirname(file)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
+    if not create and not os.path.isfile(file):
+        raise StoreNotFoundError('SQLite database', file, hint='nothing was created')
 
 
 _S3_TEXT = {'endpoint_url': 'endpoint_url', 'region': 'region_name', 'put_check': 'put_check'}
@@ -182,16 +276,22 @@ _S3_NUMBERS = ('known_ttl', 'retry_max_backoff')
 _S3_PARAMETERS = (*_S3_TEXT, 'conditional_writes', *_S3_INTEGERS, *_S3_NUMBERS)
 
 
-def _open_s3(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> BaseMediaStore:
+def _open_s3(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> _Plan:
     """``s3://bucket/prefix?endpoint_url=...&region=...``; credentials come from the AWS chain only."""
     from mediastash.stores.s3 import S3MediaStore
 
     bucket = parts.netloc
     if not bucket:
         raise InvalidStoreConfiguration('the s3:// URL names no bucket; use s3://<bucket>[/<key prefix>]')
+    if ':' in bucket:
+        raise InvalidStoreConfiguration(
+            "the bucket part of the s3:// URL holds a ':' (not repeated here): a bucket takes no port and no "
+            f'credentials; write s3://<bucket>[/<key prefix>], give a port in endpoint_url=, and credentials come '
+            f'from {_AWS_CHAIN}'
+        )
     if _S3_BUCKET.fullmatch(bucket) is None:
         raise InvalidStoreConfiguration(
-            f'invalid S3 bucket name {bucket!r} in the s3:// URL: use letters, digits, dots and hyphens'
+            'invalid S3 bucket name in the s3:// URL (not repeated here): use letters, digits, dots and hyphens'
         )
     prefix = unquote(parts.path[1:])
     if prefix and not prefix.endswith('/'):
@@ -224,10 +324,10 @@ def _open_s3(parts: SplitResult, create: bool, overrides: dict[str, Any]) -> Bas
         for name in ('endpoint_url', 'region_name'):
             if name not in overrides:
                 merged.pop(name, None)
-    return S3MediaStore(**merged)
+    return _Plan(lambda: S3MediaStore(**merged))
 
 
-def _open_mongo(scheme: str, rest: str, overrides: dict[str, Any]) -> BaseMediaStore:
+def _open_mongo(scheme: str, rest: str, overrides: dict[str, Any]) -> _Plan:
     """``mongodb[+srv]://[user:password@]host[:port][,...]/database?collection=media&<driver options>``.
 
     Parsed the way the driver does (hosts up to the first ``/``), because a
@@ -270,7 +370,7 @@ def _open_mongo(scheme: str, rest: str, overrides: dict[str, Any]) -> BaseMediaS
     db_url = f'{scheme}://{hosts}' + (f'/{database_part}' if slash else '') + ('?' + '&'.join(kept) if kept else '')
     if 'client' not in overrides:
         arguments['db_url'] = db_url
-    return _build(MongoMediaStore, arguments, overrides)
+    return _planned(MongoMediaStore, arguments, overrides)
 
 
 def _check_mongo_option(name: str, piece: str) -> None:
@@ -288,7 +388,7 @@ def _check_mongo_option(name: str, piece: str) -> None:
         raise InvalidStoreConfiguration(f'MongoDB URL option {_shown(name)} has an invalid value') from None
 
 
-_Opener = Callable[[SplitResult, bool, dict[str, Any]], BaseMediaStore]
+_Opener = Callable[[SplitResult, bool, dict[str, Any]], _Plan]
 _OPENERS: dict[str, _Opener] = {
     'memory': _open_memory,
     'file': _open_file,
@@ -349,21 +449,27 @@ def _boolean(name: str, value: str) -> bool:
         return True
     if lowered in _FALSE:
         return False
-    raise InvalidStoreConfiguration(f'URL parameter {name}= must be true or false, got {value!r}')
+    raise InvalidStoreConfiguration(
+        f'URL parameter {name}= must be true or false (or 1/0, yes/no, on/off); the value given is not shown'
+    )
 
 
 def _integer(name: str, value: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise InvalidStoreConfiguration(f'URL parameter {name}= must be an integer, got {value!r}') from None
+        raise InvalidStoreConfiguration(
+            f'URL parameter {name}= must be an integer (digits only); the value given is not shown'
+        ) from None
 
 
 def _number(name: str, value: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise InvalidStoreConfiguration(f'URL parameter {name}= must be a number, got {value!r}') from None
+        raise InvalidStoreConfiguration(
+            f'URL parameter {name}= must be a number (such as 30 or 0.5); the value given is not shown'
+        ) from None
 
 
 def _endpoint(value: str) -> str:
@@ -395,5 +501,6 @@ def _merge(store: type[BaseMediaStore], arguments: dict[str, Any], overrides: di
     return {**arguments, **overrides}
 
 
-def _build(store: type[BaseMediaStore], arguments: dict[str, Any], overrides: dict[str, Any]) -> BaseMediaStore:
-    return store(**_merge(store, arguments, overrides))
+def _planned(store: type[BaseMediaStore], arguments: dict[str, Any], overrides: dict[str, Any]) -> _Plan:
+    merged = _merge(store, arguments, overrides)
+    return _Plan(lambda: store(**merged))

@@ -102,17 +102,18 @@ class SqliteMediaStore(BaseMediaStore):
         super().__init__(public_url=public_url)
         if (database is None) == (connection is None):
             raise InvalidStoreConfiguration(
-                f'SqliteMediaStore needs exactly one of database= or connection=, '
-                f'got database={database!r} and connection={connection!r}'
+                'SqliteMediaStore needs exactly one of database= or connection=, '
+                f'got database={"set" if database is not None else None} and '
+                f'connection={"set" if connection is not None else None}'
             )
         if not isinstance(table, str) or _TABLE_NAME.fullmatch(table) is None:
             raise InvalidStoreConfiguration(
-                f'invalid SQLite table name {table!r}: '
+                'invalid SQLite table name (not repeated here): '
                 'use 1-63 letters, digits or underscores, not starting with a digit'
             )
         if table.lower().startswith('sqlite_'):
             raise InvalidStoreConfiguration(
-                f'invalid SQLite table name {table!r}: names starting with "sqlite_" are reserved by SQLite'
+                'invalid SQLite table name (not repeated here): names starting with "sqlite_" are reserved by SQLite'
             )
         self._database = None if database is None else os.fspath(database)
         self._connection = connection

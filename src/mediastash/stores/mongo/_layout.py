@@ -66,7 +66,7 @@ def check_collection(name: object) -> str:
     """Validate the manifest collection name (the chunk collection is ``<name>_chunks``)."""
     if not isinstance(name, str) or _COLLECTION.fullmatch(name) is None:
         raise InvalidStoreConfiguration(
-            f'invalid MongoDB collection name {name!r}: use 1-100 letters, digits or underscores, '
+            'invalid MongoDB collection name (not repeated here): use 1-100 letters, digits or underscores, '
             'not starting with a digit'
         )
     return name
@@ -81,7 +81,7 @@ def check_database(name: object) -> str:
         or any(char in _DATABASE_FORBIDDEN for char in name)
     ):
         raise InvalidStoreConfiguration(
-            f'invalid MongoDB database name {name!r}: it is required, must be 1-63 bytes and '
+            'invalid MongoDB database name (not repeated here): it is required, must be 1-63 bytes and '
             'must not contain / \\ . space " $ or NUL'
         )
     return name
@@ -92,7 +92,7 @@ def check_chunk_size(size: object) -> int:
     if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_CHUNK_SIZE_BYTES:
         raise InvalidStoreConfiguration(
             f'chunk_size_bytes must be an int from 1 to {MAX_CHUNK_SIZE_BYTES} '
-            f'(16 MiB document cap minus 64 KiB headroom), got {size!r}'
+            '(16 MiB document cap minus 64 KiB headroom)'
         )
     return size
 

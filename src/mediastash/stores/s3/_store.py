@@ -1007,7 +1007,7 @@ def _check_configuration(
 ) -> None:
     """Refuse contradictory or out-of-range options at construction (``InvalidStoreConfiguration``)."""
     if not isinstance(bucket, str) or not bucket:
-        raise InvalidStoreConfiguration(f'bucket must be a non-empty str, got {bucket!r}')
+        raise InvalidStoreConfiguration(f'bucket must be a non-empty str, got {type(bucket).__name__}')
     if client is not None and (any(value is not None for value in connection) or config is not None):
         raise InvalidStoreConfiguration(
             'pass either client= or connection settings (endpoint_url, region_name, credentials, config), not both'
@@ -1016,38 +1016,32 @@ def _check_configuration(
         raise InvalidStoreConfiguration('retry_max_backoff applies to a client the store creates, not to client=')
     if not isinstance(key_prefix, str) or _CONTROL.search(key_prefix) or key_prefix.startswith('/'):
         raise InvalidStoreConfiguration(
-            f'key_prefix must be a str without control characters or a leading /: {key_prefix!r}'
+            'key_prefix must be a str without control characters or a leading / (the value given is not shown)'
         )
     try:
         key_prefix.encode('utf-8')
     except UnicodeEncodeError:
         raise InvalidStoreConfiguration(
-            f'key_prefix must be encodable as UTF-8 (no lone surrogates): {key_prefix!r}'
+            'key_prefix must be encodable as UTF-8, without lone surrogates (the value given is not shown)'
         ) from None
     if put_check not in ('auto', 'head', 'if-none-match'):
-        raise InvalidStoreConfiguration(f"put_check must be 'auto', 'head' or 'if-none-match', got {put_check!r}")
+        raise InvalidStoreConfiguration("put_check must be 'auto', 'head' or 'if-none-match'")
     if part_size < MIN_PART_SIZE:
-        raise InvalidStoreConfiguration(
-            f'part_size must be at least {MIN_PART_SIZE} bytes (S3 minimum), got {part_size}'
-        )
+        raise InvalidStoreConfiguration(f'part_size must be at least {MIN_PART_SIZE} bytes (S3 minimum)')
     if multipart_threshold < MIN_PART_SIZE:
-        raise InvalidStoreConfiguration(
-            f'multipart_threshold must be at least {MIN_PART_SIZE} bytes, got {multipart_threshold}'
-        )
+        raise InvalidStoreConfiguration(f'multipart_threshold must be at least {MIN_PART_SIZE} bytes')
     for name, value in (
         ('max_concurrency', max_concurrency),
         ('max_attempts', max_attempts),
         ('read_attempts', read_attempts),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidStoreConfiguration(f'{name} must be an int of at least 1, got {value!r}')
+            raise InvalidStoreConfiguration(f'{name} must be an int of at least 1')
     if known_ttl is not None and (
         isinstance(known_ttl, bool) or not isinstance(known_ttl, int | float) or not 0 < known_ttl <= _MAX_KNOWN_TTL
     ):
         raise InvalidStoreConfiguration(
-            f'known_ttl must be None or between 0 (exclusive) and {_MAX_KNOWN_TTL} seconds, got {known_ttl!r}'
+            f'known_ttl must be None or a number of seconds above 0 and at most {_MAX_KNOWN_TTL}'
         )
     if retry_max_backoff is not None and not 0 <= retry_max_backoff <= 60:
-        raise InvalidStoreConfiguration(
-            f'retry_max_backoff must be between 0 and 60 seconds, got {retry_max_backoff!r}'
-        )
+        raise InvalidStoreConfiguration('retry_max_backoff must be a number of seconds from 0 to 60')
