@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from typing import Any
 import pytest
 
 from mediastash import CachedMediaStore, DiskMediaStore, MediaContext, SqliteMediaStore
+from mediastash._units import format_bytes
+from mediastash.errors import EmptySourceError
 from mediastash.stores.mongo import MongoMediaStore
 from mediastash.stores.s3 import S3MediaStore
 from mediastash.sync import list_blobs, sync_stores
@@ -105,6 +108,9 @@ async def test_disk_to_s3(tmp_path: Path, moto_server: S3Endpoint) -> None:
     assert done['copied'] == len(seeded.uris) and done['verified'] == len(seeded.uris)
     assert done['copied_bytes'] == sum(len(data) for data in seeded.uris.values())
     assert done['failed'] == 0 and done['skipped'] == 0
+    assert (
+        done['destination'] == f"S3MediaStore(bucket='{bucket}', key_prefix='cli/', endpoint_url='{moto_server.url}')"
+    )
     store = S3MediaStore(bucket=bucket, key_prefix='cli/', **moto_server.client_options())
     await check_copied(store, seeded)
 
@@ -252,6 +258,60 @@ async def test_delete_removes_only_old_extra_blobs(tmp_path: Path) -> None:
         == 1
     )
     assert run('diff', str(tmp_path / 'src'), str(tmp_path / 'dst')).code == 0
+
+
+async def test_delete_with_an_empty_source_refuses_unless_allowed(tmp_path: Path) -> None:
+    """An empty source is far more often a wrong path than an intent: --delete would empty the destination."""
+    (tmp_path / 'empty').mkdir()
+    destination = DiskMediaStore(tmp_path / 'dst')
+    held = [await destination.put(blob(5000, seed=number)) for number in range(3)]
+    two_days_ago = time.time() - 2 * 86400
+    for uri in held:
+        os.utime(destination.path_for(uri), (two_days_ago, two_days_ago))
+
+    refused = run('sync', str(tmp_path / 'empty'), str(tmp_path / 'dst'), '--delete', '--json')
+    assert refused.code == 1
+    assert 'holds no blob' in refused.err and '--allow-empty-source' in refused.err
+    assert refused.out == '', 'no summary: nothing was done'
+    assert all([await destination.exists(uri) for uri in held]), 'nothing deleted'
+
+    plain = summary(run('sync', str(tmp_path / 'empty'), str(tmp_path / 'dst'), '--json'))
+    assert (plain['copied'], plain['deleted']) == (0, 0), 'without --delete an empty source is harmless'
+
+    with pytest.raises(EmptySourceError, match='allow_empty_source'):
+        async with DiskMediaStore(tmp_path / 'empty') as source:
+            await sync_stores(source, destination, delete_written_before=time.time())
+    assert all([await destination.exists(uri) for uri in held])
+
+    allowed = summary(
+        run('sync', str(tmp_path / 'empty'), str(tmp_path / 'dst'), '--delete', '--allow-empty-source', '--json')
+    )
+    assert allowed['deleted'] == len(held)
+    assert not any([await destination.exists(uri) for uri in held])
+
+
+async def test_the_summary_names_both_stores_and_reports_bytes_and_throughput(tmp_path: Path) -> None:
+    seeded = await seed(DiskMediaStore(tmp_path / 'src'), count=6)
+    total = sum(len(data) for data in seeded.uris.values())
+    database = tmp_path / 'dst.db'
+    text = run('sync', str(tmp_path / 'src'), f'sqlite:///{database}')
+    assert text.code == 0, text.err
+    line = next(line for line in text.out.splitlines() if line.startswith('synced '))
+    assert f"DiskMediaStore('{tmp_path / 'src'}')" in line and str(database) in line
+    assert line.index('DiskMediaStore') < line.index('SqliteMediaStore'), 'source first, then destination'
+    assert f'6 copied ({format_bytes(total)})' in line
+    assert re.search(r'[0-9.]+ (B|KiB|MiB|GiB)/s', line), line
+
+    again = summary(run('sync', str(tmp_path / 'src'), f'sqlite:///{database}', '--json'))
+    assert again['source'] == f"DiskMediaStore('{tmp_path / 'src'}')"
+    assert 'SqliteMediaStore(' in again['destination'] and str(database) in again['destination']
+    assert (again['copied'], again['copied_bytes'], again['skipped_bytes']) == (0, 0, total)
+    assert again['seconds'] > 0 and again['bytes_per_second'] == 0
+
+    (tmp_path / 'more').mkdir()
+    fresh = summary(run('sync', str(tmp_path / 'src'), str(tmp_path / 'more'), '--json'))
+    assert fresh['copied_bytes'] == total
+    assert fresh['bytes_per_second'] == pytest.approx(total / fresh['seconds'], rel=1e-6)
 
 
 # -- interrupted and large --------------------------------------------------------------------------

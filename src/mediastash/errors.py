@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     'CorruptMetadataError',
+    'EmptySourceError',
     'IntegrityError',
     'InvalidMediaURI',
     'InvalidStoreConfiguration',
@@ -175,3 +176,11 @@ class NotARegularFileError(MediaStashError):
         self.uri = uri
         named = f' (for {uri})' if uri else ''
         super().__init__(f'{path!r}{named} is a {kind}, not a regular file; refusing to read it')
+
+
+class EmptySourceError(MediaStashError, ValueError):
+    """A sync asked to delete what the source lacks from a source that holds no blob at all.
+
+    That would empty the destination, and an empty source is far more often a
+    wrong path or prefix than an intent, so it is refused unless allowed.
+    """

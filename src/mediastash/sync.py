@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mediastash.context import MediaContext
-from mediastash.errors import MediaStashError
+from mediastash.errors import EmptySourceError, MediaStashError
 from mediastash.stores.protocols import (
     CollectableMediaStore,
     ListableMediaStore,
@@ -42,8 +43,17 @@ class SyncFailure:
 
 @dataclass
 class SyncReport:
-    """What a sync did: counts and bytes (bytes of blobs whose size the source lists; else counted as copied)."""
+    """What a sync did: counts and bytes (bytes of blobs whose size the source lists; else counted as copied).
 
+    ``source`` and ``destination`` name the stores by their ``repr``, which
+    every mediastash store keeps free of credentials. ``seconds``: wall time
+    of the copy and delete phases (the source's listing excluded when the
+    caller passed it in).
+    """
+
+    source: str = ''
+    destination: str = ''
+    seconds: float = 0.0
     copied: int = 0
     copied_bytes: int = 0
     skipped: int = 0
@@ -56,6 +66,11 @@ class SyncReport:
     @property
     def failed(self) -> int:
         return len(self.failures)
+
+    @property
+    def bytes_per_second(self) -> float:
+        """Throughput of the copy: ``copied_bytes`` over ``seconds`` (0 when nothing was copied)."""
+        return self.copied_bytes / self.seconds if self.seconds > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -163,6 +178,7 @@ async def sync_stores(
     jobs: int = 4,
     verify: bool = False,
     delete_written_before: float | None = None,
+    allow_empty_source: bool = False,
     listed: Mapping[str, int | None] | None = None,
     list_destination: bool = False,
     on_progress: Callable[[int], None] | None = None,
@@ -173,7 +189,10 @@ async def sync_stores(
     blob back from ``destination`` to its end (the store checks the digest).
     ``delete_written_before`` (Unix time): also delete from ``destination``
     the blobs ``source`` lacks, through ``delete_unless_touched`` so a blob
-    written or touched after that time is kept (see ``docs/cli.md``).
+    written or touched after that time is kept (see ``docs/cli.md``). A
+    source that holds no blob at all then raises ``EmptySourceError`` before
+    anything is done, unless ``allow_empty_source`` (an empty source is far
+    more often a wrong path than a wish to empty the destination).
     ``listed``: the source's listing when the caller already has it.
     ``list_destination``: learn what ``destination`` holds by listing it once
     instead of asking per blob (``exists_many``): far fewer requests on S3
@@ -188,12 +207,18 @@ async def sync_stores(
         raise MediaStashError(
             f'--delete needs a destination that dates its blobs ({type(destination).__name__} cannot)'
         )
+    started = time.perf_counter()
     blobs = dict(listed) if listed is not None else await list_blobs(source)
+    if delete_written_before is not None and not blobs and not allow_empty_source:
+        raise EmptySourceError(
+            f'the source store {source!r} holds no blob at all, so deleting what it lacks would empty the '
+            'destination; check the source, or pass allow_empty_source=True to delete anyway'
+        )
     held: frozenset[str] | None = None
     if list_destination:
         _listable(destination, 'destination')
         held = frozenset(await list_blobs(destination))
-    report = SyncReport()
+    report = SyncReport(source=repr(source), destination=repr(destination))
     gate = asyncio.Semaphore(jobs)
 
     async def one(uri: str) -> None:
@@ -226,6 +251,7 @@ async def sync_stores(
         await asyncio.gather(*(one(uri) for uri in missing))
     if delete_written_before is not None:
         await _delete_extra(destination, blobs, delete_written_before, report)
+    report.seconds = time.perf_counter() - started
     return report
 
 

@@ -7,11 +7,12 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from mediastash._units import format_bytes
+from mediastash._units import format_bytes, format_seconds
 from mediastash.cli._args import positive_int
 from mediastash.cli._gc import parse_duration
-from mediastash.cli._ui import EXIT_FAILED, Ui
-from mediastash.sync import diff_stores, list_blobs, sync_stores
+from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
+from mediastash.errors import EmptySourceError
+from mediastash.sync import SyncReport, diff_stores, list_blobs, sync_stores
 
 __all__ = ['register']
 
@@ -52,6 +53,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         metavar='DURATION',
         help='with --delete: keep DST blobs written or touched this recently (default: 24h)',
     )
+    sync.add_argument(
+        '--allow-empty-source',
+        action='store_true',
+        help='with --delete: go ahead when SRC holds no blob at all (refused otherwise: that would empty DST, and '
+        'an empty SRC is more often a wrong path)',
+    )
     sync.set_defaults(handler=_sync)
 
     diff = commands.add_parser(
@@ -74,16 +81,23 @@ async def _sync(args: argparse.Namespace, ui: Ui) -> int:
         ui.info(f'listing {source!r}')
         listed = await list_blobs(source)
         with ui.progress('syncing', total=len(listed)) as step:
-            report = await sync_stores(
-                source,
-                destination,
-                jobs=args.jobs,
-                verify=args.verify,
-                delete_written_before=cutoff,
-                listed=listed,
-                list_destination=args.list_destination,
-                on_progress=step.advance,
-            )
+            try:
+                report = await sync_stores(
+                    source,
+                    destination,
+                    jobs=args.jobs,
+                    verify=args.verify,
+                    delete_written_before=cutoff,
+                    allow_empty_source=args.allow_empty_source,
+                    listed=listed,
+                    list_destination=args.list_destination,
+                    on_progress=step.advance,
+                )
+            except EmptySourceError:
+                raise UserError(
+                    f'SRC {source!r} holds no blob at all, so --delete would empty DST; check SRC_URL (a wrong '
+                    'path or prefix?), or pass --allow-empty-source to delete anyway. Nothing was deleted.'
+                ) from None
     rows: list[list[Any]] = [
         ['copied', report.copied, format_bytes(report.copied_bytes)],
         ['skipped (already there)', report.skipped, format_bytes(report.skipped_bytes)],
@@ -95,12 +109,17 @@ async def _sync(args: argparse.Namespace, ui: Ui) -> int:
         rows.append(['deleted from DST', report.deleted, ''])
         rows.append(['kept (written within --grace)', report.kept_young, ''])
     ui.table('sync', ['blobs', 'count', 'bytes'], rows)
+    ui.line(_summary(report, deleting=args.delete))
     for failure in report.failures[:_SHOWN_FAILURES]:
         ui.line(f'failed: {failure.uri}: {failure.error}')
     if report.failed > _SHOWN_FAILURES:
         ui.line(f'... and {report.failed - _SHOWN_FAILURES} more failures')
     ui.json(
         {
+            'source': report.source,
+            'destination': report.destination,
+            'seconds': report.seconds,
+            'bytes_per_second': report.bytes_per_second,
             'copied': report.copied,
             'copied_bytes': report.copied_bytes,
             'skipped': report.skipped,
@@ -113,6 +132,19 @@ async def _sync(args: argparse.Namespace, ui: Ui) -> int:
         }
     )
     return EXIT_FAILED if report.failures else 0
+
+
+def _summary(report: SyncReport, *, deleting: bool) -> str:
+    """One line: which stores, what was copied, how fast (the stores named by their secret-free ``repr``)."""
+    line = (
+        f'synced {report.source} -> {report.destination}: {report.copied:,} copied '
+        f'({format_bytes(report.copied_bytes)}) in {format_seconds(report.seconds)}, '
+        f'{format_bytes(report.bytes_per_second)}/s; {report.skipped:,} already there '
+        f'({format_bytes(report.skipped_bytes)}); {report.failed:,} failed'
+    )
+    if deleting:
+        line += f'; {report.deleted:,} deleted from DST, {report.kept_young:,} kept (within --grace)'
+    return line
 
 
 async def _diff(args: argparse.Namespace, ui: Ui) -> int:
