@@ -15,9 +15,10 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -404,6 +405,75 @@ def test_externalize_restore_round_trip(tmp_path: Path, history: tuple[Path, lis
     again = run('restore', '-', '-', '--store', f'sqlite:///{database}', '--quiet', stdin=piped.stdout.encode())
     assert again.returncode == 0 and again.stderr == ''
     assert again.stdout.encode() == restored.read_bytes()
+
+
+@contextlib.contextmanager
+def umask(mask: int) -> Iterator[None]:
+    """Run the block (and the subprocesses it starts) under ``mask``."""
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize('command', ['externalize', 'restore'])
+def test_output_files_follow_the_umask_keep_their_mode_and_write_through_symlinks(
+    tmp_path: Path, history: tuple[Path, list[Any]], command: str
+) -> None:
+    """OUT (and a JSON summary file) as a shell redirection would leave it, replaced atomically (item 8)."""
+    source, _ = history
+    store, lean = tmp_path / 'store', tmp_path / 'lean.json'
+    assert run('externalize', str(source), str(lean), '--store', str(store), '-q').returncode == 0
+    given = source if command == 'externalize' else lean
+    expected = json.loads(lean.read_bytes() if command == 'externalize' else source.read_bytes())
+    outputs = tmp_path / 'outputs'
+    outputs.mkdir()
+
+    def write(out: Path, *extra: str) -> None:
+        result = run(command, str(given), str(out), '--store', str(store), '-q', *extra)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(Path(os.path.realpath(out)).read_bytes()) == expected
+
+    for mask, wanted in ((0o022, 0o644), (0o027, 0o640), (0o077, 0o600)):
+        with umask(mask):
+            fresh = outputs / f'new-{mask:o}.json'
+            summary = outputs / f'summary-{mask:o}.json'
+            write(fresh, '--json', str(summary))
+        assert (mode(fresh), mode(summary)) == (wanted, wanted), f'umask {mask:o}'
+
+    kept, summary = outputs / 'shared.json', outputs / 'shared-summary.json'
+    for path in (kept, summary):
+        path.write_text('previous content')
+        path.chmod(0o640)
+    before = kept.stat().st_ino
+    with umask(0o077):
+        write(kept, '--json', str(summary))
+    assert (mode(kept), mode(summary)) == (0o640, 0o640)
+    assert kept.stat().st_ino != before, 'replaced atomically (a new file renamed over it), not rewritten in place'
+    assert json.loads(summary.read_text())['store'].startswith('DiskMediaStore(')
+
+    target, link = outputs / 'target.json', outputs / 'link.json'
+    target.write_text('previous content')
+    target.chmod(0o640)
+    link.symlink_to(target.name)
+    write(link)
+    assert link.is_symlink() and os.readlink(link) == target.name
+    assert mode(target) == 0o640
+    dangling, absent = outputs / 'dangling.json', outputs / 'created-through-a-link.json'
+    dangling.symlink_to(absent.name)
+    with umask(0o022):
+        write(dangling)
+    assert dangling.is_symlink() and mode(absent) == 0o644
+
+    assert not [path.name for path in outputs.iterdir() if path.name.endswith('.tmp')]
+    loop = outputs / 'loop.json'
+    loop.symlink_to(loop.name)
+    assert_user_error(run(command, str(given), str(loop), '--store', str(store)), 'symlink')
 
 
 def test_restore_with_a_missing_blob_writes_nothing(tmp_path: Path, history: tuple[Path, list[Any]]) -> None:

@@ -14,10 +14,8 @@ import asyncio
 import contextlib
 import inspect
 import json
-import os
 import sqlite3
 import sys
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from typing import Any
 
 from mediastash._units import format_bytes, format_threshold
 from mediastash.cli._args import parse_size, positive_int
+from mediastash.cli._output import check_output, write_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import MediaNotFoundError
 from mediastash.stores.base import BaseMediaStore
@@ -523,30 +522,21 @@ def _check_target(target: str, ui: Ui) -> None:
         if ui.as_json:
             raise UserError("OUT '-' and --json without a FILE would both write to stdout; give --json a FILE")
         return
-    folder = Path(target).parent
-    if not folder.is_dir():
-        raise UserError(f'cannot write {target}: the folder {str(folder)!r} does not exist')
-    if Path(target).is_dir():
-        raise UserError(f'cannot write {target}: it is a folder')
+    check_output(target)
 
 
 def _write_json(target: str, document: Any) -> int:
-    """Write ``document`` as compact UTF-8 JSON (as pydantic writes histories); atomically for a file. Returns bytes."""
+    """Write ``document`` as compact UTF-8 JSON (as pydantic writes histories); returns its bytes.
+
+    A file is replaced atomically, keeping its mode, or created with the
+    umask's mode; a symlink's target is written (see ``cli._output``).
+    """
     data = json.dumps(document, ensure_ascii=False, separators=(',', ':')).encode()
     if target == '-':
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return len(data)
-    path = Path(target)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
-    try:
-        with os.fdopen(handle, 'wb') as file:
-            file.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_output(target, data)
     return len(data)
 
 

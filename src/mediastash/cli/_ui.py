@@ -14,7 +14,6 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -116,8 +115,10 @@ class Ui:
         if self.as_json:
             sys.stdout.write(text)
         else:
+            from mediastash.cli._output import write_output  # here: _output builds on this module
+
             try:
-                Path(self.json_target).write_text(text, encoding='utf-8')
+                write_output(self.json_target, text.encode())
             except OSError as error:
                 raise UserError(f'cannot write {self.json_target}: {error.strerror or error}') from None
 
