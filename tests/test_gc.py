@@ -372,11 +372,14 @@ async def test_json_file_and_folder_roots(tmp_path: Path) -> None:
     folder = tmp_path / 'snapshots'
     (folder / 'deeper').mkdir(parents=True)
     (folder / 'deeper' / 'one.json').write_text(json.dumps(lean))
-    (folder / 'notes.txt').write_text('not read')
+    (folder / 'notes.txt').write_text('a file of no known kind')
+    with pytest.raises(RootReadError, match=r'notes\.txt: cannot tell what kind of root'):
+        await references_of(JsonFileRoot(folder))  # never passed over: it may hold references
+    (folder / 'notes.txt').unlink()
     assert await references_of(JsonFileRoot(folder)) == await stored(store)
     assert await references_of(as_root(folder / 'deeper' / 'one.json')) == await stored(store)
     (tmp_path / 'empty').mkdir()
-    with pytest.raises(RootReadError, match=r'no \*\.json file'):
+    with pytest.raises(RootReadError, match='holds no root file'):
         await references_of(JsonFileRoot(tmp_path / 'empty'))
     with pytest.raises(RootReadError, match='no such file'):
         await references_of(JsonFileRoot(tmp_path / 'missing.json'))
@@ -443,14 +446,16 @@ async def test_harness_step_stores_that_externalize_into_the_collected_store(tmp
         await store.register_run(RunRecord(run_id='r'))
         await store.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages))
     blobs = await stored(media)
-    assert len(blobs) == 2
+    # At this 64-byte threshold the inner store also moves out the layered envelope's placeholder text.
+    placeholders = {uri for uri in blobs if (await media.get(uri)).startswith(b'[mediastash placeholder: ')}
+    assert len(blobs - placeholders) == 2 and len(placeholders) == 1
     raw = json.loads(next((tmp_path / 'layered').glob('*/snapshots/*.json')).read_text())
-    assert referenced_uris(raw) == set()  # the harness wrapped our markers as caller data...
+    assert referenced_uris(raw) == placeholders  # the harness wrapped our markers as caller data...
     roots = [as_root(plain), as_root(layered), as_root(database)]
     assert [type(root) for root in roots] == [FileStepStoreRoot, FileStepStoreRoot, SqliteStepStoreRoot]
     for root in roots:  # ...which roots read from storage still count
         found = await references_of(root)
-        assert blobs <= found <= blobs | {NAMED}, root  # roots from storage may count the look-alike too
+        assert blobs - placeholders <= found <= blobs | {NAMED}, root  # roots from storage may count the look-alike too
     for store in (plain, layered, database):  # their API would restore the harness's markers, hiding them
         with pytest.raises(TypeError, match='media store of its own'):
             StepStoreRoot(store)

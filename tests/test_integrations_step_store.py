@@ -90,7 +90,12 @@ async def test_round_trip_over_every_inner_store(inner: Any, media_store: Any) -
         dumped = ModelMessagesTypeAdapter.dump_python(lean.messages, mode='json')
         assert big_strings(dumped) == []
         assert lean.messages[1] == messages[1]  # no payload: handed over untouched
-        assert lean.messages[0].parts == [] and ENVELOPE_KEY in lean.messages[0].metadata
+        assert set(lean.messages[0].metadata) == {ENVELOPE_KEY}
+        assert lean.messages[0].metadata[ENVELOPE_KEY]['v'] == 2
+        # Every part is still there for a plain reader; each payload is a short placeholder naming its URI.
+        assert [len(m.parts) for m in lean.messages] == [len(m.parts) for m in messages]
+        shown = lean.messages[0].parts[0].content
+        assert shown[0] == 'what is in these?' and shown[1].startswith('[mediastash placeholder: image/png')
 
     all_snapshots = await store.list_snapshots(run_id='run-1')
     assert [s.messages for s in all_snapshots] == [roundtrip(messages[:2]), roundtrip(messages)]
@@ -207,7 +212,8 @@ async def test_small_threshold_and_text_only(tmp_path: Path) -> None:
     text = next((tmp_path / 'run-1' / 'snapshots').glob('*.json')).read_text()
     assert 'a sentence' not in text and ENVELOPE_KEY in text
     assert (await store.latest_snapshot(run_id='run-1')).messages == roundtrip(messages)
-    assert json.loads(text)['messages'][0]['parts'] == []
+    (part,) = json.loads(text)['messages'][0]['parts']
+    assert part['part_kind'] == 'user-prompt' and part['content'].startswith('[mediastash placeholder: text, 32 B')
 
 
 def test_bad_options_are_refused() -> None:

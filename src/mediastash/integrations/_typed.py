@@ -22,8 +22,9 @@ from pydantic import ValidationError
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import MalformedMarker, MediaNotFoundError, TreeDepthError, UnsupportedMarkerFormat
-from mediastash.integrations._envelope import EnvelopeError, envelope_for, has_reserved_key, lean_json_of
+from mediastash.integrations._envelope import EnvelopeError, envelopes_for, has_reserved_key, lean_json_of
 from mediastash.integrations._identifiers import IdentifierMemo
+from mediastash.integrations._placeholders import Sizes
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker._common import select_cache
@@ -66,6 +67,11 @@ class Offloader:
         The typed payloads join the same batch as anything the walk of the
         emptied dump finds; one flush stores them all.
         """
+        lean, changed, _ = await self._lean_json_sized(messages)
+        return lean, changed
+
+    async def _lean_json_sized(self, messages: list[ModelMessage]) -> tuple[list[Any], list[bool], list[Sizes]]:
+        """``lean_json`` plus, per message, the size of each typed payload it stored, by URI."""
         found = typed_payloads(messages, self.threshold)
         cache = select_cache(self.known_blobs, self.media_store)
         batch = PayloadBatch(self.media_store, cache, self.max_concurrency)
@@ -86,17 +92,20 @@ class Offloader:
                 self._identifiers.remember(job.uri, identifier)
         with_payload = {item.message for item in found}
         changed = [i in with_payload or lean[i] != dumped[i] for i in range(len(messages))]
-        return lean, changed
+        sizes: list[dict[str, int]] = [{} for _ in messages]
+        for item in found:
+            if item.job is not None and item.job.uri is not None:
+                sizes[item.message][item.job.uri] = item.size
+        return lean, changed, list(sizes)
 
     async def offload(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         """The messages with every payload message replaced by its envelope (blobs stored first)."""
-        lean, changed = await self.lean_json(messages)
-        out: list[ModelMessage] = []
-        for message, lean_message, differs in zip(messages, lean, changed, strict=True):
-            if differs or has_reserved_key(message):
-                out.append(envelope_for(message, lean_message))
-            else:
-                out.append(message)
+        lean, changed, sizes = await self._lean_json_sized(messages)
+        places = [i for i, message in enumerate(messages) if changed[i] or has_reserved_key(message)]
+        out = list(messages)
+        envelopes = envelopes_for([lean[i] for i in places], [sizes[i] for i in places]) if places else []
+        for index, envelope in zip(places, envelopes, strict=True):
+            out[index] = envelope
         return out
 
     def _identifier(self, content: BinaryContent, job: Job | None, computed: list[tuple[Job, str]]) -> str:

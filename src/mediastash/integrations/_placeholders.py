@@ -1,0 +1,225 @@
+"""Visible stand-ins for externalized payloads, so a reader without mediastash still sees every part.
+
+A version 2 envelope keeps its message's parts: each marker in the lean JSON is
+shown as a short text naming the stored media and how to get it back, at the
+same place (``docs/integrations.md`` lists the shapes). The stand-ins depend
+only on the lean JSON of the message and the payload sizes known for it, so a
+message always gets the same envelope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequestPart, ModelResponsePart
+
+from mediastash._units import format_bytes
+from mediastash.errors import UnsupportedMarkerFormat
+from mediastash.markers import (
+    FORMAT_KEY,
+    LITERAL_KEY,
+    MARKER_KEY,
+    MARKER_OWNED_KEYS,
+    URI_KEY,
+    literal_payload,
+    marker_shape,
+)
+from mediastash.walker._common import TooDeep, TreeCopier
+
+__all__ = ['PLACEHOLDER_KEY', 'PLACEHOLDER_PREFIX', 'placeholder_text', 'visible_messages']
+
+PLACEHOLDER_PREFIX: Final = '[mediastash placeholder: '
+"""How every stand-in text starts."""
+
+PLACEHOLDER_KEY: Final = 'mediastash_placeholder'
+"""``vendor_metadata`` key of an empty ``BinaryContent`` stand-in (where only binary content is valid)."""
+
+_HOW_TO_OPEN: Final = "not included here: read this history through mediastash's OffloadingStepStore to get it]"
+_MAX_MEDIA_TYPE: Final = 80
+# Where pydantic-ai accepts only binary content, so a text stand-in would not validate.
+_BINARY_ONLY: Final = {'speech': 'audio'}
+
+Sizes = Mapping[str, int]
+"""Payload size in bytes by URI, for the URIs a message's save knew (others are shown without a size)."""
+
+
+def placeholder_text(what: str, uri: str, size: int | None) -> str:
+    """The stand-in for one stored payload: what it was, its size when known, its URI, how to open it."""
+    amount = '' if size is None else f', {format_bytes(size)}'
+    return f'{PLACEHOLDER_PREFIX}{what[:_MAX_MEDIA_TYPE]}{amount} stored as {uri}; {_HOW_TO_OPEN}'
+
+
+def _part_text(part_kind: object, uris: list[str]) -> str:
+    """The stand-in for a whole part that could not keep its shape."""
+    kind = part_kind if isinstance(part_kind, str) else 'message'
+    listed = ', '.join(dict.fromkeys(uris)) or 'no media reference'
+    return f'{PLACEHOLDER_PREFIX}a {kind[:_MAX_MEDIA_TYPE]} part holding stored media ({listed}); {_HOW_TO_OPEN}'
+
+
+@functools.cache
+def _part_adapter(kind: str) -> TypeAdapter[Any]:
+    return TypeAdapter(ModelRequestPart if kind == 'request' else ModelResponsePart)
+
+
+def _reference(marker: dict[str, Any]) -> str:
+    reference = marker.get(URI_KEY, marker.get('uri'))
+    return reference if isinstance(reference, str) else '(an unreadable reference)'
+
+
+class _StandIns(TreeCopier):
+    """Copies lean JSON with every marker replaced by its stand-in text; literal wrappers stay as they are.
+
+    A caller's dict inside a literal wrapper is kept wrapped (unwrapped, a
+    marker look-alike would read as a reference), but markers nested in it
+    are replaced too. ``uris`` collects every reference replaced.
+    """
+
+    def __init__(self, sizes: Sizes) -> None:
+        self.sizes = sizes
+        self.uris: list[str] = []
+
+    def walk_dict(self, node: dict[str, Any], depth: int) -> Any:
+        if len(node) == 2 and LITERAL_KEY in node:
+            try:
+                payload = literal_payload(node)
+            except UnsupportedMarkerFormat:
+                payload = None
+            if payload is not None:
+                return {LITERAL_KEY: self.copy_fields(payload, depth + 1), FORMAT_KEY: node[FORMAT_KEY]}
+        if node.get(MARKER_KEY) is True:
+            shape = marker_shape(node)
+            if shape is not None:
+                return self.text_for(node, shape)
+        return self.copy_fields(node, depth)
+
+    def text_for(self, marker: dict[str, Any], shape: Literal['binary', 'text']) -> str:
+        uri = _reference(marker)
+        self.uris.append(uri)
+        media_type = marker.get('media_type')
+        what = 'text' if shape == 'text' else media_type if isinstance(media_type, str) else 'binary data'
+        return placeholder_text(what, uri, self.sizes.get(uri))
+
+    def empty_binary(self, marker: dict[str, Any]) -> dict[str, Any]:
+        """An empty ``BinaryContent`` whose ``vendor_metadata`` carries the stand-in text."""
+        stand_in: dict[str, Any] = {'kind': 'binary', 'data': '', 'media_type': marker.get('media_type')}
+        identifier = marker.get('identifier')
+        if isinstance(identifier, str):
+            stand_in['identifier'] = identifier
+        stand_in['vendor_metadata'] = {PLACEHOLDER_KEY: self.text_for(marker, 'binary')}
+        return stand_in
+
+    def part(self, part: Any) -> Any:
+        """A lean part with stand-ins; the part keeps its kind where pydantic-ai allows it."""
+        if type(part) is not dict:
+            return self.walk(part)
+        part_kind = part.get('part_kind')
+        shape = marker_shape(part) if part.get(MARKER_KEY) is True else None
+        if shape == 'text' and isinstance(part_kind, str):  # the part's own string content was moved out
+            uri = _reference(part)
+            kept = {k: v for k, v in part.items() if k not in MARKER_OWNED_KEYS and not (k == 'uri' and v == uri)}
+            out = self.walk(kept)
+            out['content'] = self.text_for(part, 'text')
+            return out
+        content = part.get('content')
+        if part_kind == 'file' and type(content) is dict and _is_binary_marker(content):
+            return {'part_kind': 'text', 'content': self.text_for(content, 'binary')}
+        field = _BINARY_ONLY.get(part_kind) if isinstance(part_kind, str) else None
+        if field is not None and type(part.get(field)) is dict and _is_binary_marker(part[field]):
+            out = self.walk({k: v for k, v in part.items() if k != field})
+            out[field] = self.empty_binary(part[field])
+            return out
+        return self.walk(part)
+
+
+def _is_binary_marker(node: dict[str, Any]) -> bool:
+    return node.get(MARKER_KEY) is True and marker_shape(node) == 'binary'
+
+
+def _fallback_part(kind: str, part: Any, uris: list[str]) -> dict[str, Any]:
+    """A text part standing for a whole part (only for shapes pydantic-ai would not accept with stand-ins)."""
+    part_kind = part.get('part_kind') if type(part) is dict else None
+    text = _part_text(part_kind, uris)
+    return {'part_kind': 'user-prompt' if kind == 'request' else 'text', 'content': text}
+
+
+def _visible_json(lean: dict[str, Any], sizes: Sizes) -> dict[str, Any]:
+    """The lean message with stand-ins (``metadata`` left empty: the envelope goes there)."""
+    stand_ins = _StandIns(sizes)
+    out: dict[str, Any] = {}
+    for key, value in lean.items():
+        if key == 'parts' and type(value) is list:
+            out[key] = [stand_ins.part(part) for part in value]
+        elif key == 'metadata':
+            out[key] = None
+        else:
+            out[key] = stand_ins.walk(value)
+    return out
+
+
+def _checked_parts(lean: dict[str, Any], visible: dict[str, Any], sizes: Sizes) -> dict[str, Any]:
+    """``visible`` with each part pydantic-ai refuses replaced by a text part (same position)."""
+    kind = lean.get('kind')
+    if kind not in ('request', 'response') or type(lean.get('parts')) is not list:
+        return visible
+    adapter = _part_adapter(kind)
+    parts: list[Any] = []
+    for original, shown in zip(lean['parts'], visible['parts'], strict=True):
+        try:
+            adapter.validate_python(shown)
+        except ValidationError:
+            stand_ins = _StandIns(sizes)
+            stand_ins.walk(original)
+            parts.append(_fallback_part(kind, original, stand_ins.uris))
+        else:
+            parts.append(shown)
+    return {**visible, 'parts': parts}
+
+
+def _bare(lean: dict[str, Any], sizes: Sizes) -> dict[str, Any]:
+    """The last resort: only ``kind`` and one text part per lean part (the count stays, so pairing by index does)."""
+    kind = lean.get('kind')
+    parts = lean.get('parts')
+    out: list[Any] = []
+    for part in parts if type(parts) is list else []:
+        stand_ins = _StandIns(sizes)
+        with contextlib.suppress(TooDeep):
+            stand_ins.walk(part)
+        out.append(_fallback_part(kind if isinstance(kind, str) else 'request', part, stand_ins.uris))
+    return {'kind': kind, 'parts': out}
+
+
+def _validate_one(lean: dict[str, Any], sizes: Sizes) -> ModelMessage:
+    """The visible message for ``lean``: stand-ins in place, else whole-part stand-ins, else text parts only."""
+    error: Exception | None = None
+    for attempt in range(3):
+        try:
+            if attempt == 0:
+                shown = _visible_json(lean, sizes)
+            elif attempt == 1:
+                shown = _checked_parts(lean, _visible_json(lean, sizes), sizes)
+            else:
+                shown = _bare(lean, sizes)
+            message: ModelMessage = ModelMessagesTypeAdapter.validate_python([shown])[0]
+        except (ValidationError, TooDeep) as caught:
+            error = caught
+            continue
+        return message
+    raise AssertionError('a message of text parts always validates') from error
+
+
+def visible_messages(leans: list[dict[str, Any]], sizes: list[Sizes]) -> list[ModelMessage]:
+    """The typed messages a plain reader sees for ``leans``: every part kept, payloads shown as stand-ins.
+
+    ``metadata`` is ``None`` on each (the caller puts the envelope there). Tries
+    the whole list in one validation; a message pydantic-ai refuses is rebuilt
+    with whole-part stand-ins where needed.
+    """
+    try:
+        shown = [_visible_json(lean, size) for lean, size in zip(leans, sizes, strict=True)]
+        return list(ModelMessagesTypeAdapter.validate_python(shown))
+    except (ValidationError, TooDeep):
+        return [_validate_one(lean, size) for lean, size in zip(leans, sizes, strict=True)]

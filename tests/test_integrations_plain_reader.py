@@ -1,0 +1,345 @@
+"""What a reader without mediastash sees of a run saved through OffloadingStepStore (envelope version 2).
+
+Real pydantic-ai and pydantic-ai-harness objects throughout: the plain reader is
+the harness's own FileStepStore / SqliteStepStore opened on the same folder or
+database, and the agent continuing from it runs a FunctionModel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    BinaryContent,
+    FilePart,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    SpeechPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai_harness.step_persistence import (
+    ContinuableSnapshot,
+    FileStepStore,
+    RunRecord,
+    SqliteStepStore,
+    StepPersistence,
+)
+
+from mediastash import MemoryMediaStore, externalize_media
+from mediastash.gc import FileStepStoreRoot, SqliteStepStoreRoot, collect_garbage
+from mediastash.integrations import ENVELOPE_KEY, EnvelopeError, OffloadingStepStore
+from mediastash.integrations._placeholders import PLACEHOLDER_KEY, PLACEHOLDER_PREFIX
+from tests.integration_support import big_strings, history, roundtrip
+
+URI = re.compile(r'media\+sha256://[0-9a-f]{64}')
+PLAIN_STORES = ('file', 'sqlite')
+
+
+def plain_store(kind: str, tmp_path: Path) -> Any:
+    """A pydantic-ai-harness step store that knows nothing of mediastash (no media store)."""
+    if kind == 'file':
+        return FileStepStore(tmp_path / 'steps', media_store=None)
+    return SqliteStepStore(database=str(tmp_path / 'steps.db'), media_store=None)
+
+
+def snapshot(messages: list[Any], *, step: int = 1, run_id: str = 'run-1') -> ContinuableSnapshot:
+    return ContinuableSnapshot(run_id=run_id, step_index=step, messages=messages, state='complete')  # type: ignore[arg-type]
+
+
+async def stored_uris(media: MemoryMediaStore) -> set[str]:
+    return {uri async for uri in media.iter_uris()}
+
+
+def texts_of(messages: list[ModelMessage]) -> list[str]:
+    """Every string a model could read in the messages' parts (prompt items, part contents)."""
+    found: list[str] = []
+    for message in messages:
+        for part in message.parts:
+            content = getattr(part, 'content', None)
+            items = content if isinstance(content, list) else [content]
+            found.extend(item for item in items if isinstance(item, str))
+    return found
+
+
+def placeholders_in(messages: list[ModelMessage]) -> list[str]:
+    return [text for text in texts_of(messages) if text.startswith(PLACEHOLDER_PREFIX)]
+
+
+async def save_through_wrapper(kind: str, tmp_path: Path, messages: list[ModelMessage]) -> MemoryMediaStore:
+    media = MemoryMediaStore()
+    store = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media)
+    await store.register_run(RunRecord(run_id='run-1'))
+    await store.save_snapshot(snapshot(messages))
+    return media
+
+
+# -- the plain reader sees everything --------------------------------------------------------------
+
+
+@pytest.mark.parametrize('kind', PLAIN_STORES)
+async def test_a_plain_reader_sees_every_part_with_placeholders_naming_the_media(kind: str, tmp_path: Path) -> None:
+    messages = history()
+    media = await save_through_wrapper(kind, tmp_path, messages)
+
+    plain = await plain_store(kind, tmp_path).latest_snapshot(run_id='run-1')
+    assert plain is not None
+    shown = list(plain.messages)
+    assert [m.kind for m in shown] == [m.kind for m in messages]
+    assert [len(m.parts) for m in shown] == [len(m.parts) for m in messages]  # nothing dropped
+    # Parts keep their kind (tool-call/return pairing intact); a file part becomes text, the only change.
+    expected_kinds = [['text' if p.part_kind == 'file' else p.part_kind for p in m.parts] for m in messages]
+    assert [[p.part_kind for p in m.parts] for m in shown] == expected_kinds
+    assert shown[2].parts[0].tool_call_id == 'call-1' and shown[1].parts[0].tool_call_id == 'call-1'
+
+    # Every stored blob is named by a placeholder, each placeholder names one stored blob.
+    placeholders = placeholders_in(shown)
+    assert len(placeholders) == 5  # image, pdf, long text, tool output, generated image
+    named = {URI.search(text).group(0) for text in placeholders}  # type: ignore[union-attr]
+    assert named == await stored_uris(media)
+    assert all('OffloadingStepStore' in text and len(text) < 300 for text in placeholders)
+    assert 'image/png, 146.5 KiB' in placeholders[0]
+    # What was small stays readable as it was.
+    assert shown[0].parts[0].content[0] == 'what is in these?'
+    assert shown[0].parts[0].content[4].data == b'tiny'
+    assert shown[3].parts[0].content == 'here is an image'
+    assert shown[4] == roundtrip(messages)[4]
+    # No payload reached the plain store.
+    assert big_strings(ModelMessagesTypeAdapter.dump_python(shown, mode='json')) == []
+
+
+async def test_a_plain_harness_cli_style_read_of_the_file_is_valid_json_with_placeholders(tmp_path: Path) -> None:
+    await save_through_wrapper('file', tmp_path, history())
+    (path,) = (tmp_path / 'steps').glob('*/snapshots/*.json')
+    raw = json.loads(path.read_text())
+    assert [len(m['parts']) for m in raw['messages']] == [1, 1, 1, 2, 1]
+    assert path.stat().st_size < 12_000
+
+
+async def test_an_agent_continuing_from_a_plain_read_sees_the_placeholders(tmp_path: Path) -> None:
+    media = MemoryMediaStore()
+    store = OffloadingStepStore(FileStepStore(tmp_path / 'steps', media_store=None), media_store=media)
+    report = 'r' * 200_000
+
+    def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(p, ToolCallPart) for m in messages for p in m.parts):
+            return ModelResponse(parts=[ToolCallPart(tool_name='fetch_report', args={}, tool_call_id='c1')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    writer: Agent[None, str] = Agent(FunctionModel(scripted), capabilities=[StepPersistence(store=store)])
+
+    @writer.tool_plain
+    def fetch_report() -> str:
+        return report
+
+    image = BinaryContent(data=os.urandom(200_000), media_type='image/png')
+    await writer.run(['describe this image', image])
+    (run,) = await store.list_runs()
+
+    plain = await FileStepStore(tmp_path / 'steps', media_store=None).latest_snapshot(run_id=run.run_id)
+    assert plain is not None
+    seen: list[list[ModelMessage]] = []
+
+    def reader_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    reader: Agent[None, str] = Agent(FunctionModel(reader_model))
+    result = await reader.run('what did the report say?', message_history=list(plain.messages))
+    assert result.output == 'ok'
+    (prompt,) = seen
+    texts = texts_of(prompt)
+    assert 'describe this image' in texts
+    assert 'what did the report say?' in texts
+    placeholders = [text for text in texts if text.startswith(PLACEHOLDER_PREFIX)]
+    assert len(placeholders) == 2  # the image in the first request, the tool output in the tool return
+    assert {URI.search(text).group(0) for text in placeholders} == await stored_uris(media)  # type: ignore[union-attr]
+    returns = [p for m in prompt for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert len(returns) == 1 and returns[0].tool_call_id == 'c1' and returns[0].content.startswith(PLACEHOLDER_PREFIX)
+    assert not any(isinstance(item, BinaryContent) for m in prompt for p in m.parts for item in _items(p))
+
+
+def _items(part: Any) -> list[Any]:
+    content = getattr(part, 'content', None)
+    return content if isinstance(content, list) else [content]
+
+
+# -- the wrapper still gets the exact messages back ----------------------------------------------
+
+
+@pytest.mark.parametrize('kind', PLAIN_STORES)
+async def test_the_wrapper_restores_exactly_and_envelopes_are_stable(kind: str, tmp_path: Path) -> None:
+    media = MemoryMediaStore()
+    store = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media)
+    await store.register_run(RunRecord(run_id='run-1'))
+    messages = history()
+    grown = [*messages, ModelResponse(parts=[TextPart('more')]), ModelRequest(parts=[UserPromptPart('go on')])]
+    await store.save_snapshot(snapshot(messages, step=1))
+    await store.save_snapshot(snapshot(grown, step=2))
+    back = await store.list_snapshots(run_id='run-1')
+    assert [s.messages for s in back] == [roundtrip(messages), roundtrip(grown)]
+
+    first, second = await plain_store(kind, tmp_path).list_snapshots(run_id='run-1')
+    dump = ModelMessagesTypeAdapter.dump_json
+    assert [dump([m]) for m in first.messages] == [dump([m]) for m in second.messages[: len(messages)]]
+    if kind == 'sqlite':  # the store keeps each distinct message once: envelopes included
+        with sqlite3.connect(tmp_path / 'steps.db') as connection:
+            (rows,) = connection.execute('SELECT COUNT(*) FROM snapshot_messages').fetchone()
+        assert rows == len(grown)
+
+
+async def test_unusual_places_speech_audio_and_metadata_restore_and_show(tmp_path: Path) -> None:
+    audio = BinaryContent(data=b'\x01\x02' * 40_000, media_type='audio/wav')
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[SpeechPart(speaker='user', transcript='hello there', audio=audio)]),
+        ModelRequest(
+            parts=[ToolReturnPart(tool_name='t', tool_call_id='c', content={'nested': [audio], 'note': 'n' * 70_000})],
+            metadata={'attachment': {'kind': 'binary', 'data': 'eg' * 50_000}},
+        ),
+        ModelResponse(parts=[FilePart(content=BinaryContent(data=b'\x07' * 90_000, media_type='image/webp'))]),
+    ]
+    media = await save_through_wrapper('file', tmp_path, messages)
+    plain = await FileStepStore(tmp_path / 'steps', media_store=None).latest_snapshot(run_id='run-1')
+    assert plain is not None
+    speech, tool, file = plain.messages
+    shown_audio = speech.parts[0].audio
+    assert speech.parts[0].transcript == 'hello there'
+    assert shown_audio.data == b'' and shown_audio.media_type == 'audio/wav'
+    assert shown_audio.vendor_metadata[PLACEHOLDER_KEY].startswith(PLACEHOLDER_PREFIX)
+    content = tool.parts[0].content
+    assert content['nested'][0].startswith(PLACEHOLDER_PREFIX)
+    assert content['note'] == 'n' * 70_000  # a plain string in a dict is no payload in the marker format
+    assert set(tool.metadata) == {ENVELOPE_KEY}  # the caller's metadata lives in the envelope
+    assert isinstance(file.parts[0], TextPart) and 'image/webp' in file.parts[0].content
+    assert len(await stored_uris(media)) == 3  # the audio (twice, stored once), the attachment, the image
+
+    wrapper = OffloadingStepStore(FileStepStore(tmp_path / 'steps', media_store=None), media_store=media)
+    back = await wrapper.latest_snapshot(run_id='run-1')
+    assert back is not None and back.messages == roundtrip(messages)
+
+
+async def test_inner_store_with_its_own_media_store_round_trips(tmp_path: Path) -> None:
+    """The migration layout: the harness store externalizes too (into the same storage)."""
+    media = MemoryMediaStore()
+    inner = FileStepStore(tmp_path / 'steps', media_store=media, media_threshold_bytes=1024)
+    store = OffloadingStepStore(inner, media_store=media)
+    messages = [*history(), ModelRequest(parts=[UserPromptPart('a' * 5000)])]  # only the inner store moves this
+    await store.save_snapshot(snapshot(messages))
+    back = await store.latest_snapshot(run_id='run-1')
+    assert back is not None and back.messages == roundtrip(messages)
+    seen = await FileStepStore(tmp_path / 'steps', media_store=media).latest_snapshot(run_id='run-1')
+    assert seen is not None and len(placeholders_in(list(seen.messages))) == 5
+
+
+# -- the previous envelope version, and damage ------------------------------------------------------
+
+
+async def v1_envelopes(messages: list[ModelMessage], media: MemoryMediaStore) -> list[ModelMessage]:
+    """What mediastash wrote before envelope version 2: part-less messages carrying the whole lean JSON."""
+    dumped = ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+    lean = await externalize_media(dumped, media_store=media)
+    out: list[ModelMessage] = []
+    for message, plain, lean_message in zip(messages, dumped, lean, strict=True):
+        if plain == lean_message:
+            out.append(message)
+            continue
+        metadata = {ENVELOPE_KEY: {'v': 1, 'message': lean_message}}
+        fields = {'timestamp': message.timestamp, 'run_id': message.run_id, 'conversation_id': message.conversation_id}
+        if isinstance(message, ModelRequest):
+            out.append(ModelRequest(parts=[], metadata=metadata, **fields))
+        else:
+            out.append(ModelResponse(parts=[], metadata=metadata, **fields))
+    return out
+
+
+@pytest.mark.parametrize('kind', PLAIN_STORES)
+async def test_version_1_envelopes_still_restore_exactly(kind: str, tmp_path: Path) -> None:
+    media = MemoryMediaStore()
+    messages = history()
+    old = await v1_envelopes(messages, media)
+    assert sum(not m.parts for m in old) == 3
+    inner = plain_store(kind, tmp_path)
+    await inner.register_run(RunRecord(run_id='run-1'))
+    await inner.save_snapshot(snapshot(old))
+    fresh = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media, known_blobs=False)
+    back = await fresh.latest_snapshot(run_id='run-1')
+    assert back is not None and back.messages == roundtrip(messages)
+    assert back.messages[0].parts[0].content[1].data == messages[0].parts[0].content[1].data
+
+
+def tamper(path: Path, change: Any) -> None:
+    raw = json.loads(path.read_text())
+    change(raw['messages'])
+    path.write_text(json.dumps(raw))
+
+
+def body(messages: list[Any], index: int = 0) -> dict[str, Any]:
+    return messages[index]['metadata'][ENVELOPE_KEY]  # type: ignore[no-any-return]
+
+
+DAMAGE = {
+    'unknown version': (lambda m: body(m).update(v=3), r'unsupported version 3 \(this reader knows 1 and 2\)'),
+    'boolean version': (lambda m: body(m).update(v=True), 'unsupported version True'),
+    'a part dropped': (lambda m: m[0]['parts'].pop(), 'one entry per part'),
+    'parts not a list': (lambda m: body(m)['message'].update(parts={}), 'one entry per part'),
+    'a part entry not a mapping': (lambda m: body(m)['message']['parts'].__setitem__(0, 'x'), 'mapping or null'),
+    'metadata missing': (lambda m: body(m)['message'].pop('metadata'), "'metadata'"),
+    'wrong kind': (lambda m: body(m)['message'].update(kind='response'), "must hold a 'request' message"),
+    'extra body key': (lambda m: body(m).update(extra=1), "exactly the keys 'v' and 'message'"),
+    'extra metadata key': (lambda m: m[0]['metadata'].update(extra=1), 'only the'),
+    'version 1 with parts': (lambda m: body(m).update(v=1), 'version 1 must have no parts'),
+    'unknown marker format': (
+        lambda m: body(m)['message']['parts'][0]['content'][1].update(
+            __harness_external_marker_format__='escaped-keys-v9',
+            __harness_external_escaped_keys__={'__harness_external_media__': 5},
+        ),
+        'unreadable marker',
+    ),
+}
+
+
+@pytest.mark.parametrize('damage', sorted(DAMAGE))
+async def test_damaged_envelopes_raise_envelope_error(damage: str, tmp_path: Path) -> None:
+    media = await save_through_wrapper('file', tmp_path, history())
+    (path,) = (tmp_path / 'steps').glob('*/snapshots/*.json')
+    change, message = DAMAGE[damage]
+    tamper(path, change)
+    store = OffloadingStepStore(FileStepStore(tmp_path / 'steps', media_store=None), media_store=media)
+    with pytest.raises(EnvelopeError, match=message) as caught:
+        await store.latest_snapshot(run_id='run-1')
+    assert "run 'run-1' at step 1, message 0" in str(caught.value)
+
+
+# -- garbage collection over version 2 snapshots --------------------------------------------------
+
+
+@pytest.mark.parametrize('kind', PLAIN_STORES)
+async def test_gc_keeps_every_blob_a_version_2_snapshot_needs(kind: str, tmp_path: Path) -> None:
+    messages = history()
+    media = await save_through_wrapper(kind, tmp_path, messages)
+    needed = await stored_uris(media)
+    orphan = await media.put(b'nobody references me')
+    long_ago = time.time() - 7200
+    for uri in [*needed, orphan]:
+        media.set_written_at_for_tests(uri, long_ago)
+    root = FileStepStoreRoot(tmp_path / 'steps') if kind == 'file' else SqliteStepStoreRoot(tmp_path / 'steps.db')
+    report = await collect_garbage(media, [root], grace=timedelta(hours=1), dry_run=False)
+    assert report.deleted_uris == {orphan}
+    assert await stored_uris(media) == needed
+    store = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media, known_blobs=False)
+    back = await store.latest_snapshot(run_id='run-1')
+    assert back is not None and back.messages == roundtrip(messages)
