@@ -314,6 +314,37 @@ async def test_the_summary_names_both_stores_and_reports_bytes_and_throughput(tm
     assert fresh['bytes_per_second'] == pytest.approx(total / fresh['seconds'], rel=1e-6)
 
 
+def stderr_on_a_terminal(*args: str) -> str:
+    """Run the CLI with stderr on a pseudo-terminal (where progress is shown); what it showed there."""
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, '-m', 'mediastash', *args], stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert process.wait(timeout=300) == 0
+    return b''.join(chunks).decode(errors='replace')
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='pseudo-terminals as on Linux')
+async def test_progress_of_the_listing_and_the_copy_on_a_terminal(tmp_path: Path) -> None:
+    await seed(DiskMediaStore(tmp_path / 'src'), count=7)
+    shown = stderr_on_a_terminal('sync', str(tmp_path / 'src'), str(tmp_path / 'dst'))
+    assert 'listing SRC' in shown and '7/?' in shown, 'the listing counts blobs as they come'
+    assert 'syncing' in shown and '7/7' in shown
+    quiet = stderr_on_a_terminal('sync', str(tmp_path / 'src'), str(tmp_path / 'dst2'), '-q')
+    assert 'listing SRC' not in quiet and 'syncing' not in quiet
+
+
 # -- interrupted and large --------------------------------------------------------------------------
 
 

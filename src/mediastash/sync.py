@@ -90,17 +90,24 @@ def _listable(store: MediaStore, role: str) -> None:
         raise MediaStashError(f'the {role} store ({type(store).__name__}) cannot list its blobs')
 
 
-async def list_blobs(store: MediaStore) -> dict[str, int | None]:
-    """Every URI the store holds, with its size where the store lists sizes (``iter_blobs``)."""
+async def list_blobs(store: MediaStore, *, on_progress: Callable[[int], None] | None = None) -> dict[str, int | None]:
+    """Every URI the store holds, with its size where the store lists sizes (``iter_blobs``).
+
+    ``on_progress(n)``: ``n`` more blobs listed (a listing of millions of S3 objects takes minutes).
+    """
     found: dict[str, int | None] = {}
     if isinstance(store, CollectableMediaStore):
         async for info in store.iter_blobs():
             found[info.uri] = info.size
+            if on_progress is not None:
+                on_progress(1)
         return found
     if not isinstance(store, ListableMediaStore):
         raise MediaStashError(f'{type(store).__name__} cannot list its blobs')
     async for uri in store.iter_uris():
         found[uri] = None
+        if on_progress is not None:
+            on_progress(1)
     return found
 
 

@@ -79,7 +79,8 @@ async def _sync(args: argparse.Namespace, ui: Ui) -> int:
     cutoff = time.time() - args.grace.total_seconds() if args.delete else None
     async with open_store(args.source, create=False) as source, open_store(args.destination) as destination:
         ui.info(f'listing {source!r}')
-        listed = await list_blobs(source)
+        with ui.progress('listing SRC') as listing:
+            listed = await list_blobs(source, on_progress=listing.advance)
         with ui.progress('syncing', total=len(listed)) as step:
             try:
                 report = await sync_stores(
