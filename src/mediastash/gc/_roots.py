@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import quote
 
+from mediastash._path_kinds import NOT_ROOTS, PathKind, PathKindError, classify, walk_files
 from mediastash.errors import MediaStashError
 from mediastash.gc._refs import add_references
 from mediastash.markers import MARKER_KEY
@@ -31,6 +32,7 @@ __all__ = [
     'ROOT_KINDS',
     'FileStepStoreRoot',
     'JsonFileRoot',
+    'JsonLinesFileRoot',
     'JsonTreeRoot',
     'KVRoot',
     'Root',
@@ -44,13 +46,12 @@ __all__ = [
     'root_from_spec',
 ]
 
-_SQLITE_HEADER: Final = b'SQLite format 3\x00'
 _SQLITE_PAGE: Final = 500
 _RESERVED_PREFIX: Final = MARKER_KEY[: MARKER_KEY.index('external_') + len('external_')]
 """Every reserved marker key starts with this; a KV value without it holds no marker (``OffloadingKV`` agrees)."""
 _HARNESS_LOGGER: Final = 'pydantic_ai_harness.step_persistence'
 
-ROOT_KINDS: Final = ('json', 'uris', 'file-steps', 'sqlite-steps')
+ROOT_KINDS: Final = ('json', 'jsonl', 'uris', 'file-steps', 'sqlite-steps')
 """The ``KIND:`` prefixes ``root_from_spec`` understands (``mediastash gc --roots``)."""
 
 
@@ -112,11 +113,14 @@ class UriRoot(Root):
 
 
 class JsonFileRoot(Root):
-    """A lean JSON file, or a folder: every ``*.json`` file below it.
+    """A lean JSON file, or a folder: every file below it, each read as the root it is.
 
-    A file that vanishes while a folder is read is skipped (its references
-    went with it); one that is not JSON stops the collection. A folder
-    without any ``*.json`` file is refused as a likely mistake.
+    In a folder, lean JSON files, JSON-lines files, URI lists and step-store
+    databases are read; blobs and sidecars of a disk media store, SQLite media
+    databases and writers' temporary files hold no references and are passed
+    over; any other file stops the collection (``docs/gc.md``). A file that
+    vanishes while a folder is read is skipped (its references went with it).
+    A folder holding no root file at all is refused as a likely mistake.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -124,16 +128,27 @@ class JsonFileRoot(Root):
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
         if self.path.is_dir():
-            files = await asyncio.to_thread(lambda: sorted(self.path.rglob('*.json')))
-            if not files:
-                raise RootReadError(f'{self.path}: the folder holds no *.json file')
-            for file in files:
-                found = await asyncio.to_thread(_json_file_references, file, True)
-                if found is not None:
-                    yield found
+            async for batch in _folder_batches(self.path, allow_empty=False):
+                yield batch
             return
         found = await asyncio.to_thread(_json_file_references, self.path, False)
         assert found is not None
+        yield found
+
+    def describe(self) -> str:
+        return str(self.path)
+
+
+class JsonLinesFileRoot(Root):
+    """A JSON-lines file: one lean JSON value per line (blank lines ignored), such as an append-only log."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    async def reference_batches(self) -> AsyncIterator[set[str]]:
+        found = await asyncio.to_thread(_json_lines_references, self.path)
+        if found is None:
+            raise RootReadError(f'{self.path}: no such file')
         yield found
 
     def describe(self) -> str:
@@ -147,9 +162,10 @@ class UriFileRoot(Root):
         self.path = Path(path)
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
-        yield await asyncio.to_thread(self._read)
+        yield await asyncio.to_thread(self.read)
 
-    def _read(self) -> set[str]:
+    def read(self) -> set[str]:
+        """The URIs of the file (blocking)."""
         try:
             text = self.path.read_text(encoding='utf-8')
         except (OSError, UnicodeDecodeError) as error:
@@ -176,6 +192,9 @@ class FileStepStoreRoot(Root):
     Reads every ``<run>/snapshots/<seq>.json``, whether or not the run has a
     ``run.json``, so runs the store cannot list still count. Use this (not the
     store object) when the step store externalizes into the store you collect.
+    Every other file below the folder is read as the root it is, exactly as
+    ``JsonFileRoot`` reads a folder: a step store never hides files kept beside
+    its runs.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -184,11 +203,8 @@ class FileStepStoreRoot(Root):
     async def reference_batches(self) -> AsyncIterator[set[str]]:
         if not self.directory.is_dir():
             raise RootReadError(f'{self.directory}: not a folder (expected a FileStepStore folder)')
-        files = await asyncio.to_thread(lambda: sorted(self.directory.glob('*/snapshots/*.json')))
-        for file in files:
-            found = await asyncio.to_thread(_json_file_references, file, True)
-            if found is not None:
-                yield found
+        async for found in _folder_batches(self.directory, allow_empty=True):
+            yield found
 
     def describe(self) -> str:
         return str(self.directory)
@@ -253,6 +269,8 @@ def _sqlite_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
             continue
         try:
             tree = json.loads(text)
+        except RecursionError:
+            raise RootReadError(f'{database}: a stored snapshot is JSON nested too deeply to read') from None
         except ValueError:
             raise RootReadError(f'{database}: a stored snapshot is not JSON') from None
         add_references(tree, found, inside_literals=True)
@@ -261,21 +279,146 @@ def _sqlite_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
 
 def _json_file_references(path: Path, may_vanish: bool) -> set[str] | None:
     """The references of one JSON file (``None`` when it vanished and that is allowed)."""
+    raw = _read_file(path, may_vanish)
+    if raw is None:
+        return None
+    found: set[str] = set()
+    add_references(_parse_json(raw, path), found, inside_literals=True)
+    return found
+
+
+def _json_lines_references(path: Path) -> set[str] | None:
+    """The references of a JSON-lines file, one JSON value per line (``None`` when it vanished).
+
+    Blank lines are passed over. A last line without its newline that is not
+    JSON is an append still being written (pydantic-ai-harness appends events
+    this way) and is passed over too; any other line that is not JSON stops the
+    collection.
+    """
+    raw = _read_file(path, True)
+    if raw is None:
+        return None
+    found: set[str] = set()
+    lines = raw.split(b'\n')
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        unfinished = number == len(lines)
+        try:
+            tree = _parse_json(line, path, line=number)
+        except RootReadError:
+            if unfinished:
+                continue
+            raise
+        add_references(tree, found, inside_literals=True)
+    return found
+
+
+def _read_file(path: Path, may_vanish: bool) -> bytes | None:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         if may_vanish:
             return None
         raise RootReadError(f'{path}: no such file') from None
     except OSError as error:
         raise RootReadError(f'{path}: cannot read ({_reason(error)})') from None
+
+
+def _parse_json(raw: str | bytes, path: object, *, line: int | None = None) -> object:
+    """``json.loads``, with every failure (nesting too deep for the parser included) a ``RootReadError``."""
+    where = f'{path}' if line is None else f'{path}, line {line}'
     try:
-        tree = json.loads(raw)
+        return json.loads(raw)
+    except RecursionError:
+        raise RootReadError(f'{where}: JSON nested too deeply to read (no lean tree is this deep)') from None
     except ValueError as error:
-        raise RootReadError(f'{path}: not JSON ({error})') from None
-    found: set[str] = set()
-    add_references(tree, found, inside_literals=True)
+        raise RootReadError(f'{where}: not JSON ({_json_reason(error)})') from None
+
+
+def _json_reason(error: ValueError) -> str:
+    if isinstance(error, json.JSONDecodeError):
+        return f'{error.msg} at line {error.lineno} column {error.colno}'
+    return type(error).__name__
+
+
+# -- a folder: every file read as the root it is -----------------------------------------------
+
+_READ_AS: Final = {PathKind.JSON: 'json', PathKind.JSON_LINES: 'json-lines', PathKind.URI_LIST: 'uris'}
+
+
+async def _folder_batches(folder: Path, *, allow_empty: bool) -> AsyncIterator[set[str]]:
+    """Every root file below ``folder``, classified first (a file no reader understands stops everything)."""
+    files = await asyncio.to_thread(_classified_files, folder)
+    read = 0
+    for path, kind in files:
+        if kind is PathKind.SQLITE_STEP_STORE:
+            async for found in SqliteStepStoreRoot(path).reference_batches():
+                yield found
+        elif kind is PathKind.EMPTY:
+            pass  # holds no reference, whatever it was meant to be (an empty *.json is refused earlier)
+        else:
+            result = await asyncio.to_thread(_file_references, path, kind)
+            if result is None:
+                continue  # vanished while the folder was read
+            yield result
+        read += 1
+    if not read and not allow_empty:
+        raise RootReadError(
+            f'{folder}: the folder holds no root file (lean JSON, JSON lines, a URI list or a step-store database)'
+        )
+
+
+def _file_references(path: Path, kind: PathKind) -> set[str] | None:
+    if kind is PathKind.JSON:
+        return _json_file_references(path, True)
+    if kind is PathKind.JSON_LINES:
+        return _json_lines_references(path)
+    assert kind is PathKind.URI_LIST
+    try:
+        return UriFileRoot(path).read()
+    except RootReadError:
+        if not path.exists():
+            return None
+        raise
+
+
+def _classified_files(folder: Path) -> list[tuple[Path, PathKind]]:
+    """The files below ``folder`` that hold references, with their kind; refuses any file no reader understands."""
+    found: list[tuple[Path, PathKind]] = []
+    try:
+        for path in walk_files(folder):
+            kind = classify(path)
+            if kind is PathKind.MISSING or kind in NOT_ROOTS:
+                continue
+            problem = _unreadable(path, kind)
+            if problem is not None:
+                raise RootReadError(
+                    f'{path}: {problem}; nothing was deleted: move it out of {folder}, '
+                    f'or give the roots inside {folder} one by one'
+                )
+            found.append((path, kind))
+    except PathKindError as error:
+        raise RootReadError(f'{error.filename}: cannot read ({error.strerror})') from None
     return found
+
+
+def _unreadable(path: Path, kind: PathKind) -> str | None:
+    """Why a file under a root folder cannot be read as a root, or ``None`` when it can."""
+    if kind in _READ_AS or kind is PathKind.SQLITE_STEP_STORE:
+        return None
+    if kind is PathKind.EMPTY:
+        return 'an empty file, not JSON' if path.suffix == '.json' else None
+    if kind is PathKind.SPECIAL:
+        return 'a FIFO, socket or device, not a root file'
+    if kind is PathKind.SQLITE_OTHER:
+        return 'a SQLite database that is neither a step store (no snapshots table) nor a media store'
+    if kind is PathKind.FOLDER or kind is PathKind.FILE_STEP_STORE:
+        return None
+    return (
+        'cannot tell what kind of root this file is (not lean JSON, JSON lines, a URI list, a step-store '
+        'database, nor part of a media store)'
+    )
 
 
 def _reason(error: BaseException) -> str:
@@ -327,24 +470,29 @@ class StepStoreRoot(Root):
         self.store = inner
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
-        from pydantic_ai.messages import ModelMessagesTypeAdapter
-
         watch = _SkippedSnapshots()
         logger = logging.getLogger(_HARNESS_LOGGER)
         logger.addHandler(watch)
         try:
-            runs = await self.store.list_runs()
-            for record in runs:
-                snapshots = await self.store.list_snapshots(run_id=record.run_id, include_interrupted=True)
-                watch.check(self.describe())
-                for snapshot in snapshots:
-                    found: set[str] = set()
-                    tree = ModelMessagesTypeAdapter.dump_python(list(snapshot.messages))
-                    add_references(tree, found, inside_literals=True)
-                    yield found
+            async for found in self._batches(watch):
+                yield found
+        except RecursionError:
+            raise RootReadError(f'{self.describe()}: a snapshot is nested too deeply to read') from None
         finally:
             logger.removeHandler(watch)
         watch.check(self.describe())
+
+    async def _batches(self, watch: _SkippedSnapshots) -> AsyncIterator[set[str]]:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        for record in await self.store.list_runs():
+            snapshots = await self.store.list_snapshots(run_id=record.run_id, include_interrupted=True)
+            watch.check(self.describe())
+            for snapshot in snapshots:
+                found: set[str] = set()
+                tree = ModelMessagesTypeAdapter.dump_python(list(snapshot.messages))
+                add_references(tree, found, inside_literals=True)
+                yield found
 
     def describe(self) -> str:
         return type(self.store).__name__
@@ -409,21 +557,23 @@ class KVRoot(Root):
     async def reference_batches(self) -> AsyncIterator[set[str]]:
         if self.partitions is None:
             async for _pk, _sk, data in self.kv.scan():
-                yield _value_references(data)
+                yield _value_references(data, self.describe())
             return
         for pk in self.partitions:
             for _sk, data in await self.kv.query(pk):
-                yield _value_references(data)
+                yield _value_references(data, self.describe())
 
     def describe(self) -> str:
         return type(self.kv).__name__
 
 
-def _value_references(data: object) -> set[str]:
+def _value_references(data: object, where: str) -> set[str]:
     found: set[str] = set()
     if isinstance(data, str) and _RESERVED_PREFIX in data:
         try:
             tree = json.loads(data)
+        except RecursionError:  # OffloadingKV refuses to write such a value, so another writer did
+            raise RootReadError(f'{where}: a record is JSON nested too deeply to read') from None
         except ValueError:
             return found  # not JSON: OffloadingKV stored it unchanged, it holds no marker
         add_references(tree, found, inside_literals=True)
@@ -499,15 +649,18 @@ def _step_store_root(store: object) -> Root:
 
 
 def root_from_spec(spec: str) -> Root:
-    """The root a command-line argument names: ``KIND:PATH`` or a bare path whose kind is sniffed.
+    """The root a command-line argument names: ``KIND:PATH`` or a bare path whose kind is recognised.
 
-    Kinds: ``json`` (a lean JSON file or a folder of them), ``uris`` (one URI
-    per line), ``file-steps`` (a ``FileStepStore`` folder), ``sqlite-steps``
-    (a ``SqliteStepStore`` database). A bare path: a SQLite file is a
-    ``SqliteStepStore``; a folder with ``<run>/snapshots/`` or
-    ``<run>/run.json`` inside is a ``FileStepStore``, any other folder JSON
-    files; a file starting with ``{`` or ``[`` is JSON, with ``media+sha256://``
-    a URI list.
+    Kinds: ``json`` (a lean JSON file, or a folder: every file below it read as
+    the root it is), ``jsonl`` (one JSON value per line), ``uris`` (one URI per
+    line), ``file-steps`` (a ``FileStepStore`` folder, every file below it read
+    too), ``sqlite-steps`` (a ``SqliteStepStore`` database). A bare path is
+    recognised by ``mediastash._path_kinds.classify``, the classifier tune uses
+    too: a SQLite file is a step-store database; a folder with
+    ``<run>/snapshots/`` or ``<run>/run.json`` inside is a ``FileStepStore``,
+    any other folder a folder of roots; a ``*.jsonl`` file starting with ``{``
+    or ``[`` is JSON lines, any other such file JSON; one starting with
+    ``media+sha256://`` (or ``#``) a URI list.
     """
     kind, separator, rest = spec.partition(':')
     if separator and kind in ROOT_KINDS:
@@ -516,6 +669,8 @@ def root_from_spec(spec: str) -> Root:
         path = Path(rest).expanduser()
         if kind == 'json':
             return JsonFileRoot(path)
+        if kind == 'jsonl':
+            return JsonLinesFileRoot(path)
         if kind == 'uris':
             return UriFileRoot(path)
         if kind == 'file-steps':
@@ -525,34 +680,25 @@ def root_from_spec(spec: str) -> Root:
 
 
 def root_from_path(path: Path) -> Root:
-    """A path's root, its kind sniffed (see ``root_from_spec``)."""
-    if path.is_dir():
-        if _looks_like_file_step_store(path):
-            return FileStepStoreRoot(path)
-        return JsonFileRoot(path)
-    if not path.exists():
-        raise RootReadError(f'{path}: no such file or folder')
+    """A path's root, its kind recognised by the classifier gc and tune share (see ``root_from_spec``)."""
     try:
-        with path.open('rb') as file:
-            head = file.read(4096)
-    except OSError as error:
-        raise RootReadError(f'{path}: cannot read ({_reason(error)})') from None
-    if head.startswith(_SQLITE_HEADER):
-        return SqliteStepStoreRoot(path)
-    start = head.lstrip(b'\xef\xbb\xbf \t\r\n')
-    if start[:1] in (b'{', b'['):
+        kind = classify(path)
+    except PathKindError as error:
+        raise RootReadError(f'{path}: cannot read ({error.strerror})') from None
+    if kind is PathKind.MISSING:
+        raise RootReadError(f'{path}: no such file or folder')
+    if kind is PathKind.FILE_STEP_STORE:
+        return FileStepStoreRoot(path)
+    if kind in (PathKind.SQLITE_STEP_STORE, PathKind.SQLITE_MEDIA_STORE, PathKind.SQLITE_OTHER):
+        return SqliteStepStoreRoot(path)  # reading it says what is missing
+    if kind in (PathKind.FOLDER, PathKind.JSON):
         return JsonFileRoot(path)
-    if start.startswith(b'media+sha256://') or start.startswith(b'#'):
+    if kind is PathKind.URI_LIST:
         return UriFileRoot(path)
-    kinds = ', '.join(f'{kind}:' for kind in ROOT_KINDS)
+    if kind is PathKind.JSON_LINES:
+        return JsonLinesFileRoot(path)
+    kinds = ', '.join(f'{name}:' for name in ROOT_KINDS)
     raise RootReadError(f'{path}: cannot tell what kind of root this is; prefix it with one of {kinds}')
-
-
-def _looks_like_file_step_store(path: Path) -> bool:
-    for child in path.iterdir():
-        if child.is_dir() and ((child / 'snapshots').is_dir() or (child / 'run.json').is_file()):
-            return True
-    return False
 
 
 def roots_of(values: Sequence[object]) -> list[Root]:

@@ -14,13 +14,21 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from mediastash._path_kinds import PathKind, PathKindError, classify
 from mediastash.errors import MediaStashError
 
-__all__ = ['History', 'HistoryInputError', 'load_history_file', 'load_inputs', 'load_step_store', 'synthetic_history']
+__all__ = [
+    'History',
+    'HistoryInputError',
+    'load_history_file',
+    'load_inputs',
+    'load_step_store',
+    'step_store_kind',
+    'synthetic_history',
+]
 
-_SQLITE_HEADER = b'SQLite format 3\x00'
 _MESSAGE_KINDS = frozenset({'request', 'response'})
 
 
@@ -49,7 +57,7 @@ async def load_inputs(paths: list[Path]) -> list[History]:
     for path in paths:
         if not path.exists():
             raise HistoryInputError(f'no such file or folder: {path}')
-        if path.is_dir() or _starts_with(path, _SQLITE_HEADER):
+        if path.is_dir() or step_store_kind(path) is not None or _is_sqlite(path):
             histories.extend(await load_step_store(path))
         else:
             histories.append(load_history_file(path))
@@ -94,14 +102,6 @@ def _json_type(value: object) -> str:
     return 'null' if value is None else names.get(type(value), type(value).__name__)
 
 
-def _starts_with(path: Path, prefix: bytes) -> bool:
-    try:
-        with path.open('rb') as file:
-            return file.read(len(prefix)) == prefix
-    except OSError as error:
-        raise HistoryInputError(f'cannot read {path}: {error.strerror or error}') from None
-
-
 async def load_step_store(path: Path) -> list[History]:
     """One history per run of a harness ``FileStepStore`` folder or ``SqliteStepStore`` file.
 
@@ -135,24 +135,35 @@ async def load_step_store(path: Path) -> list[History]:
     return histories
 
 
-def _check_step_store(path: Path) -> str:
-    """``'folder'`` or ``'sqlite'``: refuse what does not look like a harness step store (a read-only look)."""
-    if path.is_dir():
-        if not any(path.glob('*/run.json')):
-            raise HistoryInputError(
-                f'{path} is a folder but not a pydantic-ai-harness FileStepStore (no <run>/run.json in it)'
-            )
-        return 'folder'
+def step_store_kind(path: Path) -> Literal['folder', 'sqlite'] | None:
+    """``'folder'`` for a harness ``FileStepStore`` folder, ``'sqlite'`` for a ``SqliteStepStore`` database.
+
+    The answer of ``mediastash._path_kinds.classify``, the classifier garbage
+    collection uses too (a read-only look).
+    """
     try:
-        connection = sqlite3.connect(f'{path.resolve().as_uri()}?mode=ro', uri=True)
-        try:
-            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            connection.close()
-    except sqlite3.Error as error:
-        raise HistoryInputError(f'cannot read the SQLite file {path}: {error}') from None
-    if not {'runs', 'snapshots'} <= tables:
+        kind = classify(path)
+    except PathKindError as error:
+        raise HistoryInputError(f'cannot read {path}: {error.strerror}') from None
+    if kind is PathKind.FILE_STEP_STORE:
+        return 'folder'
+    if kind is PathKind.SQLITE_STEP_STORE:
+        return 'sqlite'
+    return None
+
+
+def _is_sqlite(path: Path) -> bool:
+    return classify(path) in (PathKind.SQLITE_MEDIA_STORE, PathKind.SQLITE_OTHER)
+
+
+def _check_step_store(path: Path) -> Literal['folder', 'sqlite']:
+    """Refuse what does not look like a harness step store (a read-only look)."""
+    kind = step_store_kind(path)
+    if kind is not None:
+        return kind
+    if path.is_dir():
         raise HistoryInputError(
-            f'{path} is a SQLite database but not a pydantic-ai-harness SqliteStepStore (no runs/snapshots tables)'
+            f'{path} is a folder but not a pydantic-ai-harness FileStepStore (no <run>/run.json or <run>/snapshots/ '
+            'in it)'
         )
-    return 'sqlite'
+    raise HistoryInputError(f'{path} is not a pydantic-ai-harness SqliteStepStore database (no snapshots table)')
