@@ -182,7 +182,9 @@ def test_tune_on_a_file_step_store(file_step_store: Path, tmp_path: Path) -> Non
     existing = asyncio.run(_put_one(DiskMediaStore(media)))
     before = tree_of(media)
     out = tmp_path / 'out.json'
-    result = succeeded(tune(file_step_store, '--store', media, '--thresholds', THRESHOLDS, '--json', out, cwd=tmp_path))
+    result = succeeded(
+        tune(file_step_store, '--store', media, '--thresholds', THRESHOLDS, '--json-file', out, cwd=tmp_path)
+    )
 
     for label in ('4 KiB', '16 KiB', '64 KiB', '256 KiB', '1 MiB'):
         assert label in result.stdout
@@ -638,3 +640,13 @@ def test_docs_python_example_runs_as_pasted(
     assert [line.split()[::2] for line in printed[:3]] == [['16384', '2'], ['65536', '1'], ['262144', '0']]
     assert printed[3] == 'Recommended threshold: 16 KiB (16,384 bytes)'
     assert not (tmp_path / 'media').exists()
+
+
+def test_a_deeply_nested_json_input_is_a_one_line_error(tmp_path: Path) -> None:
+    """200,000 nested brackets: json's parser runs out of stack; tune says so in one line (issue 17 item 10)."""
+    deep = tmp_path / 'deep.json'
+    deep.write_text('[' * 200_000 + ']' * 200_000)
+    line = bad(tune(deep, '--store', tmp_path / 'store', cwd=tmp_path))
+    assert 'deep.json is JSON nested too deeply to read' in line
+    assert 'RecursionError' not in line
+    assert not (tmp_path / 'store').exists()

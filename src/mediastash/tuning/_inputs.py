@@ -72,6 +72,10 @@ def load_history_file(path: Path) -> History:
         raise HistoryInputError(f'cannot read {path}: {error.strerror or error}') from None
     try:
         tree = json.loads(raw)
+    except RecursionError:
+        raise HistoryInputError(
+            f'{path} is JSON nested too deeply to read: expected a pydantic-ai message history'
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         where = f' (line {error.lineno})' if isinstance(error, json.JSONDecodeError) else ''
         raise HistoryInputError(f'{path} is not JSON{where}: expected a pydantic-ai message history') from None
