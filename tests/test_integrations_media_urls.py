@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiobotocore.session import get_session
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
@@ -35,12 +38,17 @@ from mediastash import (
     InvalidStoreConfiguration,
     KnownBlobCache,
     MemoryMediaStore,
+    StoreClosedError,
+    UnsafeKeyError,
+    WrapperMediaStore,
     make_static_public_url,
     media_uri_for,
 )
 from mediastash.integrations import MediaUrls, MediaUrlSwapper, OffloadingStepStore
 from mediastash.integrations._model_kinds import fetches_by_url
+from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
+from tests.s3_servers import S3Endpoint, free_port, unique_bucket
 
 CDN = 'https://cdn.example/media'
 
@@ -357,3 +365,222 @@ async def test_remembered_fingerprints_follow_changed_bytes() -> None:
     (detailed,) = [item for item in contents(await swapper.swap(messages)) if isinstance(item, ImageUrl)]
     assert detailed.vendor_metadata == {'detail': 'low'}
     assert detailed.url == url_of(second)
+
+
+# -- a failing store degrades to inline bytes (issue 17, item 11) ---------------------------
+
+FAKE_KEY_ID = 'AKIAMEDIAURLSTESTKEY1'
+FAKE_SECRET = 'media-urls-secret-never-logged-0123456789'
+
+
+def store_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.split('.')[0] == 'mediastash']
+
+
+def assert_secret_free(record: logging.LogRecord, *forbidden: str) -> None:
+    """A warning names the operation and the error type only: no URL, endpoint, bucket, secret or traceback."""
+    text = record.getMessage()
+    assert record.exc_info is None and record.stack_info is None
+    assert 'http' not in text and '127.0.0.1' not in text
+    for word in (FAKE_KEY_ID, FAKE_SECRET, *forbidden):
+        assert word not in text
+
+
+async def error_type_of(call: Any) -> str:
+    """The class name of the error ``call()`` raises (what the warning must name)."""
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - whichever error the store raises
+        await call()
+    return type(caught.value).__name__
+
+
+async def test_an_unreachable_s3_endpoint_sends_the_bytes_inline(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()  # nothing listens there
+    big = os.urandom(100_000)
+    async with S3MediaStore(
+        bucket='media-urls',
+        endpoint_url=f'http://127.0.0.1:{port}',
+        region_name='us-east-1',
+        aws_access_key_id=FAKE_KEY_ID,
+        aws_secret_access_key=FAKE_SECRET,
+        max_attempts=1,
+        public_url=PresignedUrls(expires_in=3600),
+    ) as store:
+        expected = await error_type_of(lambda: store.put(big))
+        recorder = Recorder()
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger='mediastash'):
+            result = await agent_with(recorder, MediaUrls(store, known_blobs=False)).run(
+                ['look', BinaryImage(big, media_type='image/png')]
+            )
+    assert result.output == 'ok'
+    sent = contents(recorder.requests[0])
+    assert isinstance(sent[1], BinaryContent) and not isinstance(sent[1], ImageUrl)
+    assert sent[1].data == big
+    (warning,) = store_warnings(caplog)
+    assert warning.levelno == logging.WARNING
+    assert warning.name == 'mediastash.integrations.media_urls'
+    assert expected in warning.getMessage() and 'put' in warning.getMessage()
+    assert_secret_free(warning, str(port), 'media-urls')
+
+
+async def test_a_missing_bucket_sends_bytes_inline_and_urls_once_it_exists(
+    moto_server: S3Endpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    bucket = unique_bucket('urls')
+    big = os.urandom(120_000)
+    store = S3MediaStore(
+        bucket=bucket, max_attempts=1, public_url=PresignedUrls(expires_in=3600), **moto_server.client_options()
+    )
+    async with store:
+        expected = await error_type_of(lambda: store.put(big))
+        capability = MediaUrls(store, known_blobs=False)
+        recorder = Recorder()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger='mediastash'):
+            await agent_with(recorder, capability).run(['look', BinaryImage(big, media_type='image/png')])
+        sent = contents(recorder.requests[0])
+        assert isinstance(sent[1], BinaryContent) and sent[1].data == big
+        (warning,) = store_warnings(caplog)
+        assert expected in warning.getMessage()
+        assert_secret_free(warning, bucket, moto_server.secret_access_key)
+        assert capability.swapper.store_failures == 1
+
+        async with get_session().create_client('s3', **moto_server.client_options()) as client:
+            await client.create_bucket(Bucket=bucket)
+        recorder = Recorder()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger='mediastash'):
+            await agent_with(recorder, capability).run(['look again', BinaryImage(big, media_type='image/png')])
+        sent = contents(recorder.requests[0])
+        assert isinstance(sent[1], ImageUrl)
+        assert f'/{bucket}/' in sent[1].url and 'X-Amz-Signature=' in sent[1].url
+        assert store_warnings(caplog) == []
+        assert await store.get(media_uri_for(big)) == big
+
+
+class FlakyStore(WrapperMediaStore):
+    """A store whose ``put`` or ``public_url`` raises ``error`` while ``failing`` names that operation."""
+
+    def __init__(self, inner: Any, *, failing: str | None = 'put', error: BaseException | None = None) -> None:
+        super().__init__(inner)
+        self.failing = failing
+        self.error = error if error is not None else ConnectionRefusedError(111, 'store down at https://s3.example/x')
+        self.failures = 0
+
+    def _fail(self, operation: str) -> None:
+        if self.failing == operation:
+            self.failures += 1
+            raise self.error
+
+    async def put(self, data: bytes, *, context: Any = None) -> str:
+        self._fail('put')
+        return await super().put(data, context=context) if context is not None else await super().put(data)
+
+    async def public_url(self, uri: str, *, context: Any = None) -> str | None:
+        self._fail('public_url')
+        return await super().public_url(uri, context=context) if context is not None else await super().public_url(uri)
+
+
+@pytest.mark.parametrize('operation', ['put', 'public_url'])
+async def test_a_failing_store_costs_one_request_its_urls_and_the_next_request_tries_again(
+    operation: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    typed, shot = os.urandom(90_000), os.urandom(110_000)
+    store = FlakyStore(static_store(), failing=operation)
+
+    class Recovering(Recorder):
+        def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            store.failing = None  # the store comes back after the first request
+            return super().__call__(messages, info)
+
+    recorder = Recovering(tool_calls=1)
+    with caplog.at_level(logging.WARNING, logger='mediastash'):
+        result = await agent_with(recorder, MediaUrls(store), shot=shot).run(
+            ['look', BinaryImage(typed, media_type='image/png')]
+        )
+    assert result.output == 'ok'
+    assert len(recorder.requests) == 2
+    first = contents(recorder.requests[0])
+    assert isinstance(first[1], BinaryContent) and first[1].data == typed
+    second = [item for item in contents(recorder.requests[1]) if isinstance(item, ImageUrl | BinaryContent)]
+    assert [type(item) for item in second] == [ImageUrl, ImageUrl]
+    assert [item.url for item in second] == [url_of(typed), url_of(shot)]
+    assert store.failures == 1
+    (warning,) = store_warnings(caplog)
+    message = warning.getMessage()
+    assert operation in message and 'ConnectionRefusedError' in message
+    assert_secret_free(warning, 'store down', 's3.example')
+    kept = contents(result.all_messages())
+    assert isinstance(kept[1], BinaryContent) and kept[1].data == typed  # the history keeps bytes either way
+
+
+async def test_on_store_error_raise_keeps_the_failure(caplog: pytest.LogCaptureFixture) -> None:
+    store = FlakyStore(static_store())
+    with caplog.at_level(logging.WARNING, logger='mediastash'), pytest.raises(ConnectionRefusedError):
+        await agent_with(Recorder(), MediaUrls(store, on_store_error='raise')).run(
+            ['look', BinaryImage(os.urandom(80_000), media_type='image/png')]
+        )
+    assert store_warnings(caplog) == []
+    store.failing = 'public_url'
+    with pytest.raises(ConnectionRefusedError):
+        await MediaUrlSwapper(store, on_store_error='raise').swap(history_with(os.urandom(80_000)))
+
+
+@pytest.mark.parametrize(
+    'error',
+    [
+        TypeError('a bug'),
+        AttributeError('a bug'),
+        KeyError('a bug'),
+        AssertionError('a bug'),
+        InvalidStoreConfiguration('misconfigured'),
+        UnsafeKeyError('k', 'a bad key strategy'),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+async def test_programming_and_configuration_errors_are_never_swallowed(
+    error: BaseException, caplog: pytest.LogCaptureFixture
+) -> None:
+    for operation in ('put', 'public_url'):
+        store = FlakyStore(static_store(), failing=operation, error=error)
+        with caplog.at_level(logging.WARNING, logger='mediastash'), pytest.raises(type(error)):
+            await MediaUrlSwapper(store).swap(history_with(os.urandom(80_000)))
+    assert store_warnings(caplog) == []
+
+
+class HangingStore(WrapperMediaStore):
+    """A store whose ``put`` waits until cancelled (a slow network), saying when it started."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.entered = asyncio.Event()
+
+    async def put(self, data: bytes, *, context: Any = None) -> str:
+        self.entered.set()
+        await asyncio.Event().wait()
+        raise AssertionError('not reached')
+
+
+async def test_cancellation_and_a_closed_store_are_never_swallowed(caplog: pytest.LogCaptureFixture) -> None:
+    store = HangingStore(static_store())
+    with caplog.at_level(logging.WARNING, logger='mediastash'):
+        task = asyncio.create_task(MediaUrlSwapper(store).swap(history_with(os.urandom(80_000))))
+        await asyncio.wait_for(store.entered.wait(), timeout=10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert task.cancelled()
+    closed = static_store()
+    await closed.aclose()
+    with caplog.at_level(logging.WARNING, logger='mediastash'), pytest.raises(StoreClosedError):
+        await MediaUrlSwapper(closed).swap(history_with(os.urandom(80_000)))
+    assert store_warnings(caplog) == []
+
+
+def test_on_store_error_is_checked_without_echoing_the_value() -> None:
+    for bad in ('ignore', FAKE_SECRET, None, True):
+        with pytest.raises(InvalidStoreConfiguration) as caught:
+            MediaUrls(static_store(), on_store_error=bad)  # type: ignore[arg-type]
+        assert 'on_store_error' in str(caught.value) and "'inline' or 'raise'" in str(caught.value)
+        assert str(bad) not in str(caught.value)
+    assert MediaUrls(static_store()).swapper.on_store_error == 'inline'

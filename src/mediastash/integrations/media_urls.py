@@ -6,7 +6,9 @@ costs no put and no hash) and replaced, in that request's messages only, by
 the matching ``ImageUrl`` / ``AudioUrl`` / ``VideoUrl`` / ``DocumentUrl``. The
 run's history keeps the bytes. URLs are reused while they have at least
 ``min_validity`` seconds left, so repeated requests carry identical bytes and
-providers' prompt caches keep working. ``docs/model-urls.md`` has the details.
+providers' prompt caches keep working. When the store fails, that request
+goes out with its bytes inline (one WARNING) and the next one tries again,
+unless ``on_store_error='raise'``. ``docs/model-urls.md`` has the details.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pydantic_ai.tools import RunContext
 
 from mediastash._lru import BoundedLRU
 from mediastash.context import MediaContext
-from mediastash.errors import InvalidStoreConfiguration
+from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.integrations._identifiers import IdentifierMemo
 from mediastash.integrations._model_kinds import ALL_KINDS, MediaKind, fetches_by_url
 from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
@@ -50,7 +52,7 @@ from mediastash.walker._common import (
 )
 from mediastash.walker._payloads import PayloadBatch, TypedPayload, typed_payloads, with_replaced_contents
 
-__all__ = ['DEFAULT_MIN_VALIDITY', 'MediaKind', 'MediaUrlSwapper', 'MediaUrls']
+__all__ = ['DEFAULT_MIN_VALIDITY', 'MediaKind', 'MediaUrlSwapper', 'MediaUrls', 'OnStoreError']
 
 logger = logging.getLogger(__name__)
 
@@ -70,12 +72,36 @@ _URL_CLASS: Final[dict[MediaKind, type[ImageUrl | AudioUrl | VideoUrl | Document
 
 UrlLifetime = float | timedelta | Literal['store'] | None
 
+OnStoreError = Literal['inline', 'raise']
+"""What a failing store does to a model request: ``'inline'`` sends its bytes as they are, ``'raise'`` fails the run."""
+
+_ON_STORE_ERROR: Final = ('inline', 'raise')
+_NEVER_INLINED: Final = (
+    TypeError,
+    AttributeError,
+    NameError,
+    KeyError,
+    IndexError,
+    AssertionError,
+    NotImplementedError,
+    RecursionError,
+    MemoryError,
+    InvalidStoreConfiguration,
+    StoreClosedError,
+    UnsafeKeyError,
+)
+"""Errors that are bugs or configuration mistakes, not an unavailable store: raised whatever ``on_store_error``.
+
+Everything else an ``Exception`` (driver and network errors, ``OSError``, other ``MediaStashError``s such as a
+missing bucket) sends the request inline; ``BaseException`` (cancellation, ``KeyboardInterrupt``) is never caught.
+"""
+
 
 def _seconds(value: object, name: str) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ValueError(f'{name} must be a non-negative number of seconds or a timedelta, got {value!r}')
+        raise ValueError(f'{name} must be a non-negative number of seconds or a timedelta')
     return float(value)
 
 
@@ -111,6 +137,14 @@ class MediaUrlSwapper:
     whatever the model. ``url_lifetime``: ``'store'`` reads it from the
     store (``public_url_lifetime``, e.g. ``PresignedUrls.expires_in``),
     ``None`` means URLs never expire (a static base URL), or give seconds.
+    ``on_store_error``: when a store call fails (``put``, ``public_url``, an
+    existence check), ``'inline'`` (the default) sends that request with its
+    bytes as they are and logs one WARNING naming the operation and the
+    error type, and the next request tries the store again; ``'raise'``
+    lets the error fail the run. Cancellation, programming errors
+    (``TypeError``, ``AttributeError``, ``KeyError``, ...) and configuration
+    or lifecycle errors (``InvalidStoreConfiguration``, ``StoreClosedError``,
+    ``UnsafeKeyError``) are raised either way (``docs/model-urls.md``).
     """
 
     def __init__(
@@ -124,8 +158,12 @@ class MediaUrlSwapper:
         known_blobs: KnownBlobCache | bool = True,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         max_urls: int = DEFAULT_MAX_URLS,
+        on_store_error: OnStoreError = 'inline',
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not isinstance(on_store_error, str) or on_store_error not in _ON_STORE_ERROR:
+            raise InvalidStoreConfiguration("on_store_error must be 'inline' or 'raise'")
+        self.on_store_error: OnStoreError = on_store_error
         self.media_store = media_store
         self.threshold_bytes = check_threshold(threshold_bytes)
         self.min_validity = _seconds(min_validity, 'min_validity')
@@ -135,7 +173,7 @@ class MediaUrlSwapper:
             chosen = frozenset(kinds)
             unknown = chosen - ALL_KINDS
             if isinstance(kinds, str) or unknown:
-                raise ValueError(f"kinds must be 'auto' or a collection of {sorted(ALL_KINDS)}, got {kinds!r}")
+                raise ValueError(f"kinds must be 'auto' or a collection of {sorted(ALL_KINDS)}")
             self.kinds = chosen
         self._url_lifetime: float | Literal['store'] | None
         if url_lifetime is None:
@@ -156,6 +194,8 @@ class MediaUrlSwapper:
         )
         self.urls_issued = 0
         """How many URLs the store was asked for (a stable run asks once per blob per lifetime)."""
+        self.store_failures = 0
+        """How many requests went out with their bytes inline because a store call failed."""
 
     @property
     def url_lifetime(self) -> float | None:
@@ -179,8 +219,9 @@ class MediaUrlSwapper:
         """A new message list with large media of requests replaced by URL parts (``messages`` is not changed).
 
         Each swapped payload is in the store before its URL is handed out.
-        Where the store gives no URL the bytes stay. ``model`` is the model
-        the request goes to (for ``kinds='auto'``).
+        Where the store gives no URL the bytes stay; where a store call fails,
+        see ``on_store_error``. ``model`` is the model the request goes to
+        (for ``kinds='auto'``).
         """
         found: list[tuple[TypedPayload, MediaKind]] = []
         decided: dict[tuple[MediaKind, str], bool] = {}
@@ -214,7 +255,12 @@ class MediaUrlSwapper:
         jobs = [
             batch.add('bytes', item.source, item.size, item.media_type, self._fingerprint(item)) for item, _ in found
         ]
-        await batch.flush()
+        try:
+            await batch.flush()
+        except Exception as error:
+            if not self._inlines(error):
+                raise
+            return self._inline(messages, 'put', error, len(found))
         now = self.clock()
         issued: list[_IssuedUrl | None] = [None] * len(found)
         missing: list[int] = []
@@ -226,7 +272,12 @@ class MediaUrlSwapper:
             else:
                 missing.append(index)
         if missing:
-            await self._issue(found, jobs, issued, missing, lifetime)
+            try:
+                await self._issue(found, jobs, issued, missing, lifetime)
+            except Exception as error:
+                if not self._inlines(error):
+                    raise
+                return self._inline(messages, 'public_url', error, len(found))
         replacements: list[tuple[TypedPayload, object]] = []
         for (item, kind), job, url in zip(found, jobs, issued, strict=True):
             if url is None:
@@ -237,6 +288,26 @@ class MediaUrlSwapper:
             replacements.append((item, self._url_part(url, kind, content, job.uri)))
         logger.debug('swapped %d of %d media parts for URLs (%d new URLs)', len(replacements), len(found), len(missing))
         return with_replaced_contents(messages, replacements) if replacements else messages
+
+    def _inlines(self, error: Exception) -> bool:
+        """Whether a failed store call leaves the request inline (else the error is raised)."""
+        return self.on_store_error == 'inline' and not isinstance(error, _NEVER_INLINED)
+
+    def _inline(self, messages: list[ModelMessage], operation: str, error: Exception, count: int) -> list[ModelMessage]:
+        """The request unchanged, after one WARNING: the operation and the error type, never its message.
+
+        A driver's message can hold the endpoint, the bucket or a URL (a presigned URL is a credential),
+        so only the class name is logged, and no traceback.
+        """
+        self.store_failures += 1
+        logger.warning(
+            'MediaUrls: the media store failed during %s (%s); this model request carries its %d media part(s) '
+            'inline, and the next request tries the store again',
+            operation,
+            type(error).__name__,
+            count,
+        )
+        return messages
 
     async def _issue(
         self,
@@ -330,7 +401,8 @@ class MediaUrls(AbstractCapability[Any]):
 
     Acts in ``before_model_request`` on that request's messages only; the
     run's history, ``result.all_messages()`` and what ``StepPersistence``
-    saves keep ``BinaryContent``. Options as for ``MediaUrlSwapper``.
+    saves keep ``BinaryContent``. A failing store costs that request its
+    URLs, not the run (``on_store_error``). Options as for ``MediaUrlSwapper``.
     """
 
     def __init__(
@@ -344,6 +416,7 @@ class MediaUrls(AbstractCapability[Any]):
         known_blobs: KnownBlobCache | bool = True,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         max_urls: int = DEFAULT_MAX_URLS,
+        on_store_error: OnStoreError = 'inline',
     ) -> None:
         self.swapper = MediaUrlSwapper(
             media_store,
@@ -354,6 +427,7 @@ class MediaUrls(AbstractCapability[Any]):
             known_blobs=known_blobs,
             max_concurrency=max_concurrency,
             max_urls=max_urls,
+            on_store_error=on_store_error,
         )
 
     @property
