@@ -263,7 +263,7 @@ def test_stats_tables(tmp_path: Path) -> None:
     folder = tmp_path / 'blobs'
     asyncio.run(seed(SqliteMediaStore(database=tmp_path / 'b.db')))
     asyncio.run(seed(DiskMediaStore(folder)))
-    result = run('stats', f'sqlite:///{tmp_path / "b.db"}', '--json', str(tmp_path / 'stats.json'))
+    result = run('stats', f'sqlite:///{tmp_path / "b.db"}', '--json-file', str(tmp_path / 'stats.json'))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert 'blobs: 4, 1.4 MiB (1,505,010 bytes)' in out
@@ -379,7 +379,7 @@ def test_externalize_restore_round_trip(tmp_path: Path, history: tuple[Path, lis
     lean, restored, store = tmp_path / 'lean.json', tmp_path / 'restored.json', tmp_path / 'store'
     summary_file = tmp_path / 'summary.json'
 
-    out = run('externalize', str(source), str(lean), '--store', str(store), '--json', str(summary_file))
+    out = run('externalize', str(source), str(lean), '--store', str(store), '--json-file', str(summary_file))
     assert out.returncode == 0, out.stderr
     summary = json.loads(summary_file.read_text())
     assert summary['input_bytes'] == source.stat().st_size
@@ -443,7 +443,7 @@ def test_output_files_follow_the_umask_keep_their_mode_and_write_through_symlink
         with umask(mask):
             fresh = outputs / f'new-{mask:o}.json'
             summary = outputs / f'summary-{mask:o}.json'
-            write(fresh, '--json', str(summary))
+            write(fresh, '--json-file', str(summary))
         assert (mode(fresh), mode(summary)) == (wanted, wanted), f'umask {mask:o}'
 
     kept, summary = outputs / 'shared.json', outputs / 'shared-summary.json'
@@ -452,7 +452,7 @@ def test_output_files_follow_the_umask_keep_their_mode_and_write_through_symlink
         path.chmod(0o640)
     before = kept.stat().st_ino
     with umask(0o077):
-        write(kept, '--json', str(summary))
+        write(kept, '--json-file', str(summary))
     assert (mode(kept), mode(summary)) == (0o640, 0o640)
     assert kept.stat().st_ino != before, 'replaced atomically (a new file renamed over it), not rewritten in place'
     assert json.loads(summary.read_text())['store'].startswith('DiskMediaStore(')

@@ -2,7 +2,7 @@
 
 Each command lives in its own module with a ``register(commands, common)``
 function that adds its subparser (with ``common`` as a parent, for
-``--quiet`` and ``--json``) and sets ``handler``: a function
+``--quiet``, ``--json`` and ``--json-file``) and sets ``handler``: a function
 ``(args, ui) -> int`` or a coroutine function of the same shape. ``main``
 turns user errors into one line on stderr and a non-zero exit code.
 """
@@ -18,22 +18,26 @@ from pathlib import Path
 from mediastash import __version__
 from mediastash.cli import _gc, _ops, _sync, _tune
 from mediastash.cli._args import image_bytes, integer, parse_size, positive_int
+from mediastash.cli._output import check_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError, describe_error
 
 __all__ = ['build_parser', 'main', 'parse_size']
 
 
 def common_options() -> argparse.ArgumentParser:
-    """Options every command takes: ``--quiet`` and ``--json [FILE]``."""
+    """Options every command takes: ``--quiet``, ``--json`` and ``--json-file FILE``.
+
+    ``--json`` is a plain flag: an optional value would swallow the positional
+    argument after it (``ls --json DIR``), so a file is named by its own option.
+    """
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument('-q', '--quiet', action='store_true', help='no progress output')
+    common.add_argument('--json', action='store_true', help='print the result as JSON on stdout instead of tables')
     common.add_argument(
-        '--json',
-        nargs='?',
-        const='-',
+        '--json-file',
         default=None,
         metavar='FILE',
-        help='write the result as JSON to FILE, or to stdout (instead of tables) when no FILE is given',
+        help='also write the result as JSON to FILE (replaced atomically; tables still print unless --json)',
     )
     return common
 
@@ -105,8 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(None if argv is None else list(argv))
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1
-    ui = Ui(quiet=bool(getattr(args, 'quiet', False)), json_target=getattr(args, 'json', None))
+    json_file = getattr(args, 'json_file', None)
+    ui = Ui(quiet=bool(getattr(args, 'quiet', False)), as_json=bool(getattr(args, 'json', False)), json_file=json_file)
     try:
+        if json_file is not None:
+            check_output(json_file)  # before the work, not after it
         outcome = args.handler(args, ui)
         if inspect.isawaitable(outcome):
             outcome = asyncio.run(_awaited(outcome))

@@ -520,7 +520,7 @@ def _check_target(target: str, ui: Ui) -> None:
     """Fail before any work when ``target`` cannot be written, or would mix with JSON on stdout."""
     if target == '-':
         if ui.as_json:
-            raise UserError("OUT '-' and --json without a FILE would both write to stdout; give --json a FILE")
+            raise UserError("OUT '-' and --json would both write to stdout; use --json-file FILE instead")
         return
     check_output(target)
 

@@ -4,7 +4,7 @@ Commands raise ``UserError`` (or a ``MediaStashError`` / ``OSError``) for
 things the user can fix; ``main`` prints one line and exits non-zero, never a
 traceback. Progress goes to stderr and only when stderr is a terminal and
 ``--quiet`` was not given; tables go to stdout; with ``--json`` stdout holds
-JSON only.
+JSON only; ``--json-file FILE`` writes the same JSON to FILE as well.
 """
 
 from __future__ import annotations
@@ -50,15 +50,15 @@ class _NoStep:
 class Ui:
     """Output of one command run.
 
-    ``quiet`` silences progress. ``json_target``: ``None`` for tables only,
-    ``'-'`` for JSON on stdout instead of tables, a path to write JSON there
-    as well as the tables.
+    ``quiet`` silences progress. ``as_json``: JSON on stdout instead of
+    tables. ``json_file``: a path to write the JSON to as well (``None``:
+    none); the two combine.
     """
 
-    def __init__(self, *, quiet: bool = False, json_target: str | None = None) -> None:
+    def __init__(self, *, quiet: bool = False, as_json: bool = False, json_file: str | None = None) -> None:
         self.quiet = quiet
-        self.json_target = json_target
-        self.as_json = json_target == '-'
+        self.as_json = as_json
+        self.json_file = json_file
         self.out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
         if not self.out.is_terminal and 'COLUMNS' not in os.environ:
             # Piped or redirected: do not fold wide tables at 80 columns.
@@ -108,19 +108,19 @@ class Ui:
             self.out.print(text, markup=False)
 
     def json(self, value: Any) -> None:
-        """The command's result as JSON, where ``--json`` asked for it (nothing without the option)."""
-        if self.json_target is None:
+        """The command's result as JSON, where ``--json`` or ``--json-file`` asked for it (else nothing)."""
+        if not self.as_json and self.json_file is None:
             return
         text = json.dumps(value, indent=2) + '\n'
         if self.as_json:
             sys.stdout.write(text)
-        else:
+        if self.json_file is not None:
             from mediastash.cli._output import write_output  # here: _output builds on this module
 
             try:
-                write_output(self.json_target, text.encode())
+                write_output(self.json_file, text.encode())
             except OSError as error:
-                raise UserError(f'cannot write {self.json_target}: {error.strerror or error}') from None
+                raise UserError(f'cannot write {self.json_file}: {error.strerror or error}') from None
 
     def error(self, message: str) -> None:
         """The one-line error for a user error."""
