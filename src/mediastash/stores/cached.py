@@ -145,11 +145,11 @@ class CachedMediaStore(WrapperMediaStore):
         data = await self._cached(uri, digest, context)
         if data is not None:
             return data
-        generation = self._generation()
+        asked = self._asking()
         data = await self.inner.get(uri, context=context)
         if not getattr(self.inner, 'verifies_reads', False):
             data = await verify_digest(digest, data, where=repr(self.inner))
-        self._confirm([digest], generation)
+        self._confirm([digest], asked)
         await self._keep(uri, digest, data, context)
         return data
 
@@ -177,12 +177,12 @@ class CachedMediaStore(WrapperMediaStore):
     async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         digest = parse_media_uri(uri)
         self._check_open()
-        if self._trusted(digest):
+        asked = self._asking()
+        if self._trusted(digest, asked[1]):
             return True
-        generation = self._generation()
         found = await self.inner.exists(uri, context=context)
         if found:
-            self._confirm([digest], generation)
+            self._confirm([digest], asked)
         return found
 
     async def exists_many(
@@ -190,13 +190,13 @@ class CachedMediaStore(WrapperMediaStore):
     ) -> frozenset[str]:
         wanted = {parse_media_uri(uri): uri for uri in uris}
         self._check_open()
-        trusted = frozenset(uri for digest, uri in wanted.items() if self._trusted(digest))
+        asked = self._asking()
+        trusted = frozenset(uri for digest, uri in wanted.items() if self._trusted(digest, asked[1]))
         rest = [uri for uri in wanted.values() if uri not in trusted]
         if not rest:
             return trusted
-        generation = self._generation()
         found = await exists_in(self.inner, rest, max_concurrency=max_concurrency)
-        self._confirm((parse_media_uri(uri) for uri in found), generation)
+        self._confirm((parse_media_uri(uri) for uri in found), asked)
         return trusted | found
 
     # -- what the backing store confirmed recently --------------------------------------
@@ -214,13 +214,15 @@ class CachedMediaStore(WrapperMediaStore):
             self._confirmed_generation = generation
         return generation
 
-    def _trusted(self, digest: str) -> bool:
-        """Whether ``backing`` said it holds ``digest`` less than ``trust_seconds`` ago (and nothing was deleted)."""
-        self._current()
+    def _trusted(self, digest: str, now: float) -> bool:
+        """Whether ``backing`` said it holds ``digest`` less than ``trust_seconds`` before ``now``.
+
+        Call ``_current()`` first, so confirmations older than a noted deletion are gone.
+        """
         confirmed = self._confirmed.peek(digest)
         if confirmed is None:
             return False
-        if self.clock() - confirmed < self.trust_seconds:
+        if now - confirmed < self.trust_seconds:
             return True
         self._confirmed.pop(digest)
         return False
@@ -230,13 +232,17 @@ class CachedMediaStore(WrapperMediaStore):
         for uri in uris:
             self._confirmed.pop(parse_media_uri(uri))
 
-    def _confirm(self, digests: Iterable[str], asked_at: tuple[int, object]) -> None:
-        """``backing`` just said it holds ``digests``; ignored when a deletion was noted since the question."""
-        if self._current() != asked_at or self.trust_seconds == 0:
+    def _asking(self) -> tuple[tuple[int, object], float]:
+        """Taken just before a question to ``backing``: the deletion generation and the time."""
+        return self._current(), self.clock()
+
+    def _confirm(self, digests: Iterable[str], asked: tuple[tuple[int, object], float]) -> None:
+        """``backing`` said it holds ``digests``; trusted from when it was asked, unless a deletion was noted since."""
+        generation, when = asked
+        if self._current() != generation or self.trust_seconds == 0:
             return
-        now = self.clock()
         for digest in digests:
-            self._confirmed.put(digest, now)
+            self._confirmed.put(digest, when)
 
     def get_stream(
         self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
@@ -261,14 +267,14 @@ class CachedMediaStore(WrapperMediaStore):
             finally:
                 await stream.aclose()
         inner: Any = self.inner
-        generation = self._generation()
+        asked = self._asking()
         backing = inner.get_stream(uri, context=context, chunk_size=chunk_size)
         try:
             async for chunk in backing:
                 yield chunk
         finally:
             await backing.aclose()
-        self._confirm([digest], generation)
+        self._confirm([digest], asked)
 
     async def _stream_verified(self, uri: str, digest: str, chunk_size: int) -> bool:
         """True when the cache holds a good copy, read through once (a corrupt one is discarded)."""
@@ -293,19 +299,19 @@ class CachedMediaStore(WrapperMediaStore):
 
     async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
         self._check_open()
-        generation = self._generation()
+        asked = self._asking()
         uri = await self.inner.put(data, context=context)
         digest = parse_media_uri(uri)
-        self._confirm([digest], generation)
+        self._confirm([digest], asked)
         if self.write == 'through':
             await self._keep(uri, digest, data, context)
         return uri
 
     async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
         self._check_open()
-        generation = self._generation()
+        asked = self._asking()
         uri = await super().put_stream(chunks, context=context)
-        self._confirm([parse_media_uri(uri)], generation)
+        self._confirm([parse_media_uri(uri)], asked)
         return uri
 
     async def _keep(self, uri: str, digest: str, data: bytes, context: MediaContextLike) -> None:
@@ -459,9 +465,9 @@ class CachedMediaStore(WrapperMediaStore):
         max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
     ) -> frozenset[str]:
         self._check_open()
-        generation = self._generation()
+        asked = self._asking()
         found = await super().touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency)
-        self._confirm((parse_media_uri(uri) for uri in found), generation)
+        self._confirm((parse_media_uri(uri) for uri in found), asked)
         return found
 
     async def aclose(self) -> None:
