@@ -343,3 +343,65 @@ async def test_gc_keeps_every_blob_a_version_2_snapshot_needs(kind: str, tmp_pat
     store = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media, known_blobs=False)
     back = await store.latest_snapshot(run_id='run-1')
     assert back is not None and back.messages == roundtrip(messages)
+
+
+async def test_a_resave_hands_over_the_same_envelopes_and_rebuilds_changed_ones() -> None:
+    from mediastash.integrations._typed import Offloader
+
+    offloader = Offloader(MemoryMediaStore(), threshold_bytes=64 * 1024, known_blobs=True, max_concurrency=4)
+    messages = history()
+    first = await offloader.offload(messages)
+    second = await offloader.offload([*messages, ModelRequest(parts=[UserPromptPart('next')])])
+    assert all(a is b for a, b in zip(first, second, strict=False))  # built once, handed over again
+    edited = list(messages)
+    edited[2] = ModelRequest(parts=[ToolReturnPart(tool_name='fetch', content='ü' * 70_000, tool_call_id='call-1')])
+    third = await offloader.offload(edited)
+    assert third[0] is first[0] and third[2] is not first[2]
+    assert 'ü' * 10 not in ModelMessagesTypeAdapter.dump_json([third[2]]).decode()
+    assert await offloader.restore(third, run_id='r', step_index=3) == roundtrip(edited)
+
+
+def binary_marker(uri: str) -> dict[str, Any]:
+    return {
+        'kind': 'binary',
+        'media_type': 'image/png',
+        '__harness_external_media__': True,
+        '__harness_external_uri__': uri,
+        'uri': uri,
+    }
+
+
+def test_shapes_pydantic_ai_refuses_fall_back_to_text_parts_and_still_restore() -> None:
+    """A marker where pydantic-ai accepts no text: the part (else the message) becomes text parts, one per part."""
+    from mediastash.integrations._envelope import envelopes_for, lean_json_of
+    from mediastash.uri import media_uri_for
+
+    uri = media_uri_for(b'x')
+    in_error_list = {
+        'kind': 'request',
+        'parts': [
+            {'part_kind': 'retry-prompt', 'content': [binary_marker(uri)], 'tool_name': None, 'tool_call_id': 'c'},
+            {'part_kind': 'user-prompt', 'content': 'keep me'},
+        ],
+        'metadata': None,
+    }
+    in_usage = {
+        'kind': 'response',
+        'parts': [{'part_kind': 'text', 'content': 'hello'}, {'part_kind': 'text', 'content': 'again'}],
+        'usage': {'details': {'tokens': binary_marker(uri)}},
+        'metadata': {'note': 1},
+    }
+    leans = [in_error_list, in_usage]
+    envelopes = envelopes_for(leans, [{uri: 1536}, {}])
+    stored = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(envelopes))
+    first, second = stored
+    assert [p.part_kind for p in first.parts] == ['user-prompt', 'user-prompt']
+    assert (
+        first.parts[0].content.startswith(PLACEHOLDER_PREFIX + 'a retry-prompt part') and uri in first.parts[0].content
+    )
+    assert first.parts[1].content == 'keep me'
+    assert [p.part_kind for p in second.parts] == ['text', 'text']
+    assert all(p.content.startswith(PLACEHOLDER_PREFIX) for p in second.parts)  # the message itself could not hold it
+    for index, (message, lean) in enumerate(zip(stored, leans, strict=True)):
+        back = lean_json_of(message, run_id='r', step_index=1, message_index=index)
+        assert {k: v for k, v in back.items() if k in lean} == lean

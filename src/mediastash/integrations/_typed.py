@@ -58,6 +58,8 @@ class Offloader:
         self.known_blobs = known_blobs
         self.max_concurrency = max_concurrency
         self._identifiers = IdentifierMemo()
+        self._envelopes: dict[int, _Enveloped] = {}
+        """The previous save's envelopes by ``id`` of the message they stand for (see ``offload``)."""
 
     # -- saving ------------------------------------------------------------------------
 
@@ -99,13 +101,32 @@ class Offloader:
         return lean, changed, list(sizes)
 
     async def offload(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        """The messages with every payload message replaced by its envelope (blobs stored first)."""
+        """The messages with every payload message replaced by its envelope (blobs stored first).
+
+        An envelope depends only on the lean JSON and payload sizes of its
+        message, so one the previous save built for the same message object
+        with equal lean JSON and sizes is handed over again (each snapshot
+        repeats the history; the inner store only serializes envelopes).
+        """
         lean, changed, sizes = await self._lean_json_sized(messages)
-        places = [i for i, message in enumerate(messages) if changed[i] or has_reserved_key(message)]
         out = list(messages)
-        envelopes = envelopes_for([lean[i] for i in places], [sizes[i] for i in places]) if places else []
-        for index, envelope in zip(places, envelopes, strict=True):
-            out[index] = envelope
+        previous, current = self._envelopes, {}
+        todo: list[int] = []
+        for index, message in enumerate(messages):
+            if not (changed[index] or has_reserved_key(message)):
+                continue
+            memo = previous.get(id(message))
+            if memo is not None and memo.message is message and memo.lean == lean[index] and memo.sizes == sizes[index]:
+                out[index] = memo.envelope
+                current[id(message)] = memo
+            else:
+                todo.append(index)
+        if todo:
+            built = envelopes_for([lean[i] for i in todo], [sizes[i] for i in todo])
+            for index, envelope in zip(todo, built, strict=True):
+                out[index] = envelope
+                current[id(messages[index])] = _Enveloped(messages[index], lean[index], sizes[index], envelope)
+        self._envelopes = current
         return out
 
     def _identifier(self, content: BinaryContent, job: Job | None, computed: list[tuple[Job, str]]) -> str:
@@ -201,6 +222,16 @@ class Offloader:
                 step_index=step_index,
                 message_index=first,
             ) from error
+
+
+@dataclasses.dataclass(slots=True)
+class _Enveloped:
+    """An envelope ``offload`` built, with what it was built from."""
+
+    message: ModelMessage
+    lean: Any
+    sizes: Sizes
+    envelope: ModelMessage
 
 
 _PYDANTIC_DEPTH: Final = 'Maximum serialization depth exceeded'
