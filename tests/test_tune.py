@@ -650,3 +650,66 @@ def test_a_deeply_nested_json_input_is_a_one_line_error(tmp_path: Path) -> None:
     assert 'deep.json is JSON nested too deeply to read' in line
     assert 'RecursionError' not in line
     assert not (tmp_path / 'store').exists()
+
+
+# -- step stores whose media live in another store (issue 17 item 12) ----------------------------
+
+
+@pytest.fixture(scope='module')
+def wrapped_step_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """The layout of docs/integrations.md: OffloadingStepStore(FileStepStore('runs', media_store=None), media)."""
+    from mediastash.integrations import OffloadingStepStore
+
+    folder = tmp_path_factory.mktemp('wrapped')
+    store = OffloadingStepStore(
+        FileStepStore(folder / 'runs', media_store=None), media_store=DiskMediaStore(folder / 'media')
+    )
+    messages = asyncio.run(agent_run(store))
+    return folder, ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+
+
+def test_tune_reads_a_wrapped_step_store_with_media(wrapped_step_store: tuple[Path, list[dict[str, Any]]]) -> None:
+    folder, _ = wrapped_step_store
+    before = tree_of(folder)
+    line = bad(tune('runs', '--store', 'memory://', cwd=folder))
+    assert 'pass --media URL' in line and 'OffloadingStepStore' in line
+
+    result = succeeded(
+        tune('runs', '--store', 'memory://', '--media', 'media', '--thresholds', '4KiB,1MiB', '--json', cwd=folder)
+    )
+    rows = rows_by_threshold(json.loads(result.stdout))
+    assert (rows[4 * KiB]['blobs'], rows[4 * KiB]['media_bytes']) == (3, sum(IMAGE_SIZES) + len(REPORT))
+    assert rows[4 * KiB]['snapshots'] == 3
+
+    (folder / 'empty-media').mkdir()
+    assert 'does not hold' in bad(tune('runs', '--store', 'memory://', '--media', 'empty-media', cwd=folder))
+    assert 'does not exist' in bad(tune('runs', '--store', 'memory://', '--media', 'nowhere', cwd=folder))
+    assert tree_of(folder) == before | {'empty-media'}  # inputs and media only read; nothing created
+
+
+async def test_wrapped_and_harness_written_histories_come_back_exactly(
+    wrapped_step_store: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    from mediastash.tuning import HistoryInputError, load_inputs
+
+    folder, expected = wrapped_step_store
+    (history,) = await load_inputs([folder / 'runs'], media_store=DiskMediaStore(folder / 'media'))
+    assert history.messages == expected
+
+    # A harness store that externalized into a mediastash store of its own (no envelopes, the harness's markers).
+    media = DiskMediaStore(tmp_path / 'elsewhere')
+    messages = await agent_run(FileStepStore(tmp_path / 'steps', media_store=media))
+    (history,) = await load_inputs([tmp_path / 'steps'], media_store=media)
+    assert history.messages == ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+    with pytest.raises(HistoryInputError, match='pass --media URL'):
+        await load_inputs([tmp_path / 'steps'])
+
+    # A lean history file, as mediastash externalize writes it.
+    from mediastash import externalize_media
+
+    lean = await externalize_media(expected, media_store=media, threshold_bytes=4 * KiB)
+    (tmp_path / 'lean.json').write_text(json.dumps(lean))
+    (history,) = await load_inputs([tmp_path / 'lean.json'], media_store=media)
+    assert history.messages == expected
+    with pytest.raises(HistoryInputError, match='lean history'):
+        await load_inputs([tmp_path / 'lean.json'])

@@ -9,7 +9,9 @@ See ``docs/tuning.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help='the store to measure on: memory://, a folder, sqlite:///file.db, s3://bucket/prefix, mongodb://host/db',
     )
     tune.add_argument(
+        '--media',
+        default=None,
+        metavar='URL',
+        help='the media store the histories were written with (read only, never created), e.g. the media_store= '
+        'of an OffloadingStepStore; without it a step store is read with its own media store',
+    )
+    tune.add_argument(
         '--thresholds',
         type=parse_thresholds,
         default=parse_thresholds(DEFAULT_THRESHOLDS),
@@ -167,8 +176,8 @@ async def _sweep(args: argparse.Namespace, ui: Ui, namespaces: Any) -> tuple[lis
     """Open the store (a bad URL or unreachable server fails here, before any work), load the inputs, sweep."""
     from mediastash.tuning import History, count_snapshots, load_inputs, sweep, synthetic_history
 
-    async with namespaces:
-        histories: list[History] = await load_inputs(list(args.histories))
+    async with namespaces, _media_store(args.media) as media:
+        histories: list[History] = await load_inputs(list(args.histories), media_store=media)
         if args.synthetic:
             ui.info('building the synthetic history ...')
             histories.append(synthetic_history())
@@ -178,6 +187,18 @@ async def _sweep(args: argparse.Namespace, ui: Ui, namespaces: Any) -> tuple[lis
             rows = await sweep(histories, args.thresholds, namespaces, advance=step.advance)
         seconds = time.perf_counter() - started
     return rows, histories, snapshots, seconds
+
+
+@contextlib.asynccontextmanager
+async def _media_store(url: str | None) -> AsyncIterator[Any]:
+    """The ``--media`` store, opened as the read-only commands open stores (``create=False``), or ``None``."""
+    if url is None:
+        yield None
+        return
+    from mediastash.cli._ops import _opened
+
+    async with _opened(url, create=False) as store:
+        yield store
 
 
 def _print_table(ui: Ui, rows: list[Any], histories: list[Any], snapshots: int, store: str, seconds: float) -> None:

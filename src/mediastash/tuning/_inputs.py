@@ -5,19 +5,24 @@ A history is the JSON form pydantic-ai persists
 ``json.loads`` of what ``dump_json`` / ``result.all_messages_json()`` wrote).
 A pydantic-ai-harness ``FileStepStore`` folder or ``SqliteStepStore``
 database gives one history per run: the run's latest complete snapshot, read
-through the harness's public API (so its own media store restores it).
+through the harness's public API and ``OffloadingStepStore`` (so envelopes and
+markers written by either are restored, from the media store the histories
+were written with). Inputs are only read.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from mediastash._path_kinds import PathKind, PathKindError, classify
+from mediastash._path_kinds import PathKind, PathKindError, classify, file_step_store_runs
 from mediastash.errors import MediaStashError
+from mediastash.stores.memory import MemoryMediaStore
+from mediastash.stores.protocols import MediaStore
 
 __all__ = [
     'History',
@@ -51,17 +56,49 @@ def synthetic_history(*, steps: int = 50, seed: int = 0) -> History:
     return History(f'synthetic ({steps} steps)', agent_history(steps=steps, image_bytes_total=40 * MiB, seed=seed))
 
 
-async def load_inputs(paths: list[Path]) -> list[History]:
-    """Every history the paths hold, in order: a file gives one, a step store one per run."""
+async def load_inputs(paths: list[Path], *, media_store: MediaStore | None = None) -> list[History]:
+    """Every history the paths hold, in order: a file gives one, a step store one per run.
+
+    ``media_store``: the store the histories were written with (``tune
+    --media``), read only. Without it, a step store's payloads come from the
+    harness's own media store inside the folder or database, and an input that
+    needs another store is refused with a ``HistoryInputError`` saying so.
+    """
     histories: list[History] = []
     for path in paths:
         if not path.exists():
             raise HistoryInputError(f'no such file or folder: {path}')
         if path.is_dir() or step_store_kind(path) is not None or _is_sqlite(path):
-            histories.extend(await load_step_store(path))
+            histories.extend(await load_step_store(path, media_store=media_store))
         else:
-            histories.append(load_history_file(path))
+            histories.append(await _full_history(load_history_file(path), media_store))
     return histories
+
+
+async def _full_history(history: History, media_store: MediaStore | None) -> History:
+    """A history file as the agent saw it: a lean one (markers in place of payloads) restored from ``media_store``."""
+    from mediastash.gc import referenced_uris
+
+    if not referenced_uris(history.messages):
+        return history
+    if media_store is None:
+        raise HistoryInputError(
+            f'{history.name} is a lean history (its payloads are in a media store): pass --media URL, '
+            'the media store it was written with'
+        )
+    return History(history.name, await _restored(history.messages, media_store, history.name))
+
+
+async def _restored(tree: Any, media_store: MediaStore, where: str) -> Any:
+    from mediastash.walker import restore_media
+
+    try:
+        return await restore_media(tree, media_store=media_store, known_blobs=False)
+    except FileNotFoundError:
+        raise HistoryInputError(
+            f'{where} references media that {media_store!r} does not hold: pass --media URL, '
+            'the media store the histories were written with'
+        ) from None
 
 
 def load_history_file(path: Path) -> History:
@@ -106,37 +143,109 @@ def _json_type(value: object) -> str:
     return 'null' if value is None else names.get(type(value), type(value).__name__)
 
 
-async def load_step_store(path: Path) -> list[History]:
+async def load_step_store(path: Path, *, media_store: MediaStore | None = None) -> list[History]:
     """One history per run of a harness ``FileStepStore`` folder or ``SqliteStepStore`` file.
 
     Each run's latest complete snapshot is its history (an interrupted one is
-    skipped, as ``continue_run`` does). The store is only read: the folder or
-    database must already look like a step store.
+    skipped, as ``continue_run`` does). The runs of a folder are those the
+    classifier gc uses finds (``<run>/run.json`` or ``<run>/snapshots/``). A
+    snapshot is read as stored, then through ``OffloadingStepStore`` with
+    ``media_store`` (its envelopes restored, whichever envelope version wrote
+    them); a message the wrapper leaves unchanged that still holds markers was
+    externalized by the harness store itself, and is restored from
+    ``media_store`` or, without one, by the harness's own media store. The
+    store is only read: the folder or database must already look like a step
+    store.
     """
     try:
-        from pydantic_ai.messages import ModelMessagesTypeAdapter
         from pydantic_ai_harness.step_persistence import FileStepStore, SqliteStepStore
+
+        from mediastash.integrations import OffloadingStepStore
     except ImportError:
         raise HistoryInputError(
             f'reading the step store {path} needs pydantic-ai-harness: pip install "mediastash[harness]"'
         ) from None
     folder = _check_step_store(path) == 'folder'
-    store = FileStepStore(path) if folder else SqliteStepStore(database=path)
+
+    def opened(media: Any) -> Any:
+        return FileStepStore(path, media_store=media) if folder else SqliteStepStore(database=path, media_store=media)
+
+    plain = opened(None)
+    reading = MemoryMediaStore() if media_store is None else media_store  # empty: any envelope asks for --media
+    wrapper = OffloadingStepStore(plain, media_store=reading, known_blobs=False)
+    layered = OffloadingStepStore(
+        opened('auto' if media_store is None else media_store), media_store=reading, known_blobs=False
+    )
     histories: list[History] = []
     try:
-        for run in await store.list_runs():
-            snapshot = await store.latest_snapshot(run_id=run.run_id)
-            if snapshot is None or not snapshot.messages:
-                continue
-            messages = ModelMessagesTypeAdapter.dump_python(snapshot.messages, mode='json')
-            histories.append(History(f'{path}#{run.run_id}', messages))
+        runs = list(file_step_store_runs(path)) if folder else [run.run_id for run in await plain.list_runs()]
+        for run_id in runs:
+            where = f'{path}#{run_id}'
+            messages = await _run_history(plain, wrapper, layered, run_id, where, media_store)
+            if messages:
+                histories.append(History(where, messages))
     except HistoryInputError:
         raise
+    except RecursionError:
+        raise HistoryInputError(f'cannot read the step store {path}: a snapshot is nested too deeply to read') from None
     except (OSError, ValueError, sqlite3.Error) as error:
         raise HistoryInputError(f'cannot read the step store {path}: {type(error).__name__}: {error}') from None
     if not histories:
         raise HistoryInputError(f'the step store {path} holds no run with a complete snapshot')
     return histories
+
+
+async def _run_history(
+    plain: Any, wrapper: Any, layered: Any, run_id: str, where: str, media_store: MediaStore | None
+) -> list[dict[str, Any]] | None:
+    """The JSON messages of a run's latest complete snapshot, every payload restored (``None``: no such snapshot).
+
+    First as the documented layout writes it (``OffloadingStepStore`` over a
+    harness store without a media store of its own). When the stored snapshot
+    holds markers the harness store wrote itself (it does not even parse
+    without them restored, or the wrapper leaves a message with markers
+    unchanged), the run is read again through the harness store with its media
+    store (``media_store``, or its own default) under the wrapper.
+    """
+    from mediastash.gc import referenced_uris
+
+    try:
+        raw = await plain.latest_snapshot(run_id=run_id)
+    except ValueError:  # harness markers where a payload must be: only a store with its media can parse it
+        harness_made = True
+    else:
+        if raw is None or not raw.messages:
+            return None
+        full = _dumped(await _restoring(wrapper.latest_snapshot(run_id=run_id), where, media_store, wrapped=True))
+        stored = _dumped(raw)
+        harness_made = any(message == stored[index] and referenced_uris(message) for index, message in enumerate(full))
+        if not harness_made:
+            return full
+    snapshot = await _restoring(layered.latest_snapshot(run_id=run_id), where, media_store, wrapped=False)
+    return None if snapshot is None or not snapshot.messages else _dumped(snapshot)
+
+
+def _dumped(snapshot: Any) -> list[dict[str, Any]]:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    messages: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(list(snapshot.messages), mode='json')
+    return messages
+
+
+async def _restoring(read: Awaitable[Any], where: str, media_store: MediaStore | None, *, wrapped: bool) -> Any:
+    """Await a read that restores payloads; a missing blob becomes a ``HistoryInputError`` saying to pass --media."""
+    try:
+        return await read
+    except FileNotFoundError:
+        if media_store is not None:
+            problem = f'references media that {media_store!r} does not hold'
+        elif wrapped:
+            problem = 'was written through OffloadingStepStore, and its media is not in the step store'
+        else:
+            problem = 'references media that is not in the step store'
+        raise HistoryInputError(
+            f'{where} {problem}: pass --media URL, the media store the histories were written with'
+        ) from None
 
 
 def step_store_kind(path: Path) -> Literal['folder', 'sqlite'] | None:
