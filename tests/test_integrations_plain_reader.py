@@ -405,3 +405,25 @@ def test_shapes_pydantic_ai_refuses_fall_back_to_text_parts_and_still_restore() 
     for index, (message, lean) in enumerate(zip(stored, leans, strict=True)):
         back = lean_json_of(message, run_id='r', step_index=1, message_index=index)
         assert {k: v for k, v in back.items() if k in lean} == lean
+
+
+async def test_re_saving_a_version_1_run_through_the_wrapper_makes_it_readable_without_mediastash(
+    tmp_path: Path,
+) -> None:
+    """The upgrade docs/migrating.md gives for runs written before placeholders existed."""
+    media = MemoryMediaStore()
+    messages = history()
+    inner = FileStepStore(tmp_path / 'steps', media_store=None)
+    await inner.register_run(RunRecord(run_id='run-1'))
+    await inner.save_snapshot(snapshot(await v1_envelopes(messages, media)))
+    before = await FileStepStore(tmp_path / 'steps', media_store=None).latest_snapshot(run_id='run-1')
+    assert before is not None and [len(m.parts) for m in before.messages] == [0, 1, 0, 0, 1]
+
+    wrapper = OffloadingStepStore(FileStepStore(tmp_path / 'steps', media_store=None), media_store=media)
+    latest = await wrapper.latest_snapshot(run_id='run-1')
+    assert latest is not None
+    await wrapper.save_snapshot(latest)
+    after = await FileStepStore(tmp_path / 'steps', media_store=None).latest_snapshot(run_id='run-1')
+    assert after is not None and [len(m.parts) for m in after.messages] == [len(m.parts) for m in messages]
+    again = await wrapper.latest_snapshot(run_id='run-1')
+    assert again is not None and again.messages == roundtrip(messages)
