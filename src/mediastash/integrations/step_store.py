@@ -29,9 +29,9 @@ class OffloadingStepStore:
     ``save_snapshot`` stores the payloads first, then hands ``inner`` a snapshot
     whose payload-carrying messages are envelopes: valid ``ModelMessage``s that
     keep every part, each stored payload shown as a placeholder naming its URI,
-    so a reader without mediastash sees the whole history (``docs/integrations.md``). ``latest_snapshot``, ``list_snapshots`` and any
-    other inner coroutine method that returns snapshots give back the original
-    messages. Every other attribute is ``inner``'s own.
+    so a reader without mediastash sees the whole history (``docs/integrations.md``).
+    ``latest_snapshot``, ``list_snapshots`` and any other inner coroutine method
+    that returns snapshots give back the original messages. Every other attribute is ``inner``'s own.
     """
 
     def __init__(
