@@ -336,7 +336,10 @@ async def test_gc_keeps_every_blob_a_version_2_snapshot_needs(kind: str, tmp_pat
     long_ago = time.time() - 7200
     for uri in [*needed, orphan]:
         media.set_written_at_for_tests(uri, long_ago)
-    root = FileStepStoreRoot(tmp_path / 'steps') if kind == 'file' else SqliteStepStoreRoot(tmp_path / 'steps.db')
+    path = tmp_path / 'steps' if kind == 'file' else tmp_path / 'steps.db'
+    root = FileStepStoreRoot(path) if kind == 'file' else SqliteStepStoreRoot(path)
+    by_path = await collect_garbage(media, [path], grace=timedelta(hours=1))  # what `mediastash gc --roots` reads
+    assert by_path.deletable_uris == {orphan}
     report = await collect_garbage(media, [root], grace=timedelta(hours=1), dry_run=False)
     assert report.deleted_uris == {orphan}
     assert await stored_uris(media) == needed
