@@ -713,3 +713,36 @@ async def test_wrapped_and_harness_written_histories_come_back_exactly(
     assert history.messages == expected
     with pytest.raises(HistoryInputError, match='lean history'):
         await load_inputs([tmp_path / 'lean.json'])
+
+
+# -- scratch folders (issue 17 item 14) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize('form', ['folder', 'sqlite'])
+def test_tune_removes_the_folders_it_created_parents_included(
+    known_answer_file: Path, tmp_path: Path, form: str
+) -> None:
+    kept = tmp_path / 'kept'
+    kept.mkdir()  # existed (and empty) before tune: never removed
+    url = 'kept/new/deeper/store' if form == 'folder' else 'sqlite:///kept/new/deeper/media.db'
+    before = tree_of(tmp_path)
+    succeeded(tune(known_answer_file, '--store', url, '--thresholds', '16KiB,64KiB', cwd=tmp_path))
+    assert tree_of(tmp_path) == before
+    assert kept.is_dir()
+
+    failed = tune(tmp_path / 'missing.json', '--store', url, cwd=tmp_path)  # fails after the store was opened
+    assert 'no such file or folder' in bad(failed)
+    assert tree_of(tmp_path) == before
+
+
+def test_tune_leaves_what_another_writer_put_in_a_folder_it_created(tmp_path: Path) -> None:
+    from mediastash.tuning import UrlNamespaces
+
+    async def sweep_while_someone_writes() -> None:
+        async with UrlNamespaces(str(tmp_path / 'new' / 'store')) as namespaces:
+            (tmp_path / 'new' / 'theirs.txt').write_text('written by someone else meanwhile')
+            async with namespaces.namespace('1') as store:
+                await store.put(b'scratch')
+
+    asyncio.run(sweep_while_someone_writes())
+    assert tree_of(tmp_path) == {'new', 'new/theirs.txt'}

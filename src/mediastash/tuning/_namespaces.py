@@ -6,7 +6,8 @@ new ``MemoryMediaStore``, a sub-folder of a disk store, a table of a SQLite
 database, a key prefix under an S3 prefix, or a collection of a MongoDB
 database. Afterwards every blob written is deleted through the store (so
 known-blob caches learn of it) and the sub-folder, table or collections are
-removed; a folder or database file the sweep had to create is removed too.
+removed; a folder or database file the sweep had to create is removed too,
+with every parent folder created for it (and nothing that existed before).
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ class UrlNamespaces:
         self.leftovers: list[str] = []
         """Namespaces that could not be removed after the sweep had already failed (that error wins)."""
         self._kind: _Kind | None = None
+        self._created: list[Path] = []
+        """Folders opening the store created (deepest first): the store's own folder and every missing parent."""
 
     async def __aenter__(self) -> Self:
         from mediastash.open_store import open_store
@@ -104,7 +107,8 @@ class UrlNamespaces:
         try:
             base = open_store(self.url, create=False)
             existed = True
-        except StoreNotFoundError:
+        except StoreNotFoundError as missing:
+            self._created = _missing_folders(missing)  # noted before anything exists, removed again by __aexit__
             base = open_store(self.url)
             existed = False
         try:
@@ -113,15 +117,21 @@ class UrlNamespaces:
             if kind.remote:  # reach the server (and find the bucket) once, before any namespace exists
                 await base.exists(media_uri_for(b''))
             self._kind = kind
-        finally:
+        except BaseException:
             await base.aclose()
+            _remove_empty_folders(self._created)
+            raise
+        await base.aclose()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._kind is not None:
-            self._kind.finish()
+        try:
+            if self._kind is not None:
+                self._kind.finish()
+        finally:
+            _remove_empty_folders(self._created)
 
     @asynccontextmanager
     async def namespace(self, label: str) -> AsyncIterator[MediaStore]:
@@ -141,6 +151,37 @@ class UrlNamespaces:
                 if not failed:
                     raise error
                 self.leftovers.append(str(error))  # the sweep's own error is the one to raise
+
+
+def _missing_folders(missing: StoreNotFoundError) -> list[Path]:
+    """The folders that do not exist yet for a missing disk folder or SQLite file, deepest first.
+
+    A folder store needs the folder itself and every missing parent; a SQLite
+    database file needs its missing parents (the file is the kind's to remove).
+    Remote storage is never created, so it has none.
+    """
+    if missing.what == 'folder':
+        folder = Path(os.path.abspath(os.path.expanduser(missing.name)))
+    elif missing.what == 'SQLite database':
+        folder = Path(os.path.abspath(os.path.expanduser(missing.name))).parent
+    else:
+        return []
+    chain: list[Path] = []
+    while not folder.exists() and folder.parent != folder:
+        chain.append(folder)
+        folder = folder.parent
+    return chain
+
+
+def _remove_empty_folders(folders: list[Path]) -> None:
+    """Remove each folder (deepest first) while it is empty; stop at the first that is not (someone else's now)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
 
 
 async def _remove(kind: _Kind, store: BaseMediaStore, name: str) -> NamespaceCleanupError | None:
@@ -187,7 +228,7 @@ def _kind_for(url: str, base: BaseMediaStore, existed: bool) -> _Kind:
     if isinstance(base, MemoryMediaStore):
         return _MemoryKind()
     if isinstance(base, DiskMediaStore):
-        return _DiskKind(Path(base.directory), existed)
+        return _DiskKind(Path(base.directory))
     if isinstance(base, SqliteMediaStore):
         return _SqliteKind(base.database, existed)
     kind = type(base).__name__
@@ -212,9 +253,8 @@ class _MemoryKind(_Kind):
 class _DiskKind(_Kind):
     """A sub-folder ``mediastash-tune-<token>-<label>`` of the store's folder."""
 
-    def __init__(self, root: Path, existed: bool) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.existed = existed
 
     async def open(self, url: str, name: str) -> BaseMediaStore:
         return _open(url, directory=self.root / name)
@@ -226,11 +266,6 @@ class _DiskKind(_Kind):
     def where(self, store: BaseMediaStore) -> str:
         assert isinstance(store, DiskMediaStore)
         return f'folder {store.directory}'
-
-    def finish(self) -> None:
-        if not self.existed:
-            with contextlib.suppress(OSError):
-                self.root.rmdir()  # only when empty
 
 
 class _SqliteKind(_Kind):
