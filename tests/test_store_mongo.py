@@ -573,6 +573,36 @@ async def test_our_store_under_harness_mongo_step_store(
 # -- blobs pydantic-ai-harness's MongoMediaStore wrote ---------------------------------
 
 
+async def test_chunked_writes_into_a_collection_the_harness_filled(
+    make: Any, client: AsyncMongoClient[Document]
+) -> None:
+    """Chunks the harness wrote have no ``set``: two of them used to make our unique chunk index
+    impossible to build (``(null, 0)`` twice), so every chunked put failed with ``DuplicateKeyError``."""
+    harness_media = pytest.importorskip('pydantic_ai_harness.media')
+    ours, raw = make(chunk_size_bytes=1000)
+    theirs = harness_media.MongoMediaStore(
+        client=client, database=TEST_DATABASE, collection=raw.manifests.name, chunk_size_bytes=700
+    )
+    old = [await theirs.put(blob(3000, seed=seed)) for seed in (61, 62)]
+    data = blob(4500, seed=63)
+    uri = await ours.put(data)
+    assert await ours.get(uri) == data
+    assert [await ours.get(u) for u in old] == [blob(3000, seed=61), blob(3000, seed=62)]
+    assert [await theirs.get(u) for u in old] == [blob(3000, seed=61), blob(3000, seed=62)]
+    indexes = await raw.chunks.index_information()
+    assert indexes['mediastash_set_n'].get('unique') is True
+
+
+async def test_chunk_index_of_an_earlier_release_is_kept(make: Any) -> None:
+    """A collection whose ``mediastash_set_n`` index was built without the partial filter keeps it."""
+    ours, raw = make(chunk_size_bytes=1000)
+    await raw.chunks.create_index([('set', 1), ('n', 1)], unique=True, name='mediastash_set_n')
+    data = blob(2500, seed=64)
+    uri = await ours.put(data)
+    assert await ours.get(uri) == data
+    assert 'partialFilterExpression' not in (await raw.chunks.index_information())['mediastash_set_n']
+
+
 async def test_reads_blobs_the_harness_mongo_store_wrote(make: Any, client: AsyncMongoClient[Document]) -> None:
     harness_media = pytest.importorskip('pydantic_ai_harness.media')
     ours, raw = make(chunk_size_bytes=1000)

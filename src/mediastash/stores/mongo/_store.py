@@ -20,14 +20,18 @@ deleted too; new writes always use this layout.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import itertools
 import logging
+import threading
 import time
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError, OperationFailure
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import InvalidStoreConfiguration
@@ -69,6 +73,8 @@ _READ_BATCH_BYTES = 16 << 20
 _LIST_PAGE = 1000
 _DELETE_CONCURRENCY = 8
 _CHUNK_INDEX = 'mediastash_set_n'
+_INDEX_EXISTS_OTHERWISE = frozenset({85, 86})
+"""IndexOptionsConflict, IndexKeySpecsConflict: an index of that name exists with other options."""
 _MANIFEST_SET_INDEX = 'mediastash_chunk_set'
 _DEFAULT_SWEEP_GRACE_SECONDS = 24 * 3600.0
 _AGE_FIELDS: Final = {WRITTEN_AT: 1, 'created_at': 1}
@@ -76,6 +82,9 @@ _CHUNK_FIELDS: Final = {'chunk_set': 1, 'chunk_size': 1, 'chunk_count': 1}
 _INLINE_SIZE = 'mediastash_inline_size'
 _CHECK_FIELDS: Final = {**_AGE_FIELDS, **_CHUNK_FIELDS, _INLINE_SIZE: {'$binarySize': '$data'}}
 """A manifest's age, chunk fields and the size of its inline bytes (``None`` when it has none), no bytes read."""
+_CHECK_FIELDS_WITH_DATA: Final = {**_AGE_FIELDS, **_CHUNK_FIELDS, 'data': 1}
+"""The same facts for a server or test double without ``$binarySize``: the inline bytes are read and measured."""
+_INVALID_PIPELINE_OPERATOR = 168
 
 
 class MongoMediaStore(BaseMediaStore):
@@ -133,7 +142,9 @@ class MongoMediaStore(BaseMediaStore):
         self._chunks: AsyncCollection[Document] = database_handle[f'{self._collection_name}_chunks']
         self._indexes_ready = False
         self._index_lock = asyncio.Lock()
-        self._identity = ('mongo', _client_hosts(client), self._database_name, self._collection_name)
+        self._measures_on_server = True
+        hosts, self._client_token = _client_identity(client)
+        self._identity = ('mongo', hosts, self._database_name, self._collection_name)
 
     @property
     def database(self) -> str:
@@ -159,7 +170,8 @@ class MongoMediaStore(BaseMediaStore):
         return f'MongoMediaStore(database={self._database_name!r}, collection={self._collection_name!r})'
 
     def _storage_identity(self) -> Hashable:
-        """``('mongo', (host:port, ...), database, collection)``: the client's seed hosts, never credentials."""
+        """``('mongo', (host:port, ...), database, collection)``: the client's seed hosts, never credentials
+        (for a client that is not pymongo's, ``('client', n)`` in place of the hosts: see ``_client_identity``)."""
         return self._identity
 
     async def _ensure_indexes(self) -> None:
@@ -168,7 +180,19 @@ class MongoMediaStore(BaseMediaStore):
             return
         async with self._index_lock:
             if not self._indexes_ready:
-                await self._chunks.create_index([('set', 1), ('n', 1)], unique=True, name=_CHUNK_INDEX)
+                try:
+                    # Partial: chunks pydantic-ai-harness wrote have no ``set``, and two of them (null, n)
+                    # would make a plain unique index impossible to build on a collection it filled.
+                    await self._chunks.create_index(
+                        [('set', 1), ('n', 1)],
+                        unique=True,
+                        name=_CHUNK_INDEX,
+                        partialFilterExpression={'set': {'$exists': True}},
+                    )
+                except OperationFailure as exc:
+                    if exc.code not in _INDEX_EXISTS_OTHERWISE:
+                        raise
+                    # Built by an earlier release without the filter: it serves the same queries.
                 await self._manifests.create_index('chunk_set', sparse=True, name=_MANIFEST_SET_INDEX)
                 self._indexes_ready = True
 
@@ -190,7 +214,7 @@ class MongoMediaStore(BaseMediaStore):
         """Whether the blob is stored soundly: ``None`` when absent, ``False`` when the stored copy fails the base's
         cheap check (another size, or a small blob hashing wrong), ``True`` when sound. A sound blob whose last
         write is older than ``TOUCH_AFTER_SECONDS`` or unknown is marked in use (``None`` if it vanished)."""
-        manifest = await self._manifests.find_one({'_id': digest}, _CHECK_FIELDS)
+        manifest = await self._check_facts(digest)
         if manifest is None:
             return None
         stored_size = await self._stored_size(digest, manifest)
@@ -208,6 +232,26 @@ class MongoMediaStore(BaseMediaStore):
         )
         return True if touched.matched_count > 0 or await self._contains(digest, EMPTY_CONTEXT) else None
 
+    async def _check_facts(self, digest: str) -> Document | None:
+        """The manifest fields ``_confirm_stored`` needs, measuring inline bytes on the server where it can.
+
+        A server or client that does not know ``$binarySize`` (MongoDB before
+        4.4, an in-memory test double such as mongomock-motor) is asked for the
+        inline bytes instead, from then on, for this store.
+        """
+        if self._measures_on_server:
+            try:
+                return await self._manifests.find_one({'_id': digest}, _CHECK_FIELDS)
+            except Exception as exc:
+                if not _lacks_binary_size(exc):
+                    raise
+                self._measures_on_server = False
+        manifest = await self._manifests.find_one({'_id': digest}, _CHECK_FIELDS_WITH_DATA)
+        if manifest is not None and 'data' in manifest:
+            data = stored_bytes(manifest.pop('data'))
+            manifest[_INLINE_SIZE] = -1 if data is None else len(data)
+        return manifest
+
     async def _stored_size(self, digest: str, manifest: Document) -> int:
         """The bytes really stored for a manifest (inline, or summed over its chunks on the server)."""
         inline = manifest.get(_INLINE_SIZE)
@@ -216,13 +260,27 @@ class MongoMediaStore(BaseMediaStore):
         query = chunk_filter(digest, manifest)
         if query is None:
             return 0
-        pipeline: list[Document] = [
-            {'$match': query},
-            {'$group': {'_id': None, 'size': {'$sum': {'$binarySize': '$data'}}}},
-        ]
-        groups = [group async for group in await self._chunks.aggregate(pipeline)]
-        size = groups[0].get('size') if groups else 0
-        return size if isinstance(size, int) else -1
+        if self._measures_on_server:
+            pipeline: list[Document] = [
+                {'$match': query},
+                {'$group': {'_id': None, 'size': {'$sum': {'$binarySize': '$data'}}}},
+            ]
+            try:
+                groups = [group async for group in await _awaited(self._chunks.aggregate(pipeline))]
+            except Exception as exc:
+                if not _lacks_binary_size(exc):
+                    raise
+                self._measures_on_server = False
+            else:
+                size = groups[0].get('size') if groups else 0
+                return size if isinstance(size, int) else -1
+        total = 0
+        async for chunk in self._chunks.find(query, {'data': 1, '_id': 0}):
+            data = stored_bytes(chunk.get('data'))
+            if data is None:
+                return -1
+            total += len(data)
+        return total
 
     async def _store_new(self, digest: str, data: bytes, facts: ManifestFacts, *, replace: bool = False) -> None:
         """Write a blob known to be absent a moment ago: inline, or chunks first and then the manifest.
@@ -473,7 +531,7 @@ class MongoMediaStore(BaseMediaStore):
             {'$match': chunk_sets_before(time.time() - older_than_seconds)},
             {'$group': {'_id': '$set'}},
         ]
-        candidates = [group['_id'] async for group in await self._chunks.aggregate(pipeline)]
+        candidates = [group['_id'] async for group in await _awaited(self._chunks.aggregate(pipeline))]
         candidates = [chunk_set for chunk_set in candidates if isinstance(chunk_set, str)]
         removed = 0
         for start in range(0, len(candidates), _LIST_PAGE):
@@ -615,6 +673,22 @@ class _OwnedChunkSet:
             _logger.warning('could not remove unused chunk set %s', self.chunk_set, exc_info=True)
 
 
+async def _awaited(result: Any) -> Any:
+    """``aggregate``'s cursor: pymongo's async client returns it from a coroutine, motor-style clients directly."""
+    return await result if inspect.isawaitable(result) else result
+
+
+def _lacks_binary_size(exc: Exception) -> bool:
+    """True when ``exc`` says the server or client does not know the ``$binarySize`` operator.
+
+    A server before 4.4 answers with code 168 (InvalidPipelineOperator); an in-memory
+    test double raises ``ValueError`` or ``NotImplementedError`` naming the operator.
+    """
+    if isinstance(exc, OperationFailure):
+        return exc.code == _INVALID_PIPELINE_OPERATOR or '$binarySize' in str(exc)
+    return isinstance(exc, ValueError | NotImplementedError) and '$binarySize' in str(exc)
+
+
 def _split(data: bytes, size: int) -> Iterable[bytes]:
     if len(data) <= size:
         if data:
@@ -632,24 +706,63 @@ def _default_database(client: AsyncMongoClient[Document]) -> str:
     """
     try:
         return client.get_default_database().name
-    except ConfigurationError:
+    except Exception:  # pymongo's ConfigurationError, or a client that cannot tell (a test double)
         raise InvalidStoreConfiguration(
             'MongoMediaStore needs database= or a connection string that names one (mongodb://host:port/<database>)'
         ) from None
 
 
-def _client_hosts(client: AsyncMongoClient[Document]) -> tuple[str, ...]:
-    """The client's seed list as sorted ``host:port`` strings, read without contacting the server.
+def _client_identity(client: object) -> tuple[Hashable, _ClientToken | None]:
+    """Where the client connects, for the storage key; and the token the store must keep alive, if any.
 
-    Seeds come from the connection string or ``host=`` argument (for
-    ``mongodb+srv://`` the SRV name, unresolved); they hold no credentials and,
-    unlike the discovered topology, do not change while the client runs.
+    A pymongo ``AsyncMongoClient``: its seed list as sorted ``host:port``
+    strings (from its public ``eq_props()``, the seeds its ``==`` compares),
+    read without contacting the server. Seeds come from the connection string
+    or ``host=`` argument (for ``mongodb+srv://`` the SRV name, unresolved);
+    they hold no credentials and, unlike the discovered topology, do not
+    change while the client runs. Any other client with the async collection
+    methods (a test double such as mongomock-motor's) has no host list to
+    trust: it is named by a number unique to the client object, so stores
+    sharing that client share the key and no other storage can take it.
     """
-    seeds: object = getattr(client, '_seeds', None)
-    if not isinstance(seeds, set | frozenset) or not seeds:
-        seeds = set(client.topology_description.server_descriptions())
-    hosts = {_host_port(host, port) for host, port in seeds}
-    return tuple(sorted(hosts))
+    hosts = _pymongo_seeds(client)
+    if hosts is not None:
+        return hosts, None
+    with _client_lock:
+        token = _client_tokens.get(id(client))
+        if token is None or token.client is not client:
+            token = _client_tokens[id(client)] = _ClientToken(client, next(_client_numbers))
+    return ('client', token.number), token
+
+
+def _pymongo_seeds(client: object) -> tuple[str, ...] | None:
+    """A pymongo client's seeds as sorted ``host:port`` strings; ``None`` for anything else."""
+    if not isinstance(client, AsyncMongoClient):
+        return None
+    try:
+        seeds = client.eq_props()[0]
+        hosts = {_host_port(host, port) for host, port in seeds}
+    except Exception:  # a pymongo without eq_props, or seeds of another shape: fall back to the object
+        return None
+    return tuple(sorted(hosts)) or None
+
+
+class _ClientToken:
+    """Names one client object that is not a pymongo client; alive as long as a store on it is.
+
+    It holds the client, so no other client can inherit its ``id()`` while the token lives.
+    """
+
+    __slots__ = ('__weakref__', 'client', 'number')
+
+    def __init__(self, client: object, number: int) -> None:
+        self.client = client
+        self.number = number
+
+
+_client_tokens: weakref.WeakValueDictionary[int, _ClientToken] = weakref.WeakValueDictionary()
+_client_numbers = itertools.count()
+_client_lock = threading.Lock()
 
 
 def _host_port(host: str, port: int | None) -> str:
