@@ -149,6 +149,63 @@ def test_cli_a_step_store_folder_does_not_hide_lean_files_beside_it(tmp_path: Pa
     assert dumped(asyncio.run(read_runs())) == dumped(saved)
 
 
+@pytest.mark.parametrize('layout', ['wrapped', 'harness-media'])
+def test_cli_on_the_folder_a_real_agent_run_leaves(tmp_path: Path, layout: str) -> None:
+    """Every file an agent run through StepPersistence writes (events, tool effects, snapshot keys) is understood."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai_harness.step_persistence import StepPersistence
+
+    def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(part, ToolCallPart) for message in messages for part in message.parts):
+            return ModelResponse(parts=[ToolCallPart(tool_name='fetch', args={'n': 1}, tool_call_id='c0')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    async def run() -> list[ModelMessage]:
+        media = DiskMediaStore(tmp_path / 'runs' / 'media')
+        if layout == 'wrapped':
+            store: Any = OffloadingStepStore(FileStepStore(tmp_path / 'runs', media_store=None), media_store=media)
+        else:
+            store = FileStepStore(tmp_path / 'runs', media_store=media)  # the harness externalizes itself
+        agent: Any = Agent(FunctionModel(scripted), capabilities=[StepPersistence(store=store)])
+
+        @agent.tool_plain
+        def fetch(n: int) -> str:
+            return 'report ' * 20_000
+
+        result = await agent.run(
+            ['look', BinaryContent(data=random.Random(3).randbytes(90_000), media_type='image/png')]
+        )
+        return list(result.all_messages())
+
+    messages = asyncio.run(run())
+    names = {path.name for path in (tmp_path / 'runs').rglob('*') if path.is_file()}
+    assert {'events.jsonl', 'run.json'} <= names
+    media = DiskMediaStore(tmp_path / 'runs' / 'media')
+    referenced = asyncio.run(stored(media))
+    orphan = asyncio.run(media.put(b'left over from a deleted run' * 3))
+    age_folder(tmp_path / 'runs' / 'media', time.time() - 2 * HOUR)
+
+    result = run_cli('gc', '--store', 'runs/media', '--roots', 'runs', '--grace', '1h', '--delete', cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert asyncio.run(stored(DiskMediaStore(tmp_path / 'runs' / 'media'))) == referenced
+    assert orphan not in referenced and len(referenced) == 2
+
+    async def latest() -> list[ModelMessage]:
+        reader = DiskMediaStore(tmp_path / 'runs' / 'media')
+        if layout == 'wrapped':
+            store: Any = OffloadingStepStore(FileStepStore(tmp_path / 'runs', media_store=None), media_store=reader)
+        else:
+            store = FileStepStore(tmp_path / 'runs', media_store=reader)
+        (record,) = await store.list_runs()
+        snapshot = await store.latest_snapshot(run_id=record.run_id)
+        assert snapshot is not None
+        return list(snapshot.messages)
+
+    assert dumped(asyncio.run(latest())) == dumped(messages)
+
+
 # -- item 1: random mixes of step-store folders and loose lean files under one root ----------------
 
 PLACES = ('', 'a', 'a/b', 'c')

@@ -41,6 +41,8 @@ _OUR_TEMP: Final = re.compile(r'\.mediastash-tmp-.*|\..+\.[A-Za-z0-9_]{8}\.tmp')
 """A disk store's ``.mediastash-tmp-*``; the CLI's output files are written as ``.<name>.<random>.tmp``."""
 _SQLITE_SIDE_SUFFIXES: Final = ('-wal', '-shm', '-journal')
 _JSON_LINES_SUFFIXES: Final = ('.jsonl', '.ndjson')
+_JSON_STARTS: Final = frozenset(bytes([byte]) for byte in b'{["-0123456789tfn')
+"""First bytes a JSON value can start with (a file named ``*.json`` or ``*.jsonl`` is taken at its word)."""
 _MEDIA_PAYLOAD_COLUMNS: Final = frozenset({'bytes', 'data'})
 
 
@@ -108,8 +110,10 @@ def classify(path: Path) -> PathKind:
     if head.startswith(_SQLITE_HEADER):
         return _sqlite_kind(path)
     start = head.lstrip(b'\xef\xbb\xbf \t\r\n')
-    if start[:1] in (b'{', b'['):
-        return PathKind.JSON_LINES if name.endswith(_JSON_LINES_SUFFIXES) else PathKind.JSON
+    if name.endswith(_JSON_LINES_SUFFIXES) and start[:1] in _JSON_STARTS:
+        return PathKind.JSON_LINES  # any JSON values: the harness keeps plain strings in snapshot-keys.jsonl
+    if start[:1] in (b'{', b'[') or (name.endswith('.json') and start[:1] in _JSON_STARTS):
+        return PathKind.JSON
     if start.startswith(b'media+sha256://') or start.startswith(b'#'):
         return PathKind.URI_LIST
     if not start:
