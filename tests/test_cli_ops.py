@@ -135,7 +135,7 @@ async def seeded(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         async def corrupt_file(uri: str) -> None:
             disk.path_for(uri).write_bytes(b'not the bytes this name promises')
 
-        yield Seeded(str(folder), uris, corrupt_file, records_media_types=False)
+        yield Seeded(str(folder), uris, corrupt_file)
     elif request.param == 'sqlite':
         database = tmp_path / 'blobs.db'
         uris = await seed(SqliteMediaStore(database=database))
@@ -271,7 +271,13 @@ def test_stats_tables(tmp_path: Path) -> None:
     assert json.loads((tmp_path / 'stats.json').read_text())['blobs'] == 4
     quiet = run('ls', '-l', str(folder), '--quiet')
     assert quiet.returncode == 0 and quiet.stderr == ''
-    assert [line.split()[:2] for line in quiet.stdout.splitlines()].count(['5,000', 'unknown']) == 1
+    rows = [line.split()[:2] for line in quiet.stdout.splitlines()]
+    assert sorted(rows) == [
+        ['1,300,000', 'unknown'],
+        ['10', 'text/plain'],
+        ['200,000', 'image/png'],
+        ['5,000', 'image/png'],
+    ]
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -281,6 +287,36 @@ def tree_state(root: Path) -> dict[str, tuple[int, int, int]]:
         info = path.lstat()
         state[str(path.relative_to(root))] = (info.st_mtime_ns, info.st_size, info.st_mode)
     return state
+
+
+def test_disk_media_types_survive_sync_and_unknown_ones_are_explained(tmp_path: Path) -> None:
+    """A disk store records media types, so sync to SQLite keeps them; stats and ls say why one is unknown."""
+    from pydantic_ai_harness import media as harness_media
+
+    folder, database = tmp_path / 'blobs', tmp_path / 'copy.db'
+    uris = asyncio.run(seed(DiskMediaStore(folder)))
+    legacy = asyncio.run(
+        harness_media.DiskMediaStore(folder).put(
+            b'written by pydantic-ai-harness', context=harness_media.MediaContext(media_type='image/gif')
+        )
+    )
+    synced = run('sync', str(folder), f'sqlite:///{database}', '--quiet')
+    assert synced.returncode == 0, synced.stderr
+    copy = SqliteMediaStore(database=database)
+    recorded = {uri: asyncio.run(copy.media_type_of(uri)) for uri in [*uris, legacy]}
+    assert recorded == {**{uri: media_type for uri, (_, media_type) in zip(uris, BLOBS, strict=True)}, legacy: None}
+
+    stats = parsed(run('stats', str(folder), '--json'))
+    types = {row['media_type']: row['blobs'] for row in stats['media_types']}
+    assert types == {'image/png': 2, 'text/plain': 1, None: 2}
+    reason = stats['unknown_media_type_reason']
+    assert 'put without one' in reason and 'pydantic-ai-harness' in reason
+    table = run('stats', str(folder))
+    assert f'unknown: {reason}' in table.stdout
+    listing = run('ls', '--long', str(folder))
+    assert listing.returncode == 0 and 'unknown media type (2 blob(s)): no media type was recorded' in listing.stderr
+    sqlite_stats = parsed(run('stats', f'sqlite:///{database}', '--json'))
+    assert sqlite_stats['unknown_media_type_reason'] == 'they were put without a media type'
 
 
 def test_read_only_commands_leave_a_disk_store_untouched(tmp_path: Path) -> None:
@@ -308,7 +344,10 @@ def test_read_only_commands_leave_a_disk_store_untouched(tmp_path: Path) -> None
     repaired = run('verify', str(folder), '--repair', '--quiet')
     assert repaired.returncode == 0, repaired.stderr
     assert not leftovers[0].exists()  # the tombstone is aged by its ctime (just now): kept
-    expected = sorted([leftovers[1].name, *(uri[-64:] + '.bin' for uri in uris)])
+    typed = [uri for uri, (_, media_type) in zip(uris, BLOBS, strict=True) if media_type]
+    expected = sorted(
+        [leftovers[1].name, *(uri[-64:] + '.bin' for uri in uris), *(uri[-64:] + '.bin.mediatype' for uri in typed)]
+    )
     assert sorted(path.name for path in folder.iterdir()) == expected
 
 

@@ -26,8 +26,14 @@ from mediastash import (
     media_uri_for,
     sharded_key_strategy,
 )
-from mediastash.errors import CorruptMetadataError, MetadataTooLargeError, NotARegularFileError, StoreClosedError
-from mediastash.stores.disk import METADATA_LIMIT_BYTES
+from mediastash.errors import (
+    CorruptMetadataError,
+    InvalidMediaType,
+    MetadataTooLargeError,
+    NotARegularFileError,
+    StoreClosedError,
+)
+from mediastash.stores.disk import MEDIA_TYPE_SUFFIX, METADATA_LIMIT_BYTES
 from mediastash.testing.store import MISSING_URI
 from mediastash.urls import PublicUrlResolver
 from tests.store_conformance import StoreConformance, blob, chunked, collect
@@ -324,7 +330,8 @@ async def test_no_sidecar_without_metadata(tmp_path: Path) -> None:
     await store.put(b'plain')
     await store.put(b'typed', context=MediaContext(media_type='image/png', filename='a.png'))
     await store.put_stream(chunked(b'streamed', 3), context=MediaContext(media_type='text/plain', metadata={}))
-    assert [name.endswith('.bin') for name in names(tmp_path)] == [True, True, True]
+    assert not [name for name in names(tmp_path) if name.endswith('.meta.json')]
+    assert sorted(name[64:] for name in names(tmp_path)) == ['.bin', '.bin', '.bin', '.bin.mediatype', '.bin.mediatype']
 
 
 @pytest.mark.parametrize(
@@ -864,3 +871,81 @@ async def test_put_writes_again_when_the_blob_vanishes_during_its_check(
     assert await store.put(b'small and stored') == uri
     monkeypatch.setattr(disk_module, '_read_all', real_read_all)
     assert await store.get(uri) == b'small and stored'
+
+
+# -- media types (issue 17, item 14) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('strategy', [default_key_strategy, sharded_key_strategy], ids=['default', 'sharded'])
+async def test_media_type_is_recorded_beside_the_blob(tmp_path: Path, strategy: KeyStrategy) -> None:
+    """The first put that carries a media type records it in ``<blob>.mediatype``; ``media_type_of`` reads it."""
+    store = DiskMediaStore(tmp_path / 'media', key_strategy=strategy)
+    png = await store.put(b'a picture', context=MediaContext(media_type='image/png'))
+    record = store.path_for(png).with_name(store.path_for(png).name + MEDIA_TYPE_SUFFIX)
+    assert record.read_bytes() == b'image/png'
+    await store.put(b'a picture', context=MediaContext(media_type='image/jpeg', metadata={'k': 'v'}))
+    assert await store.media_type_of(png) == 'image/png', 'the first recorded media type stays'
+    streamed = await store.put_stream(chunked(b'some text, streamed', 4), context=MediaContext(media_type='text/plain'))
+    plain = await store.put(b'no type given')
+    assert (await store.media_type_of(streamed), await store.media_type_of(plain)) == ('text/plain', None)
+    assert await store.media_type_of(MISSING_URI) is None
+    empty_record = store.path_for(plain).with_name(store.path_for(plain).name + MEDIA_TYPE_SUFFIX)
+    empty_record.touch()  # a record a crash left before its write: no media type, and a later put fills it
+    assert await store.media_type_of(plain) is None
+    await store.put(b'no type given', context=MediaContext(media_type='text/markdown'))
+    assert await store.media_type_of(plain) == 'text/markdown'
+    assert sorted([uri async for uri in store.iter_uris()]) == sorted([png, streamed, plain])
+    assert await DiskMediaStore(tmp_path / 'media', key_strategy=strategy).media_type_of(png) == 'image/png'
+
+    assert await store.delete(png)
+    assert not record.exists(), 'deleting a blob removes its media type record'
+    assert await store.put(b'a picture', context=MediaContext(media_type='image/webp')) == png
+    assert await store.media_type_of(png) == 'image/webp'
+
+
+async def test_a_blob_written_by_pydantic_ai_harness_gets_its_media_type_from_a_later_put(tmp_path: Path) -> None:
+    from pydantic_ai_harness import media as harness_media
+
+    theirs = harness_media.DiskMediaStore(tmp_path)
+    uri = await theirs.put(b'written by the harness', context=harness_media.MediaContext(media_type='image/gif'))
+    store = DiskMediaStore(tmp_path)
+    assert await store.media_type_of(uri) is None
+    await store.put(b'written by the harness', context=MediaContext(media_type='image/gif'))
+    assert await store.media_type_of(uri) == 'image/gif'
+    assert await theirs.get(uri) == b'written by the harness'
+    assert dict(await theirs.get_metadata(uri)) == {}
+
+
+@pytest.mark.parametrize('media_type', ['x' * 1025, 'image/png\nX-Other: 1', 'text/\udcff'])
+async def test_a_media_type_that_cannot_be_recorded_is_refused_before_anything_is_written(
+    tmp_path: Path, media_type: str
+) -> None:
+    store = DiskMediaStore(tmp_path / 'media')
+    for put in (
+        lambda: store.put(b'refused', context=MediaContext(media_type=media_type)),
+        lambda: store.put_stream(chunked(b'refused', 3), context=MediaContext(media_type=media_type)),
+    ):
+        with pytest.raises(InvalidMediaType, match=r'context\.media_type') as caught:
+            await put()
+        assert media_type not in str(caught.value)
+        assert names(store.directory) == []
+
+
+async def test_an_unreadable_media_type_record_is_an_error_naming_the_blob(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path)
+    uri = await store.put(b'typed', context=MediaContext(media_type='image/png'))
+    record = tmp_path / f'{uri[-64:]}.bin{MEDIA_TYPE_SUFFIX}'
+    record.write_bytes(b'\xff\xfe')
+    with pytest.raises(CorruptMetadataError, match='UTF-8') as caught:
+        await store.media_type_of(uri)
+    assert uri in str(caught.value)
+    record.unlink()
+    os.mkfifo(record)
+    with pytest.raises(NotARegularFileError):
+        await _within(10, store.media_type_of(uri))
+
+
+async def test_a_key_cannot_end_like_a_media_type_record(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path, key_strategy=lambda uri, context: uri[-64:] + '.bin' + MEDIA_TYPE_SUFFIX)
+    with pytest.raises(UnsafeKeyError, match='collides'):
+        await store.put(b'x')

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from mediastash import DiskMediaStore, MediaContext, MediaNotFoundError, MediaStore, SqliteMediaStore, media_uri_for
+from mediastash.stores.disk import MEDIA_TYPE_SUFFIX
 from tests.store_conformance import MISSING_URI, blob, chunked, collect
 
 harness_steps = pytest.importorskip('pydantic_ai_harness.step_persistence')
@@ -184,9 +185,10 @@ def our_store(kind: str, where: Path) -> DiskMediaStore | SqliteMediaStore:
 
 
 def stored_state(kind: str, where: Path) -> dict[str, Any]:
-    """Everything on storage that either library reads (``created_at`` is ours alone)."""
+    """Everything on storage that either library reads (``created_at`` and ``<blob>.mediatype`` are ours alone)."""
     if kind == 'disk':
-        return {path.name: path.read_bytes() for path in sorted((where / 'media').iterdir())}
+        paths = sorted((where / 'media').iterdir())
+        return {path.name: path.read_bytes() for path in paths if not path.name.endswith(MEDIA_TYPE_SUFFIX)}
     with closing(sqlite3.connect(where / 'media.db')) as connection:
         rows = connection.execute('SELECT sha256, media_type, bytes, size_bytes, metadata FROM media ORDER BY sha256')
         return {row[0]: row[1:] for row in rows}
@@ -261,6 +263,11 @@ async def test_same_puts_leave_the_same_bytes_on_storage(kind: str, tmp_path: Pa
             assert stored_state(kind, tmp_path / 'ours') == stored_state(kind, tmp_path / 'theirs'), step.name
             mine, their = await ours.get_metadata(step.uri), await theirs.get_metadata(step.uri)
             assert dict(mine) == dict(their), step.name
+        # The first media type put is recorded (a disk store's .mediatype file; the harness records none on disk).
+        assert (await ours.media_type_of(media_uri_for(x)), await ours.media_type_of(media_uri_for(y))) == (
+            'image/png',
+            None,
+        )
 
 
 async def test_alternating_writers_agree_on_metadata(

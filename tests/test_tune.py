@@ -746,3 +746,26 @@ def test_tune_leaves_what_another_writer_put_in_a_folder_it_created(tmp_path: Pa
 
     asyncio.run(sweep_while_someone_writes())
     assert tree_of(tmp_path) == {'new', 'new/theirs.txt'}
+
+
+async def test_a_wrapped_sqlite_step_store_with_media_in_another_database(tmp_path: Path) -> None:
+    from pydantic_ai_harness.step_persistence import ContinuableSnapshot, RunRecord
+
+    from mediastash.integrations import OffloadingStepStore
+    from mediastash.tuning import HistoryInputError, load_inputs
+
+    media = SqliteMediaStore(database=tmp_path / 'media.db')
+    store = OffloadingStepStore(SqliteStepStore(database=tmp_path / 'steps.db', media_store=None), media_store=media)
+    messages: list[ModelMessage] = [
+        ModelRequest(
+            parts=[UserPromptPart(content=['look', BinaryContent(data=os.urandom(200_000), media_type='image/png')])]
+        ),
+        ModelResponse(parts=[TextPart('seen')]),
+    ]
+    await store.register_run(RunRecord(run_id='r'))
+    await store.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages))
+    with pytest.raises(HistoryInputError, match='pass --media URL'):
+        await load_inputs([tmp_path / 'steps.db'])
+    (history,) = await load_inputs([tmp_path / 'steps.db'], media_store=media)
+    assert history.messages == ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+    await media.aclose()

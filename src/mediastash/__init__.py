@@ -12,6 +12,7 @@ from mediastash.context import EMPTY_CONTEXT, MediaContext, MediaContextLike
 from mediastash.errors import (
     CorruptMetadataError,
     IntegrityError,
+    InvalidMediaType,
     InvalidMediaURI,
     InvalidStoreConfiguration,
     MalformedMarker,
@@ -82,6 +83,7 @@ __all__ = [
     'DeletableMediaStore',
     'DiskMediaStore',
     'IntegrityError',
+    'InvalidMediaType',
     'InvalidMediaURI',
     'KeyStrategy',
     'ListableMediaStore',

@@ -34,7 +34,8 @@ _HEAD_BYTES: Final = 4096
 _SQLITE_HEADER: Final = b'SQLite format 3\x00'
 _BLOB_NAME: Final = re.compile(r'[0-9a-f]{64}\.bin')
 """The file name both libraries' disk media stores give a blob (default and sharded layouts)."""
-_SIDECAR_NAME: Final = re.compile(r'[0-9a-f]{64}\.bin\.meta\.json')
+_SIDECAR_NAME: Final = re.compile(r'[0-9a-f]{64}\.bin\.(?:meta\.json|mediatype)')
+"""A blob's metadata sidecar, or the file where mediastash's disk store records its media type."""
 _HARNESS_TEMP: Final = re.compile(r'.+\.[0-9a-f]{32}\.tmp')
 """pydantic-ai-harness writes ``<name>.<uuid4 hex>.tmp`` and renames it into place."""
 _OUR_TEMP: Final = re.compile(r'\.mediastash-tmp-.*|\..+\.[A-Za-z0-9_]{8}\.tmp')
@@ -68,7 +69,7 @@ class PathKind(enum.Enum):
     JSON_LINES = 'json-lines'
     URI_LIST = 'uris'
     BLOB = 'blob'
-    """A disk media store's blob (``<hex>.bin``) or its metadata sidecar (``<hex>.bin.meta.json``)."""
+    """A disk media store's blob (``<hex>.bin``) or a sidecar (``<hex>.bin.meta.json``, ``<hex>.bin.mediatype``)."""
     WRITER_TEMP = 'writer-temp'
     """A temporary file a writer renames into place when done (or a crash left behind)."""
     EMPTY = 'empty'

@@ -12,6 +12,7 @@ __all__ = [
     'CorruptMetadataError',
     'EmptySourceError',
     'IntegrityError',
+    'InvalidMediaType',
     'InvalidMediaURI',
     'InvalidStoreConfiguration',
     'MalformedMarker',
@@ -64,6 +65,10 @@ class InvalidMediaURI(MediaStashError, ValueError):
     def __init__(self, value: object, reason: str) -> None:
         self.value = value
         super().__init__(f'invalid media URI {value!r}: {reason}')
+
+
+class InvalidMediaType(MediaStashError, ValueError):
+    """A ``put`` carried a media type the store cannot record (too long, control characters); nothing was stored."""
 
 
 class UnsupportedMarkerFormat(MediaStashError, ValueError):

@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         parents=[common],
         help='count the blobs of a store, with a size histogram and media types',
         description='Count the blobs of a store and their bytes, with a size histogram and the media types '
-        "the store recorded ('unknown' where it records none, as a disk store).",
+        "the store recorded ('unknown' where it recorded none, with the reason).",
     )
     stats.add_argument('url', metavar='URL', help=url_help)
     stats.set_defaults(handler=_stats)
@@ -231,7 +231,7 @@ class BlobFacts:
 class BlobLookup(contextlib.AbstractAsyncContextManager['BlobLookup']):
     """Look up blob sizes and media types by the cheapest route the store offers.
 
-    Disk: the file's size (media types are not recorded). SQLite: ``length()``
+    Disk: the file's size and the ``.mediatype`` file's content. SQLite: ``length()``
     of the row on a read-only side connection. S3: one HEAD
     (``Content-Length``, ``Content-Type``). MongoDB: the manifest's ``size``
     and ``media_type``. Any other store (memory included): the size its
@@ -255,9 +255,8 @@ class BlobLookup(contextlib.AbstractAsyncContextManager['BlobLookup']):
         store = self._store
         digest = parse_media_uri(uri)
         if isinstance(store, DiskMediaStore):
-            if listed_size is not None:
-                return BlobFacts(listed_size, None)
-            return BlobFacts(await asyncio.to_thread(self._file_size, store, uri), None)
+            size = listed_size if listed_size is not None else await asyncio.to_thread(self._file_size, store, uri)
+            return BlobFacts(size, await store.media_type_of(uri))
         if isinstance(store, SqliteMediaStore) and _is_database_file(store.database):
             return await asyncio.to_thread(self._sqlite_row, store, uri, digest)
         s3 = sys.modules.get('mediastash.stores.s3')
@@ -270,6 +269,21 @@ class BlobLookup(contextlib.AbstractAsyncContextManager['BlobLookup']):
                 return facts
         size = listed_size if listed_size is not None else await _read_size(store, uri)
         return BlobFacts(size, await _recorded_media_type(store, uri))
+
+    def unknown_media_type_reason(self) -> str:
+        """Why this store may hold blobs without a media type (for the note under ``stats`` and ``ls -l``)."""
+        store = self._store
+        if isinstance(store, DiskMediaStore):
+            return (
+                'no media type was recorded for them: they were put without one, or written by pydantic-ai-harness '
+                '(which records none on disk) or an earlier mediastash; a put with a media type records it'
+            )
+        s3 = sys.modules.get('mediastash.stores.s3')
+        if s3 is not None and isinstance(store, s3.S3MediaStore):
+            return 'they were uploaded without a Content-Type'
+        if getattr(store, 'media_type_of', None) is None:
+            return f'{store!r} does not record media types'
+        return 'they were put without a media type'
 
     @staticmethod
     def _file_size(store: DiskMediaStore, uri: str) -> int:
@@ -339,9 +353,20 @@ async def _recorded_media_type(store: MediaStore, uri: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-async def _facts_of_all(
-    store: MediaStore, listed: dict[str, int | None], ui: Ui
-) -> tuple[dict[str, BlobFacts], list[str]]:
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """Facts of every listed blob that was still there, the URIs that vanished, and why a type may be unknown."""
+
+    found: dict[str, BlobFacts]
+    vanished: list[str]
+    unknown_reason: str
+
+    @property
+    def unknown_types(self) -> int:
+        return sum(facts.media_type is None for facts in self.found.values())
+
+
+async def _facts_of_all(store: MediaStore, listed: dict[str, int | None], ui: Ui) -> _Measured:
     """Facts of every listed URI (in listing order), and the URIs that vanished since they were listed."""
     found: dict[str, BlobFacts] = {}
     vanished: list[str] = []
@@ -356,7 +381,8 @@ async def _facts_of_all(
                 step.advance()
 
             await _for_each(list(listed), _LOOKUP_JOBS, one)
-    return {uri: found[uri] for uri in listed if uri in found}, sorted(vanished)
+    in_order = {uri: found[uri] for uri in listed if uri in found}
+    return _Measured(in_order, sorted(vanished), lookup.unknown_media_type_reason())
 
 
 # -- stats -----------------------------------------------------------------------------------
@@ -382,8 +408,10 @@ def size_histogram(sizes: Sequence[int]) -> list[dict[str, Any]]:
 async def _stats(args: argparse.Namespace, ui: Ui) -> int:
 
     async with _opened(args.url, create=False) as store:
-        found, vanished = await _facts_of_all(store, await _list_sized(store, ui), ui)
+        measured = await _facts_of_all(store, await _list_sized(store, ui), ui)
         label = repr(store)
+    found, vanished = measured.found, measured.vanished
+    unknown_reason = measured.unknown_reason if measured.unknown_types else None
     sizes = [facts.size for facts in found.values()]
     total = sum(sizes)
     histogram = size_histogram(sizes)
@@ -401,6 +429,8 @@ async def _stats(args: argparse.Namespace, ui: Ui) -> int:
         ['media type', 'blobs', 'bytes'],
         [[media_type or 'unknown', len(group), sum(group)] for media_type, group in types],
     )
+    if unknown_reason is not None:
+        ui.line(f'unknown: {unknown_reason}')
     ui.json(
         {
             'store': label,
@@ -410,6 +440,7 @@ async def _stats(args: argparse.Namespace, ui: Ui) -> int:
             'media_types': [
                 {'media_type': media_type, 'blobs': len(group), 'bytes': sum(group)} for media_type, group in types
             ],
+            'unknown_media_type_reason': unknown_reason,
             'vanished': vanished,
         }
     )
@@ -489,13 +520,15 @@ async def _ls(args: argparse.Namespace, ui: Ui) -> int:
                 ui.line(uri)
             ui.json([{'uri': uri} for uri in uris])
             return 0
-        found, _vanished = await _facts_of_all(store, await _list_sized(store, ui), ui)
-    rows = list(found.items())
+        measured = await _facts_of_all(store, await _list_sized(store, ui), ui)
+    rows = list(measured.found.items())
     width = max((len(f'{facts.size:,}') for _, facts in rows), default=1)
     type_width = max((len(facts.media_type or 'unknown') for _, facts in rows), default=7)
     for uri, facts in rows:
         ui.line(f'{facts.size:>{width},}  {facts.media_type or "unknown":<{type_width}}  {uri}')
     ui.json([{'uri': uri, 'size': facts.size, 'media_type': facts.media_type} for uri, facts in rows])
+    if measured.unknown_types:
+        ui.info(f'unknown media type ({measured.unknown_types:,} blob(s)): {measured.unknown_reason}')
     return 0
 
 

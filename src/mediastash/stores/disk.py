@@ -3,7 +3,9 @@
 The default layout is ``<directory>/<hex>.bin`` with user metadata in a flat
 JSON sidecar ``<hex>.bin.meta.json``, the files pydantic-ai-harness's
 ``DiskMediaStore`` writes and reads, so either library can use the other's
-folder. Every file is written to a unique temporary name in the same directory
+folder. The media type of a ``put`` goes to a second small file,
+``<hex>.bin.mediatype``, which pydantic-ai-harness neither reads nor writes.
+Every file is written to a unique temporary name in the same directory
 and renamed into place (``os.replace``), so a reader never sees a partial file
 under its final name.
 
@@ -21,6 +23,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import threading
@@ -35,8 +38,14 @@ from typing import TYPE_CHECKING, TypeVar
 import aiofiles
 
 from mediastash._lru import BoundedLRU
-from mediastash.context import EMPTY_CONTEXT, METADATA_LIMIT_BYTES, MediaContextLike, context_metadata
-from mediastash.errors import CorruptMetadataError, NotARegularFileError, UnsafeKeyError
+from mediastash.context import (
+    EMPTY_CONTEXT,
+    METADATA_LIMIT_BYTES,
+    MediaContextLike,
+    context_media_type,
+    context_metadata,
+)
+from mediastash.errors import CorruptMetadataError, InvalidMediaType, NotARegularFileError, UnsafeKeyError
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
@@ -46,10 +55,23 @@ from mediastash.urls import PublicUrlResolver
 if TYPE_CHECKING:
     from mediastash.verify import VerifyReport
 
-__all__ = ['MAX_KEY_DEPTH', 'METADATA_LIMIT_BYTES', 'SIDECAR_SUFFIX', 'TEMP_FILE_MAX_AGE', 'DiskMediaStore']
+__all__ = [
+    'MAX_KEY_DEPTH',
+    'MEDIA_TYPE_LIMIT_BYTES',
+    'MEDIA_TYPE_SUFFIX',
+    'METADATA_LIMIT_BYTES',
+    'SIDECAR_SUFFIX',
+    'TEMP_FILE_MAX_AGE',
+    'DiskMediaStore',
+]
 
 SIDECAR_SUFFIX = '.meta.json'
 """Appended to a blob's file name to name its metadata sidecar (``<key>.meta.json``)."""
+MEDIA_TYPE_SUFFIX = '.mediatype'
+"""Appended to a blob's file name to name the file holding its media type (``<key>.mediatype``)."""
+MEDIA_TYPE_LIMIT_BYTES = 1024
+"""Most UTF-8 bytes of a media type the store records (a longer one is refused at ``put``, nothing written)."""
+_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 
 _LEGACY_SIDECAR_KEY = 'mediastash_sidecar'
 _LEGACY_SIDECAR_VERSION = 1
@@ -80,8 +102,9 @@ class DiskMediaStore(BaseMediaStore):
     ``UnsafeKeyError`` when it could escape the directory. User metadata lives
     in a ``<key>.meta.json`` sidecar holding a flat JSON object, written only
     when a ``put`` carries metadata; as in pydantic-ai-harness, a later ``put``
-    that carries metadata replaces it and one without leaves it alone. Media
-    type and filename are not persisted. ``fsync=True`` flushes each file and
+    that carries metadata replaces it and one without leaves it alone. The
+    media type goes to ``<key>.mediatype`` (``media_type_of``): the first
+    ``put`` that carries one records it. The filename is not persisted. ``fsync=True`` flushes each file and
     its directory before a write returns, for durability across power loss.
 
     Capabilities: listing, deleting, streaming, garbage collection (a blob's
@@ -150,7 +173,7 @@ class DiskMediaStore(BaseMediaStore):
         if any(part in ('', '.') for part in parts):
             raise UnsafeKeyError(key, "the key has an empty or '.' segment")
         name = parts[-1]
-        if name.startswith(_TMP_PREFIX) or name.endswith(SIDECAR_SUFFIX):
+        if name.startswith(_TMP_PREFIX) or name.endswith((SIDECAR_SUFFIX, MEDIA_TYPE_SUFFIX)):
             raise UnsafeKeyError(key, 'the file name collides with temporary or sidecar files')
         return key
 
@@ -170,20 +193,26 @@ class DiskMediaStore(BaseMediaStore):
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         key = self._key_for(digest, context)
-        await asyncio.to_thread(self._write_sync, key, data, context)
+        media_type = self._recordable_media_type(context)
+        await asyncio.to_thread(self._write_sync, key, data, context, media_type)
 
-    def _write_sync(self, key: str, data: bytes, context: MediaContextLike, *, force: bool = False) -> None:
+    def _write_sync(
+        self, key: str, data: bytes, context: MediaContextLike, media_type: bytes | None, *, force: bool = False
+    ) -> None:
         path = self._path_for_key(key)
         self._ensure_parent(path)
         self._sweep_now_and_then(path.parent)
-        if force or not self._confirm_blob(path, key, len(data)):
+        fresh = force or not self._confirm_blob(path, key, len(data))
+        if fresh:
             self._atomic_write(path, data)
         self._update_sidecar(path, context)
+        self._record_media_type(path, media_type, fresh=fresh)
 
     async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         """Replace the file atomically (a temp file renamed over it): readers see old or new bytes, never none."""
         key = self._key_for(digest, context)
-        await asyncio.to_thread(self._write_sync, key, data, context, force=True)
+        media_type = self._recordable_media_type(context)
+        await asyncio.to_thread(self._write_sync, key, data, context, media_type, force=True)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         key = self._key_for(digest, context)
@@ -272,6 +301,80 @@ class DiskMediaStore(BaseMediaStore):
             raise
         if self._fsync:
             _fsync_directory(path.parent)
+
+    def _recordable_media_type(self, context: MediaContextLike) -> bytes | None:
+        """The context's media type as the bytes to record (``None``: none given); checked before any write."""
+        media_type = context_media_type(context)
+        if not media_type:
+            return None
+        try:
+            raw = media_type.encode()
+        except UnicodeEncodeError:
+            raw = None
+        if raw is None or len(raw) > MEDIA_TYPE_LIMIT_BYTES or _CONTROL.search(media_type):
+            raise InvalidMediaType(
+                f'context.media_type cannot be recorded by {self._describe()}: it must be UTF-8 text of at most '
+                f'{MEDIA_TYPE_LIMIT_BYTES} bytes without control characters (nothing was stored)'
+            )
+        return raw
+
+    def _record_media_type(self, path: Path, media_type: bytes | None, *, fresh: bool) -> None:
+        """Write ``<blob>.mediatype``: always with a blob just written, else only where none is recorded yet
+        (a blob pydantic-ai-harness or an earlier release stored), so the first recorded type stays.
+
+        A new record is created in place (one create and one write: a few bytes, so a concurrent reader
+        sees it empty, that is unknown, for an instant at most; an empty record counts as none). Replacing
+        one goes through a temporary file like every other write.
+        """
+        if media_type is None:
+            return
+        target = _media_type_path(path)
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_CLOEXEC', 0), 0o666)
+        except FileExistsError:
+            if fresh or _is_empty_file(target):
+                self._atomic_write(target, media_type)
+            return
+        try:
+            left = memoryview(media_type)
+            while left:
+                left = left[os.write(fd, left) :]
+            if self._fsync:
+                os.fsync(fd)
+        except BaseException:
+            _unlink_quietly(target)  # never leave part of a media type behind (a disk full, a signal)
+            raise
+        finally:
+            os.close(fd)
+        if self._fsync:
+            _fsync_directory(target.parent)
+
+    async def media_type_of(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
+        """The media type the first ``put`` that carried one recorded; ``None`` when none was recorded (the blob
+        was put without one, or written by pydantic-ai-harness, which records none) or the blob is not stored."""
+        digest = self._open_digest(uri)
+        key = self._key_for(digest, context)
+        return await asyncio.to_thread(self._read_media_type_sync, key, media_uri(digest))
+
+    def _read_media_type_sync(self, key: str, uri: str) -> str | None:
+        path = self._path_for_key(key)
+        record = self._path_for_key(key + MEDIA_TYPE_SUFFIX)  # the blob's no-escape rule holds here too
+        try:
+            fd = _open_regular(record, uri=uri)
+        except _NOT_THERE:
+            return None
+        with open(fd, 'rb') as file:
+            raw = file.read(MEDIA_TYPE_LIMIT_BYTES + 1)
+        if not path.is_file():
+            return None
+        where = f'{self._describe()} media type file {str(record)!r}'
+        try:
+            media_type = raw.decode()
+        except UnicodeDecodeError:
+            raise CorruptMetadataError(uri, 'the media type file is not UTF-8 text', where=where) from None
+        if len(raw) > MEDIA_TYPE_LIMIT_BYTES or _CONTROL.search(media_type):
+            raise CorruptMetadataError(uri, 'the media type file holds no media type', where=where)
+        return media_type or None
 
     def _update_sidecar(self, path: Path, context: MediaContextLike) -> None:
         """(Re)write the sidecar when the put carries metadata; leave it alone otherwise.
@@ -407,7 +510,7 @@ class DiskMediaStore(BaseMediaStore):
         seen: set[str] = set()
         for dirpath, _dirnames, filenames in os.walk(self._root):
             for name in filenames:
-                if name.startswith(_TMP_PREFIX) or name.endswith(SIDECAR_SUFFIX):
+                if name.startswith(_TMP_PREFIX) or name.endswith((SIDECAR_SUFFIX, MEDIA_TYPE_SUFFIX)):
                     continue
                 match = EMBEDDED_DIGEST_PATTERN.search(name)
                 if match is not None and match.group() not in seen:
@@ -489,8 +592,9 @@ class DiskMediaStore(BaseMediaStore):
             return False
         if info.st_mtime < written_before:
             _unlink_quietly(tomb)
-            if not os.path.lexists(path):  # no writer stored the blob again meanwhile: its sidecar goes too
+            if not os.path.lexists(path):  # no writer stored the blob again meanwhile: its sidecars go too
                 _unlink_quietly(_sidecar_path(path))
+                _unlink_quietly(_media_type_path(path))
             return True
         if os.path.lexists(path):
             _unlink_quietly(tomb)  # a writer already stored the same bytes again
@@ -506,6 +610,7 @@ class DiskMediaStore(BaseMediaStore):
     def _delete_sync(self, key: str) -> bool:
         path = self._path_for_key(key)
         _unlink_quietly(_sidecar_path(path))
+        _unlink_quietly(_media_type_path(path))
         try:
             path.unlink()
         except (FileNotFoundError, NotADirectoryError):
@@ -520,6 +625,7 @@ class DiskMediaStore(BaseMediaStore):
         The key is only known once the whole stream is hashed. The temporary
         file is removed on any failure or cancellation.
         """
+        media_type = self._recordable_media_type(context)  # refused before anything is written
         temp = self._temp_path(self._root)
         try:
             async with aiofiles.open(temp, 'xb') as file:
@@ -529,19 +635,22 @@ class DiskMediaStore(BaseMediaStore):
                     await file.flush()
                     await asyncio.to_thread(os.fsync, file.fileno())
             key = self._key_for(ingest.digest, context)
-            await asyncio.to_thread(self._commit_temp, temp, key, ingest.size, context)
+            await asyncio.to_thread(self._commit_temp, temp, key, ingest.size, context, media_type)
         except BaseException:
             _unlink_quietly(temp)
             raise
 
-    def _commit_temp(self, temp: Path, key: str, size: int, context: MediaContextLike) -> None:
+    def _commit_temp(
+        self, temp: Path, key: str, size: int, context: MediaContextLike, media_type: bytes | None
+    ) -> None:
         """Move a fully written temp file to ``key`` (or drop it when the blob is already there)."""
         path = self._path_for_key(key)
         self._ensure_parent(path)
         self._sweep_now_and_then(path.parent)
         if path.parent != self._root:
             self._sweep_now_and_then(self._root)  # where streamed writes keep their temporary files
-        if self._confirm_blob(path, key, size):
+        fresh = not self._confirm_blob(path, key, size)
+        if not fresh:
             _unlink_quietly(temp)
         else:
             try:
@@ -561,6 +670,7 @@ class DiskMediaStore(BaseMediaStore):
             if self._fsync:
                 _fsync_directory(path.parent)
         self._update_sidecar(path, context)
+        self._record_media_type(path, media_type, fresh=fresh)
 
     async def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
         path = await asyncio.to_thread(self._path_for_key, self._key_for(digest, context))
@@ -643,6 +753,19 @@ def _read_all(path: Path) -> bytes:
 
 def _sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def _media_type_path(path: Path) -> Path:
+    return path.with_name(path.name + MEDIA_TYPE_SUFFIX)
+
+
+def _is_empty_file(path: Path) -> bool:
+    """True for an empty regular file (a media type record a crash left before its write)."""
+    try:
+        info = path.lstat()
+    except _NOT_THERE:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
 
 
 def _is_default_blob_name(name: str) -> bool:
