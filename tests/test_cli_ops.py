@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from mediastash import DiskMediaStore, MediaContext, MemoryMediaStore, SqliteMediaStore
+from mediastash import DiskMediaStore, MediaContext, MediaStashError, MemoryMediaStore, SqliteMediaStore
 from mediastash.cli._ops import SIZE_BUCKETS, verify_blobs
 from mediastash.stores.base import BaseMediaStore
 from tests.mongo_support import TEST_DATABASE, RawCollections, mongo_uri, raw_client, unique_name
@@ -369,7 +369,8 @@ async def test_verify_reports_a_listed_blob_that_vanished() -> None:
 
 
 async def test_verify_raises_store_errors_as_they_are() -> None:
-    """A failing read (not a corrupt or missing blob) stops verify with that error, not an ExceptionGroup."""
+    """A failing read (not a corrupt or missing blob) stops verify with that error, not an ExceptionGroup
+    (the driver's error itself, or the store's typed error carrying it as its cause)."""
 
     class Broken(MemoryMediaStore):
         async def _raw_chunks(self, digest: str, context: Any, chunk_size: int) -> AsyncIterator[bytes]:
@@ -378,8 +379,11 @@ async def test_verify_raises_store_errors_as_they_are() -> None:
 
     async with Broken() as store:
         uris = [await store.put(bytes([n])) for n in range(5)]
-        with pytest.raises(ConnectionResetError, match='peer went away'):
+        with pytest.raises((ConnectionResetError, MediaStashError)) as caught:
             await verify_blobs(store, uris, jobs=2)
+    assert not isinstance(caught.value, BaseExceptionGroup)
+    error = caught.value if isinstance(caught.value, ConnectionResetError) else caught.value.__cause__
+    assert isinstance(error, ConnectionResetError) and str(error) == 'peer went away'
 
 
 # -- externalize and restore ---------------------------------------------------------------------
