@@ -103,6 +103,8 @@ def classify(path: Path) -> PathKind:
         return PathKind.WRITER_TEMP
     if _is_sqlite_side_file(path):
         return PathKind.SQLITE_SIDE_FILE
+    if name.endswith('.json'):
+        return PathKind.JSON  # taken at its word, unopened: whatever else it holds, parsing it refuses it
     head = _head(path)
     if head is None:
         return PathKind.MISSING

@@ -356,7 +356,7 @@ async def _folder_batches(folder: Path, *, allow_empty: bool) -> AsyncIterator[s
             async for found in SqliteStepStoreRoot(path).reference_batches():
                 yield found
         elif kind is PathKind.EMPTY:
-            pass  # holds no reference, whatever it was meant to be (an empty *.json is refused earlier)
+            pass  # holds no reference, whatever it was meant to be
         else:
             result = await asyncio.to_thread(_file_references, path, kind)
             if result is None:
@@ -391,7 +391,7 @@ def _classified_files(folder: Path) -> list[tuple[Path, PathKind]]:
             kind = classify(path)
             if kind is PathKind.MISSING or kind in NOT_ROOTS:
                 continue
-            problem = _unreadable(path, kind)
+            problem = _unreadable(kind)
             if problem is not None:
                 raise RootReadError(
                     f'{path}: {problem}; nothing was deleted: move it out of {folder}, '
@@ -403,12 +403,12 @@ def _classified_files(folder: Path) -> list[tuple[Path, PathKind]]:
     return found
 
 
-def _unreadable(path: Path, kind: PathKind) -> str | None:
+def _unreadable(kind: PathKind) -> str | None:
     """Why a file under a root folder cannot be read as a root, or ``None`` when it can."""
     if kind in _READ_AS or kind is PathKind.SQLITE_STEP_STORE:
         return None
     if kind is PathKind.EMPTY:
-        return 'an empty file, not JSON' if path.suffix == '.json' else None
+        return None  # an empty *.json never gets here: it is read as JSON, and refused as not JSON
     if kind is PathKind.SPECIAL:
         return 'a FIFO, socket or device, not a root file'
     if kind is PathKind.SQLITE_OTHER:
