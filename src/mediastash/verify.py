@@ -101,7 +101,8 @@ async def verify_store(
             for _ in range(min(max_concurrency, len(todo))):
                 group.create_task(worker())
     except BaseExceptionGroup as error:  # a store error (not a corrupt or missing blob) is raised as it is
-        raise _first_leaf(error) from None
+        leaf = _first_leaf(error)
+        raise leaf from leaf.__cause__  # its own cause (a driver error a store mapped) stays
     return report
 
 

@@ -209,7 +209,8 @@ async def _for_each(items: Sequence[str], jobs: int, work: Callable[[str], Await
             for _ in range(min(jobs, len(items))):
                 group.create_task(worker())
     except BaseExceptionGroup as error:
-        raise _first_leaf(error) from None
+        leaf = _first_leaf(error)
+        raise leaf from leaf.__cause__  # its own cause (a driver error a store mapped) stays
 
 
 def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
