@@ -456,7 +456,8 @@ def test_tune_on_s3_deletes_every_key_it_wrote(
         tune(known_answer_file, '--store', missing, cwd=tmp_path, env=env)
     )
     stopped = 's3://bucket/media?endpoint_url=http://127.0.0.1:1&max_attempts=1'
-    assert 'cannot reach the S3 endpoint' in bad(tune(known_answer_file, '--store', stopped, cwd=tmp_path, env=env))
+    line = bad(tune(known_answer_file, '--store', stopped, cwd=tmp_path, env=env))
+    assert re.search('cannot reach the S3 endpoint|could not be reached', line), line  # the base maps driver errors
 
 
 def test_tune_on_mongodb_drops_its_collections(known_answer_file: Path, tmp_path: Path, mongo_uri: str) -> None:
@@ -524,7 +525,7 @@ def test_bad_inputs_give_one_line_errors(known_answer_file: Path, tmp_path: Path
     assert 'sqlite://' in bad(tune(known_answer_file, '--store', 'sqlite://host/x.db', cwd=tmp_path))
     stopped = 'mongodb://user:hunter2@127.0.0.1:1/db?serverSelectionTimeoutMS=300'
     result = tune(known_answer_file, '--store', stopped, cwd=tmp_path)
-    assert 'cannot reach the MongoDB server' in bad(result)
+    assert re.search('cannot reach the MongoDB server|could not be reached', bad(result))
     assert 'hunter2' not in result.stderr + result.stdout
     secret = 'mongodb://user:hunter2@127.0.0.1:1/db?bogusOption=1'
     result = tune(known_answer_file, '--store', secret, cwd=tmp_path)
