@@ -5,6 +5,7 @@ Run from the repository root with the project venv active::
     python benchmarks/s3.py              # 3 runs: 200 x 1 MiB, 25 x 8 MiB, 1 x 64 MiB, on both servers
     python benchmarks/s3.py --quick      # smoke run on fewer, smaller blobs
     python benchmarks/s3.py --runs 5 --verbose --server seaweedfs
+    python benchmarks/s3.py --first-put --runs 5   # the named case 24 x 1 MiB + 1 x 9 MiB, ours vs the harness
 
 Per server (``--server moto``, ``seaweedfs`` or ``both``, the default, one
 after the other) one server process on 127.0.0.1 serves every contender: moto's
@@ -36,13 +37,23 @@ adding 20 ms per request (``--delay-ms``; ``--mbit`` adds an uplink rate), and
 per blob size the requests per first put, the bytes uploaded per re-put of a
 stored blob and both times, for the harness, ``put_check='head'``,
 ``'if-none-match'`` and ``'auto'`` (the default) with its size split at 1, 4
-and 8 MiB.
+and 8 MiB (a blob of at most the split is one conditional PUT).
+
+``--first-put`` times one named case only: the first put of 24 x 1 MiB + 1 x
+9 MiB at concurrency 8 on moto, the harness and ours alternating in one
+process (one warm-up round, fresh buckets), with the paired ratio per run and
+a last ``ratio`` line. ``--harness-default-client`` builds the harness store
+without ``client=`` (a new httpx client per request, as constructed by
+default), ``--put-check`` and ``--head-from`` set ours' policy, ``--delay-ms``
+puts the latency proxy in front. With ``PYTHONPATH`` at another checkout's
+``src`` it measures that checkout's store (for before/after comparisons).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import os
 import platform
@@ -61,7 +72,12 @@ from aiobotocore.session import get_session
 from pydantic_ai_harness.media import S3MediaStore as HarnessS3MediaStore
 
 from _servers import Server, ServerName, latency_proxy, s3_server
-from mediastash.stores.s3 import AUTO_HEAD_FROM, S3MediaStore
+from mediastash.stores.s3 import S3MediaStore
+
+try:
+    from mediastash.stores.s3 import AUTO_HEAD_FROM
+except ImportError:  # an older checkout measured with --first-put (PYTHONPATH at its src): no auto policy
+    AUTO_HEAD_FROM = 0
 
 MiB = 1 << 20
 CONCURRENCY = 8
@@ -77,14 +93,22 @@ class Workload:
     name: str
     count: int
     size: int
+    extra: tuple[tuple[int, int], ...] = ()
+    """Further ``(count, size)`` groups after the first ``count`` blobs of ``size`` bytes (a mixed workload)."""
+
+    @property
+    def total(self) -> int:
+        """How many blobs the workload holds."""
+        return self.count + sum(count for count, _size in self.extra)
 
     def blobs(self) -> list[bytes]:
         """Distinct, incompressible blobs (sha256 in counter mode, seeded by the workload)."""
+        sizes = [self.size] * self.count + [size for count, size in self.extra for _ in range(count)]
         out = []
-        for index in range(self.count):
+        for index, size in enumerate(sizes):
             seed = hashlib.sha256(f'{self.name}:{index}'.encode()).digest()
             block = b''.join(hashlib.sha256(seed + i.to_bytes(4, 'big')).digest() for i in range(2048))
-            out.append((block * (self.size // len(block) + 1))[: self.size - 4] + index.to_bytes(4, 'big'))
+            out.append((block * (size // len(block) + 1))[: size - 4] + index.to_bytes(4, 'big'))
         return out
 
 
@@ -303,9 +327,9 @@ LATENCY_QUICK = [
 POLICIES: dict[str, tuple[str, int]] = {
     'head': ('head', 0),
     'if-none-match': ('if-none-match', 0),
-    'auto, 1 MiB': ('auto', MiB),
-    'auto, 4 MiB': ('auto', 4 * MiB),
-    'auto, 8 MiB': ('auto', 8 * MiB),
+    'auto, 1 MiB': ('auto', MiB + 1),  # up to and including the size: conditional PUT; above it: HEAD first
+    'auto, 4 MiB': ('auto', 4 * MiB + 1),
+    'auto, 8 MiB': ('auto', 8 * MiB + 1),
 }
 LatencySamples = dict[tuple[str, str], list[tuple[float, float, float, float]]]
 """``(workload, contender) -> [(requests per first put, bytes per re-put, first put s, re-put s)]`` per run."""
@@ -368,7 +392,7 @@ async def run_latency(
                             if isinstance(store, S3MediaStore):
                                 await store.aclose()
                             await empty_bucket(plain, bucket)
-                        sample = (first_requests / workload.count, uploaded / workload.count, first, again)
+                        sample = (first_requests / workload.total, uploaded / workload.total, first, again)
                         samples.setdefault((workload.name, name), []).append(sample)
                     print(f'  latency {workload.name}: run {index + 1}/{runs} done', file=sys.stderr)
     return samples
@@ -384,7 +408,7 @@ def report_latency(
     print(
         f'\nPut policy on moto behind a proxy adding {delay * 1000:g} ms per request{link}, concurrency '
         f'{CONCURRENCY}, median of {runs} runs: requests per first put / bytes uploaded per re-put of a stored '
-        f'blob / first put s / re-put s (default: auto, split at {AUTO_HEAD_FROM // MiB} MiB)\n'
+        f'blob / first put s / re-put s (default: auto, HEAD first above {(AUTO_HEAD_FROM - 1) // MiB} MiB)\n'
     )
     names = ('harness', *POLICIES)
     print('| workload | ' + ' | '.join(names) + ' |')
@@ -401,6 +425,121 @@ def report_latency(
     print(f'\n{platform.python_implementation()} {platform.python_version()}, {platform.machine()}, {versions}')
 
 
+MIXED = Workload('24 x 1 MiB + 1 x 9 MiB', 24, MiB, extra=((1, 9 * MiB),))
+MIXED_QUICK = Workload('8 x 1 MiB + 1 x 9 MiB', 8, MiB, extra=((1, 9 * MiB),))
+FirstPutSamples = dict[str, list[tuple[float, float, float, int]]]
+"""``contender -> [(wall s, client CPU s, server CPU s, requests or -1 without a proxy)]`` per run."""
+
+
+async def run_first_put(
+    workload: Workload,
+    runs: int,
+    server: Server,
+    put_check: str | None,
+    delay: float | None,
+    shared_client: bool,
+    head_from: int | None = None,
+) -> FirstPutSamples:
+    """The first put of ``workload`` into a fresh bucket, harness and ours alternating (ABBA...), one warm-up each.
+
+    ``shared_client``: the harness gets one pooled ``httpx.AsyncClient`` (``client=``, its fastest set-up);
+    otherwise it runs as constructed by default, opening an ``httpx.AsyncClient`` per request.
+    """
+    samples: FirstPutSamples = {}
+    blobs = workload.blobs()
+    options = {} if put_check is None else {'put_check': put_check}
+    with contextlib.ExitStack() as stack:
+        proxy = stack.enter_context(latency_proxy(server, delay)) if delay is not None else None
+        url = proxy.endpoint.url if proxy is not None else server.url
+        key, secret = server.access_key_id, server.secret_access_key
+        connection: dict[str, Any] = {
+            'endpoint_url': url,
+            'region_name': REGION,
+            'aws_access_key_id': key,
+            'aws_secret_access_key': secret,
+        }
+        setup = AioConfig(signature_version='s3v4', s3={'addressing_style': 'path'})
+        async with (
+            get_session().create_client('s3', config=setup, **{**connection, 'endpoint_url': server.url}) as plain,
+            httpx.AsyncClient(limits=httpx.Limits(max_connections=32), timeout=300) as http,
+        ):
+            makers: dict[str, Callable[[str], Any]] = {
+                'harness': lambda b: HarnessS3MediaStore(
+                    bucket=b,
+                    endpoint=url,
+                    region=REGION,
+                    access_key_id=key,
+                    secret_access_key=secret,
+                    client=http if shared_client else None,
+                ),
+                'ours': lambda b: S3MediaStore(bucket=b, **options, **connection),
+            }
+            if head_from is not None:
+                makers['ours'] = lambda b: split_store(S3MediaStore(bucket=b, **options, **connection), head_from)
+            for index in range(-1, runs):  # run -1: the untimed warm-up
+                order = ('harness', 'ours') if index % 2 == 0 else ('ours', 'harness')
+                for name in order:
+                    bucket = f'bench-{uuid.uuid4().hex[:16]}'
+                    await plain.create_bucket(Bucket=bucket)
+                    await plain.put_object(Bucket=bucket, Key='warm-up', Body=b'.')
+                    store = makers[name](bucket)
+                    if isinstance(store, S3MediaStore):
+                        await store.exists('media+sha256://' + '0' * 64)  # open the client outside the timing
+                    try:
+                        if proxy is not None:
+                            proxy.forget_seen()
+                        client_cpu, server_cpu = time.process_time(), process_cpu(server.pid)
+                        wall = await bounded([lambda d=d, s=store: s.put(d) for d in blobs])
+                        used = (time.process_time() - client_cpu, process_cpu(server.pid) - server_cpu)
+                        requests = len(proxy.seen()) if proxy is not None else -1
+                    finally:
+                        if isinstance(store, S3MediaStore):
+                            await store.aclose()
+                        await empty_bucket(plain, bucket)
+                    if index >= 0:
+                        samples.setdefault(name, []).append((wall, *used, requests))
+                        print(
+                            f'    run {index + 1} {name:8} {wall:.3f} s  client CPU {used[0]:.2f} s  '
+                            f'server CPU {used[1]:.2f} s' + (f'  {requests} requests' if requests >= 0 else ''),
+                            file=sys.stderr,
+                        )
+    return samples
+
+
+def split_store(store: S3MediaStore, head_from: int) -> S3MediaStore:
+    """``store`` with its ``put_check='auto'`` split moved to ``head_from`` bytes (a split under measurement)."""
+    store._head_from = head_from
+    return store
+
+
+def report_first_put(
+    workload: Workload, samples: FirstPutSamples, runs: int, put_check: str | None, shared_client: bool
+) -> None:
+    """Medians and the paired ratio; a last ``ratio <x>`` line for scripts that compare checkouts."""
+    pairs = zip(samples['harness'], samples['ours'], strict=True)
+    ratios = [theirs[0] / mine[0] for theirs, mine in pairs]
+    check = put_check or 'default'
+    client = 'one shared httpx client' if shared_client else 'an httpx client per request (its default)'
+    print(
+        f'\nFirst put of {workload.name} at concurrency {CONCURRENCY}, put_check={check}, harness with {client}, '
+        f'{runs} alternated runs'
+    )
+    print('| contender | wall s, median (min-max) | client CPU s | server CPU s | requests |')
+    print('|---|---:|---:|---:|---:|')
+    for name in ('harness', 'ours'):
+        walls = [sample[0] for sample in samples[name]]
+        cpu = statistics.median(sample[1] for sample in samples[name])
+        server_cpu = statistics.median(sample[2] for sample in samples[name])
+        requests = statistics.median(sample[3] for sample in samples[name])
+        shown = f'{requests:g}' if requests >= 0 else '-'
+        print(
+            f'| {name} | {statistics.median(walls):.3f} ({min(walls):.3f}-{max(walls):.3f}) | {cpu:.2f} '
+            f'| {server_cpu:.2f} | {shown} |'
+        )
+    print(f'per run, harness / ours: {", ".join(f"{r:.2f}" for r in ratios)}')
+    print(f'ratio {statistics.median(ratios):.3f}')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or '').split('\n\n')[0])
     parser.add_argument('--runs', type=int, default=3)
@@ -408,13 +547,37 @@ def main() -> None:
     parser.add_argument('--verbose', action='store_true', help='print every sample to stderr')
     parser.add_argument('--server', choices=('moto', 'seaweedfs', 'both'), default='both')
     parser.add_argument('--latency', action='store_true', help='the put-policy table at a fixed delay per request')
-    parser.add_argument('--delay-ms', type=float, default=20.0, help='delay per request for --latency')
+    parser.add_argument(
+        '--delay-ms', type=float, default=None, help='delay per request for --latency (default 20) or --first-put'
+    )
+    parser.add_argument(
+        '--first-put',
+        action='store_true',
+        help=f'only the first put of {MIXED.name} on moto, ours against the harness, alternated runs',
+    )
+    parser.add_argument('--put-check', default=None, help="ours' put_check for --first-put (default: its default)")
+    parser.add_argument('--head-from', type=int, default=None, help="--first-put: ours' auto split in bytes")
+    parser.add_argument(
+        '--harness-default-client',
+        action='store_true',
+        help='--first-put: the harness without client= (a new httpx client per request), as constructed by default',
+    )
     parser.add_argument('--mbit', type=float, default=None, help='upload rate for --latency (default: unlimited)')
     options = parser.parse_args()
+    if options.first_put:
+        workload = MIXED_QUICK if options.quick else MIXED
+        delay = options.delay_ms / 1000 if options.delay_ms is not None else None
+        with s3_server('moto') as server:
+            shared = not options.harness_default_client
+            first = asyncio.run(
+                run_first_put(workload, options.runs, server, options.put_check, delay, shared, options.head_from)
+            )
+        report_first_put(workload, first, options.runs, options.put_check, shared)
+        return
     if options.latency:
         workloads = LATENCY_QUICK if options.quick else LATENCY_FULL
         runs = 1 if options.quick else options.runs
-        delay, rate = options.delay_ms / 1000, options.mbit * 1e6 / 8 if options.mbit else None
+        delay, rate = (options.delay_ms or 20.0) / 1000, options.mbit * 1e6 / 8 if options.mbit else None
         with s3_server('moto') as server:
             latency_samples = asyncio.run(run_latency(workloads, runs, server, delay, rate))
         report_latency(workloads, latency_samples, runs, delay, rate)

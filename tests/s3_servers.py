@@ -3,7 +3,8 @@
 - ``moto_server``: moto's server as a child process on a free port (moto does
   not check signatures, expiry or checksums, but speaks the S3 protocol).
 - ``fault_proxy``: a small aiohttp app in its own thread and event loop that
-  forwards to moto and, for requests matching a rule, answers 503 SlowDown,
+  forwards to moto and, for requests matching a rule, answers 503 SlowDown
+  (or 500 InternalError, 403 AccessDenied),
   resets the connection, drops the response after moto applied the request,
   or cuts a GET body short. ``delay`` adds a fixed wait to every request (a
   network round trip) and ``bytes_per_second`` a transfer time for each
@@ -218,13 +219,21 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
 
 # -- the fault-injecting proxy ----------------------------------------------------------
 
-FaultKind = Literal['slowdown', 'reset', 'lost_response', 'truncate']
+FaultKind = Literal['slowdown', 'reset', 'lost_response', 'truncate', 'internal', 'denied']
 
 _RECORDED_HEADERS = {'x-amz-content-sha256', 'x-amz-checksum-sha256', 'x-amz-checksum-mode', 'if-none-match'}
 _HOP_HEADERS = {'host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'expect'}
 _SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b'<Message>Please reduce your request rate.</Message><RequestId>fault</RequestId></Error>'
+)
+_INTERNAL = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
+    b'<Message>We encountered an internal error. Please try again.</Message><RequestId>fault</RequestId></Error>'
+)
+_DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b'<Message>Access Denied</Message><RequestId>fault</RequestId></Error>'
 )
 
 
@@ -360,6 +369,10 @@ class FaultProxy:
         kind = self._pick(request.method, target, request.headers.get('Range'), recorded, len(body))
         if kind == 'slowdown':
             return web.Response(status=503, body=_SLOW_DOWN, content_type='application/xml')
+        if kind == 'internal':
+            return web.Response(status=500, body=_INTERNAL, content_type='application/xml')
+        if kind == 'denied':
+            return web.Response(status=403, body=_DENIED, content_type='application/xml')
         if kind == 'reset':
             return await self._abort(request)
         assert self._session is not None

@@ -21,10 +21,17 @@ from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
+from pymongo.errors import OperationFailure, ServerSelectionTimeoutError
 
 import mediastash.stores.mongo._store as mongo_module
 from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for
-from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration, StoreClosedError
+from mediastash.errors import (
+    CorruptMetadataError,
+    InvalidStoreConfiguration,
+    StoreClosedError,
+    StoreOperationError,
+    StoreUnavailableError,
+)
 from mediastash.stores.mongo import MAX_CHUNK_SIZE_BYTES, MongoMediaStore
 from mediastash.stores.mongo._layout import new_chunk_set
 from mediastash.urls import PublicUrlResolver
@@ -36,6 +43,7 @@ from tests.mongo_support import (
     raw_client,
     unique_name,
 )
+from tests.s3_servers import free_port
 from tests.store_conformance import StoreConformance, blob, chunked, collect
 
 __all__ = ['mongo_uri']  # the session fixture, imported so pytest finds it here
@@ -568,6 +576,33 @@ async def test_our_store_under_harness_mongo_step_store(
         assert max(sizes) < 10_000
     finally:
         await client.drop_database(database)
+
+
+# -- driver errors ----------------------------------------------------------------------
+
+
+async def test_server_refusals_and_unreachable_servers_are_store_errors(
+    client: AsyncMongoClient[Document], names: list[str]
+) -> None:
+    """pymongo's exceptions used to reach callers raw; now a ``StoreOperationError`` (a ``RuntimeError``)
+    names the call and the server's error code, with pymongo's exception as the cause."""
+    names.append(collection := unique_name())
+    await client[TEST_DATABASE].create_collection(collection, validator={'$jsonSchema': {'required': ['nope']}})
+    store = MongoMediaStore(client=client, database=TEST_DATABASE, collection=collection)
+    with pytest.raises(StoreOperationError) as refused:
+        await store.put(b'refused by the validator')
+    assert type(refused.value) is StoreOperationError
+    assert isinstance(refused.value, RuntimeError)
+    assert (refused.value.operation, refused.value.status) == ('put', 121)
+    assert isinstance(refused.value.__cause__, OperationFailure)
+
+    nobody = f'mongodb://app:pa55-w0rd@127.0.0.1:{free_port()}/?serverSelectionTimeoutMS=200'
+    async with MongoMediaStore(db_url=nobody, database='t') as unreachable:
+        with pytest.raises(StoreUnavailableError) as caught:
+            await unreachable.exists(media_uri_for(b'anything'))
+    assert (caught.value.operation, caught.value.reason) == ('exists', 'ServerSelectionTimeoutError')
+    assert isinstance(caught.value.__cause__, ServerSelectionTimeoutError)
+    assert 'pa55-w0rd' not in str(caught.value)
 
 
 # -- blobs pydantic-ai-harness's MongoMediaStore wrote ---------------------------------

@@ -17,9 +17,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from botocore.exceptions import ClientError, IncompleteReadError, ResponseStreamingError
+from botocore.exceptions import IncompleteReadError, ResponseStreamingError
 
-from mediastash import IntegrityError, MediaNotFoundError, media_uri_for
+from mediastash import MediaNotFoundError, StoreUnavailableError, media_uri_for
 from mediastash.stores.s3 import AUTO_HEAD_FROM, S3MediaStore
 from tests.s3_servers import FaultProxy, S3Endpoint, fault_proxy, moto_server, unique_bucket
 from tests.store_conformance import blob, chunked, collect
@@ -110,6 +110,45 @@ async def test_default_put_never_reuploads_a_stored_large_blob(make: Any, proxy:
     assert (requests(proxy, 'HEAD'), requests(proxy, 'PUT'), uploaded(proxy)) == (1, 0, 0)
 
 
+@pytest.mark.parametrize(
+    ('size', 'route'),
+    [
+        (MiB - 1, 'conditional'),
+        (MiB, 'conditional'),
+        (MiB + 1, 'head'),
+        (AUTO_HEAD_FROM - 1, 'conditional'),
+        (AUTO_HEAD_FROM, 'head'),
+    ],
+)
+async def test_default_put_check_splits_above_one_mib(make: Any, proxy: FaultProxy, size: int, route: str) -> None:
+    """A new blob of exactly 1 MiB is one conditional PUT (small, as for ``VERIFY_ON_PUT_BYTES``); from
+    ``AUTO_HEAD_FROM`` (1 MiB + 1 byte) a HEAD comes first. Requests counted at the proxy."""
+    data = blob(size, seed=size % 97)
+    await make().put(data)
+    puts = proxy.seen('PUT')
+    assert [seen.body_size for seen in puts] == [size]
+    assert puts[0].headers.get('if-none-match') == '*'
+    assert requests(proxy, 'HEAD') == (1 if route == 'head' else 0)
+
+
+async def test_default_reput_of_a_stored_one_mib_blob_is_checked_without_a_download(
+    make: Any, proxy: FaultProxy, raw: RawBucket
+) -> None:
+    """The price of the conditional route at exactly 1 MiB: a re-put through another instance sends the body
+    (412), then one HEAD whose ETag (our MD5) confirms the copy: no GET, no second object."""
+    data = blob(MiB, seed=41)
+    uri = await make().put(data)
+    proxy.forget_seen()
+    assert await make().put(data) == uri
+    assert (requests(proxy, 'PUT'), requests(proxy, 'HEAD'), requests(proxy, 'GET'), uploaded(proxy)) == (
+        1,
+        1,
+        0,
+        MiB,
+    )
+    assert await raw.keys() == [f'{uri[-64:]}.bin']
+
+
 @pytest.mark.parametrize('put_check', ['auto', 'head', 'if-none-match'])
 async def test_a_wrong_stored_copy_is_replaced_by_an_unconditional_put(
     make: Any, proxy: FaultProxy, raw: RawBucket, put_check: str
@@ -169,7 +208,7 @@ async def test_retries_do_not_wait_long(make: Any, proxy: FaultProxy) -> None:
 async def test_put_gives_up_after_max_attempts(make: Any, proxy: FaultProxy, raw: RawBucket) -> None:
     store = make(max_attempts=2)
     proxy.inject('slowdown', 'PUT', times=5)
-    with pytest.raises(ClientError, match='SlowDown'):
+    with pytest.raises(StoreUnavailableError, match='SlowDown'):
         await store.put(b'never stored')
     assert requests(proxy, 'PUT') == 2
     assert await raw.keys() == []
@@ -214,7 +253,7 @@ async def test_failed_multipart_upload_is_aborted(make: Any, proxy: FaultProxy, 
     store = make(multipart_threshold=5 * MiB, part_size=5 * MiB, max_attempts=2)
     data = blob(11 * MiB, seed=4)
     proxy.inject('slowdown', 'PUT', contains='partNumber=2', times=10)
-    with pytest.raises(ClientError, match='SlowDown'):
+    with pytest.raises(StoreUnavailableError, match='SlowDown'):
         await store.put(data)
     assert requests(proxy, 'DELETE', 'uploadId=') == 1
     assert await raw.uploads() == []
@@ -226,7 +265,7 @@ async def test_failed_streamed_multipart_is_aborted(
 ) -> None:
     store = make(multipart_threshold=5 * MiB, part_size=5 * MiB, max_attempts=1, spool_directory=tmp_path)
     proxy.inject('reset', 'POST', contains='uploadId=')
-    with pytest.raises(Exception, match=r'(?i)connection|closed|disconnect'):
+    with pytest.raises(StoreUnavailableError, match=r'(?i)connection|closed|disconnect'):
         await store.put_stream(chunked(blob(6 * MiB, seed=5), MiB))
     assert await raw.uploads() == []
     assert await raw.keys() == []
@@ -263,9 +302,9 @@ async def test_get_fails_after_read_attempts(make: Any, proxy: FaultProxy) -> No
     store = make(read_attempts=2)
     uri = await store.put(blob(MiB, seed=8))
     proxy.inject('truncate', 'GET', times=2)
-    with pytest.raises((ResponseStreamingError, IncompleteReadError, aiohttp.ClientPayloadError)) as caught:
+    with pytest.raises(StoreUnavailableError) as caught:
         await store.get(uri)
-    assert not isinstance(caught.value, IntegrityError)
+    assert isinstance(caught.value.__cause__, (ResponseStreamingError, IncompleteReadError, aiohttp.ClientPayloadError))
     assert requests(proxy, 'GET') == 2
 
 

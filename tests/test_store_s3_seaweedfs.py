@@ -21,7 +21,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import ClientError
 
-from mediastash import MediaContext, media_uri_for
+from mediastash import MediaContext, StorePermissionError, media_uri_for
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.urls import PublicUrlResolver
 from tests.s3_servers import S3Endpoint, seaweedfs, unique_bucket
@@ -173,8 +173,10 @@ async def test_multipart_round_trip_with_part_checksums(seaweedfs: S3Endpoint, r
 async def test_wrong_credentials_are_refused(seaweedfs: S3Endpoint, raw: RawBucket, tmp_path: Path) -> None:
     options: dict[str, Any] = {**seaweedfs.client_options(), 'aws_secret_access_key': 'not-the-secret'}
     async with S3MediaStore(bucket=raw.bucket, max_attempts=1, **options) as store:
-        with pytest.raises(ClientError) as caught:
+        with pytest.raises(StorePermissionError) as caught:
             await store.put(b'refused')
+    assert isinstance(caught.value.__cause__, ClientError)
+    assert caught.value.status == 403
     assert 'not-the-secret' not in str(caught.value)
     assert await raw.keys() == []
 

@@ -14,7 +14,15 @@ import pytest
 
 import mediastash.stores.sqlite as sqlite_module
 from mediastash import MediaContext, MediaNotFoundError, SqliteMediaStore, media_uri_for
-from mediastash.errors import CorruptMetadataError, InvalidStoreConfiguration, StoreClosedError
+from mediastash.errors import (
+    CorruptMetadataError,
+    InvalidStoreConfiguration,
+    MediaStashError,
+    StoreClosedError,
+    StoreOperationError,
+    StorePermissionError,
+    StoreUnavailableError,
+)
 from mediastash.urls import PublicUrlResolver
 from tests.store_conformance import StoreConformance, blob, chunked, collect
 
@@ -246,12 +254,59 @@ async def test_read_only_harness_database_is_readable(tmp_path: Path) -> None:
             assert await store.get(uri) == b'read only'
             assert dict(await store.get_metadata(uri)) == {'k': 'v'}
             assert [u async for u in store.iter_uris()] == [uri]
-            with pytest.raises(sqlite3.OperationalError, match='readonly'):
+            with pytest.raises(StorePermissionError) as caught:
                 await store.put(b'cannot land')
+            assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
     finally:
         read_only.close()
     with side_connection(tmp_path / 'x.db') as connection:
         assert 'created_at' not in {row[1] for row in connection.execute('PRAGMA table_info(media)')}
+
+
+async def test_driver_errors_reach_the_caller_as_store_errors(tmp_path: Path) -> None:
+    """sqlite3's errors used to reach callers raw: a read-only database is a permission error, a locked one
+    unavailable, a file that is not a database a failed operation; each a RuntimeError naming the call."""
+    path = tmp_path / 'x.db'
+    async with SqliteMediaStore(database=path) as store:
+        uri = await store.put(b'stored')
+    read_only = sqlite3.connect(f'file:{path}?mode=ro', uri=True, check_same_thread=False, isolation_level=None)
+    try:
+        async with SqliteMediaStore(connection=read_only) as store:
+            with pytest.raises(StorePermissionError) as refused:
+                await store.put(b'cannot land')
+    finally:
+        read_only.close()
+    assert isinstance(refused.value, RuntimeError)
+    assert isinstance(refused.value, MediaStashError)
+    assert refused.value.operation == 'put'
+    assert refused.value.reason.startswith('SQLITE_READONLY: attempt to write a readonly database')
+    assert 'put' in str(refused.value)
+    assert 'SqliteMediaStore(connection' in str(refused.value)
+
+    with side_connection(path) as holder:
+        holder.execute('BEGIN EXCLUSIVE')
+        impatient = sqlite3.connect(path, timeout=0.05, check_same_thread=False, isolation_level=None)
+        try:
+            async with SqliteMediaStore(connection=impatient) as store:
+                with pytest.raises(StoreUnavailableError) as locked:
+                    await store.put(b'waits for the lock')
+        finally:
+            impatient.close()
+        holder.execute('ROLLBACK')
+    assert locked.value.operation == 'put'
+    assert locked.value.reason == 'SQLITE_BUSY: database is locked'
+    assert isinstance(locked.value.__cause__, sqlite3.OperationalError)
+
+    garbage = tmp_path / 'garbage.db'
+    garbage.write_bytes(b'not a database at all' * 100)
+    async with SqliteMediaStore(database=garbage) as store:
+        with pytest.raises(StoreOperationError) as broken:
+            await store.exists(uri)
+    assert type(broken.value) is StoreOperationError
+    assert broken.value.reason == 'SQLITE_NOTADB: file is not a database'
+    with pytest.raises(MediaNotFoundError):  # a missing blob keeps its meaning
+        async with SqliteMediaStore(database=path) as store:
+            await store.get(media_uri_for(b'never stored'))
 
 
 async def test_created_at_lost_with_caller_rollback_is_added_again(tmp_path: Path) -> None:

@@ -22,6 +22,9 @@ __all__ = [
     'NotARegularFileError',
     'StoreClosedError',
     'StoreNotFoundError',
+    'StoreOperationError',
+    'StorePermissionError',
+    'StoreUnavailableError',
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',
     'TreeDepthError',
@@ -181,6 +184,42 @@ class NotARegularFileError(MediaStashError):
         self.uri = uri
         named = f' (for {uri})' if uri else ''
         super().__init__(f'{path!r}{named} is a {kind}, not a regular file; refusing to read it')
+
+
+class StoreOperationError(MediaStashError, RuntimeError):
+    """A store's backend failed an operation: a server error, a refusal, an unreachable service.
+
+    Raised by every store's public methods in place of its driver's own
+    exception (botocore, pymongo, sqlite3, ``OSError``), which is kept as
+    ``__cause__``. A ``RuntimeError``, as pydantic-ai-harness's stores raised
+    for a failed request. ``operation`` is the store method (``'put'``,
+    ``'get'``, ...); ``store`` the store's secret-free description; ``reason`` a
+    short code the driver gave (an S3 error code, an exception class name),
+    never its message, which can quote a URL; ``status`` the HTTP status or
+    server error code when there is one.
+    """
+
+    summary = 'failed'
+
+    def __init__(self, operation: str, store: str, reason: str, *, status: int | None = None) -> None:
+        self.operation = operation
+        self.store = store
+        self.reason = reason
+        self.status = status
+        code = f', status {status}' if status is not None else ''
+        super().__init__(f'{store}: {operation} {self.summary} ({reason}{code})')
+
+
+class StoreUnavailableError(StoreOperationError):
+    """The store could not be reached: a refused or dropped connection, a timeout, a busy or locked database."""
+
+    summary = 'failed: the store could not be reached or the connection was lost'
+
+
+class StorePermissionError(StoreOperationError):
+    """The store refused the operation: denied access, wrong credentials, a read-only database or folder."""
+
+    summary = 'was refused: no permission'
 
 
 class EmptySourceError(MediaStashError, ValueError):

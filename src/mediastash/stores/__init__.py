@@ -3,7 +3,7 @@
 import importlib
 from typing import TYPE_CHECKING
 
-from mediastash.stores.base import BaseMediaStore, BlobInfo, ChunkedMediaStore, Ingest
+from mediastash.stores.base import BaseMediaStore, BlobInfo, ChunkedMediaStore, DriverError, Ingest
 from mediastash.stores.cached import CachedMediaStore
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
@@ -41,6 +41,7 @@ __all__ = [
     'ChunkedMediaStore',
     'DeletableMediaStore',
     'DiskMediaStore',
+    'DriverError',
     'Ingest',
     'ListableMediaStore',
     'MediaStore',

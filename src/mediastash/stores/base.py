@@ -11,7 +11,11 @@ known-blob cache, and which optional capabilities the store advertises.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import functools
 import hashlib
+import inspect
 import itertools
 import logging
 import time
@@ -33,7 +37,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
-from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
+from mediastash.errors import (
+    IntegrityError,
+    MediaNotFoundError,
+    MediaStashError,
+    StoreClosedError,
+    StoreOperationError,
+    StorePermissionError,
+    StoreUnavailableError,
+)
 from mediastash.known_blobs import deletion_generation, note_deletion
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verified_stream, verify_digest
 from mediastash.uri import media_uri, parse_media_uri
@@ -50,6 +62,7 @@ __all__ = [
     'BaseMediaStore',
     'BlobInfo',
     'ChunkedMediaStore',
+    'DriverError',
     'Ingest',
 ]
 
@@ -79,6 +92,66 @@ def _started() -> float | None:
 
 
 _T = TypeVar('_T')
+_Method = TypeVar('_Method', bound=Callable[..., Any])
+
+_FROM_CALLER: Final = '_mediastash_from_caller'
+"""Attribute ``Ingest`` sets on an error the caller's own chunk iterator raised: it is not the store's."""
+
+
+@dataclass(frozen=True, slots=True)
+class DriverError:
+    """How a backend reads an error its driver raised (see ``BaseMediaStore._classify_error``).
+
+    ``kind``: the ``StoreOperationError`` class it becomes; ``reason``: a short,
+    secret-free code (an S3 error code, an errno or exception class name), never
+    the driver's message, which can quote a URL with credentials; ``status``:
+    the HTTP status or server error code, when there is one.
+    """
+
+    kind: type[StoreOperationError]
+    reason: str
+    status: int | None = None
+
+
+def _maps_driver_errors(operation: str) -> Callable[[_Method], _Method]:
+    """Decorate a public store method so an error from the backend's driver leaves it as a ``StoreOperationError``.
+
+    The one place this mapping lives: the backend only classifies (``_classify_error``). The driver's error is the
+    ``__cause__``. ``MediaStashError``, ``FileNotFoundError`` (a missing blob), errors the backend does not
+    classify and errors of the caller's own input are raised unchanged; cancellation is never caught.
+    """
+
+    def decorate(method: _Method) -> _Method:
+        if inspect.isasyncgenfunction(method):
+
+            @functools.wraps(method)
+            async def stream(self: BaseMediaStore, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+                async with contextlib.aclosing(method(self, *args, **kwargs)) as items:
+                    try:
+                        async for item in items:
+                            yield item
+                    except Exception as exc:
+                        mapped = self._store_error(operation, exc)
+                        if mapped is None:
+                            raise
+                        raise mapped from exc
+
+            return stream  # type: ignore[return-value]
+
+        @functools.wraps(method)
+        async def call(self: BaseMediaStore, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(self, *args, **kwargs)
+            except Exception as exc:
+                mapped = self._store_error(operation, exc)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+
+        return call  # type: ignore[return-value]
+
+    return decorate
+
 
 # Public capability method -> the primitive that provides it. A subclass that does
 # not supply the primitive has the method set to ``None`` on its class, which is how
@@ -130,7 +203,7 @@ class Ingest:
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         hasher = self._hasher
-        async for chunk in self._chunks:
+        async for chunk in _caller_stream(self._chunks):
             piece = as_bytes(chunk)
             if len(piece) >= OFFLOAD_BYTES:
                 await asyncio.to_thread(hasher.update, piece)
@@ -150,6 +223,21 @@ class Ingest:
     async def read_all(self) -> bytes:
         """Collect the stream into memory (for backends without native streaming writes)."""
         return b''.join([piece async for piece in self])
+
+
+async def _caller_stream(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """``chunks``, with any error they raise tagged as the caller's (so the store does not report it as its own)."""
+    source = aiter(chunks)
+    while True:
+        try:
+            chunk = await anext(source)
+        except StopAsyncIteration:
+            return
+        except Exception as exc:
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(exc, _FROM_CALLER, True)
+            raise
+        yield chunk
 
 
 class AsyncClosing:
@@ -360,6 +448,30 @@ class BaseMediaStore(AsyncClosing, ABC):
         """Short, secret-free description used in error messages."""
         return type(self).__name__
 
+    def _classify_error(self, exc: Exception) -> DriverError | None:
+        """What an error raised inside a store call means; ``None`` leaves it as it is.
+
+        Backends extend this for their driver's exceptions and call ``super()``
+        for the rest. Default: a connection failure or timeout is
+        ``StoreUnavailableError``, a ``PermissionError`` ``StorePermissionError``.
+        Never asked about ``MediaStashError``, ``FileNotFoundError`` (a missing
+        blob keeps its meaning) or errors of the caller's own input stream.
+        """
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return DriverError(StoreUnavailableError, errno_name(exc))
+        if isinstance(exc, PermissionError):
+            return DriverError(StorePermissionError, errno_name(exc))
+        return None
+
+    def _store_error(self, operation: str, exc: Exception) -> StoreOperationError | None:
+        """The ``StoreOperationError`` a caller of ``operation`` sees for ``exc``; ``None``: raise ``exc`` as is."""
+        if isinstance(exc, MediaStashError | FileNotFoundError) or getattr(exc, _FROM_CALLER, False):
+            return None
+        found = self._classify_error(exc)
+        if found is None:
+            return None
+        return found.kind(operation, self._describe(), found.reason, status=found.status)
+
     # -- identity and lifecycle --------------------------------------------------------
 
     @property
@@ -416,6 +528,7 @@ class BaseMediaStore(AsyncClosing, ABC):
 
     # -- the MediaStore protocol -------------------------------------------------------
 
+    @_maps_driver_errors('put')
     async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
         """Store ``data`` and return its ``media+sha256://`` URI (a no-op write when already stored)."""
         self._check_open()
@@ -432,6 +545,7 @@ class BaseMediaStore(AsyncClosing, ABC):
             self._debug('put', started, digest, f'{len(payload)} bytes')
         return media_uri(digest)
 
+    @_maps_driver_errors('get')
     async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
         """Return the bytes stored under ``uri``, verified against its sha256.
 
@@ -449,6 +563,7 @@ class BaseMediaStore(AsyncClosing, ABC):
             self._debug('get', started, digest, f'{len(data)} bytes')
         return data
 
+    @_maps_driver_errors('exists')
     async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         """True when a blob is stored under ``uri``."""
         digest = self._open_digest(uri)
@@ -458,6 +573,7 @@ class BaseMediaStore(AsyncClosing, ABC):
             self._debug('exists', started, digest, 'stored' if found else 'absent')
         return found
 
+    @_maps_driver_errors('exists_many')
     async def exists_many(
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
     ) -> frozenset[str]:
@@ -472,11 +588,13 @@ class BaseMediaStore(AsyncClosing, ABC):
             self._debug('exists_many', started, None, f'{len(found)} of {len(digests)} stored')
         return frozenset(digests[digest] for digest in found)
 
+    @_maps_driver_errors('public_url')
     async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
         """A URL a model provider can fetch, from the configured resolver, or ``None``."""
         self._open_digest(uri)
         return await resolve_public_url(self._public_url, uri, context)
 
+    @_maps_driver_errors('get_metadata')
     async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
         """The user metadata stored with the blob (what a repeated ``put`` does to it is the backend's to declare)."""
         digest = self._open_digest(uri)
@@ -488,6 +606,7 @@ class BaseMediaStore(AsyncClosing, ABC):
 
     # -- optional capabilities (present only when the backend supplies the primitive) ---
 
+    @_maps_driver_errors('delete')
     async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         """Remove the blob; ``False`` when it was not stored. Only garbage collection should call this."""
         digest = self._open_digest(uri)
@@ -497,6 +616,7 @@ class BaseMediaStore(AsyncClosing, ABC):
             self._debug('delete', started, digest, 'removed' if removed else 'was not stored')
         return removed
 
+    @_maps_driver_errors('delete_many')
     async def delete_many(self, uris: Iterable[str]) -> int:
         """Delete several blobs (every URI validated before anything is removed); how many were removed."""
         digests = list(dict.fromkeys(parse_media_uri(uri) for uri in uris))
@@ -518,6 +638,7 @@ class BaseMediaStore(AsyncClosing, ABC):
         finally:
             note_deletion(key)
 
+    @_maps_driver_errors('touch_many')
     async def touch_many(
         self,
         uris: Iterable[str],
@@ -534,12 +655,14 @@ class BaseMediaStore(AsyncClosing, ABC):
         found = await self._touch_many(list(digests), time.time() - touch_after, max_concurrency)
         return frozenset(digests[digest] for digest in found)
 
+    @_maps_driver_errors('iter_blobs')
     async def iter_blobs(self) -> AsyncIterator[BlobInfo]:
         """Every stored blob with its size and last-write time (no bytes read); for garbage collection."""
         self._check_open()
         async for info in self._list_blobs():
             yield info
 
+    @_maps_driver_errors('delete_unless_touched')
     async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]:
         """Delete the blobs among ``uris`` not written or touched since ``written_before`` (Unix time).
 
@@ -554,12 +677,14 @@ class BaseMediaStore(AsyncClosing, ABC):
         deleted = await self._noting_deletion(self._delete_unless_touched(digests, written_before))
         return frozenset(media_uri(digest) for digest in deleted)
 
+    @_maps_driver_errors('iter_uris')
     async def iter_uris(self) -> AsyncIterator[str]:
         """Every stored URI."""
         self._check_open()
         async for digest in self._list_digests():
             yield media_uri(digest)
 
+    @_maps_driver_errors('put_stream')
     async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
         """Store a blob given as an async iterable of byte chunks, without holding it whole in memory."""
         self._check_open()
@@ -572,6 +697,7 @@ class BaseMediaStore(AsyncClosing, ABC):
             self._debug('put_stream', started, ingest.digest, f'{ingest.size} bytes')
         return media_uri(ingest.digest)
 
+    @_maps_driver_errors('get_stream')
     async def get_stream(
         self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
     ) -> AsyncIterator[bytes]:
@@ -616,6 +742,14 @@ class BaseMediaStore(AsyncClosing, ABC):
 
     def _not_found(self, digest: str) -> MediaNotFoundError:
         return MediaNotFoundError(media_uri(digest), where=self._describe())
+
+
+def errno_name(exc: BaseException) -> str:
+    """A short, secret-free name for ``exc``: its errno's symbol (``EACCES``) when it has one, else its class name."""
+    code = getattr(exc, 'errno', None)
+    if isinstance(code, int) and code in errno.errorcode:
+        return errno.errorcode[code]
+    return type(exc).__name__
 
 
 class ChunkedMediaStore(BaseMediaStore):

@@ -29,10 +29,23 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
 from mediastash.context import MediaContextLike, context_media_type
-from mediastash.errors import InvalidStoreConfiguration, StoreClosedError
+from mediastash.errors import (
+    InvalidStoreConfiguration,
+    StoreClosedError,
+    StoreOperationError,
+    StorePermissionError,
+    StoreUnavailableError,
+)
 from mediastash.stores._blob import OFFLOAD_BYTES
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
+from mediastash.stores.base import (
+    TOUCH_AFTER_SECONDS,
+    BaseMediaStore,
+    BlobInfo,
+    DriverError,
+    Ingest,
+    _maps_driver_errors,
+)
 from mediastash.uri import DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -51,6 +64,8 @@ _COPY_CHUNK = 1 << 20
 _STREAM_WINDOW = 8 << 20
 _LIST_PAGE = 1000
 _EXISTS_BATCH = 500
+_PERMISSION_CODES = frozenset({sqlite3.SQLITE_PERM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_AUTH})
+_UNAVAILABLE_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN})
 """Digests per ``IN (...)`` existence query (below every SQLite build's bound-parameter limit)."""
 _PRIVATE_DATABASES = frozenset({'', ':memory:'})
 _SAVEPOINT = 'mediastash_write'
@@ -141,6 +156,22 @@ class SqliteMediaStore(BaseMediaStore):
 
     def _storage_identity(self) -> Hashable | None:
         return self._identity
+
+    def _classify_error(self, exc: Exception) -> DriverError | None:
+        """sqlite3 errors by their result code: read-only or denied is a permission error, a busy, locked or
+        unopenable database unavailable, anything else (a corrupt file, a full disk) a failed operation."""
+        if not isinstance(exc, sqlite3.Error):
+            return super()._classify_error(exc)
+        code = getattr(exc, 'sqlite_errorcode', None)
+        name = getattr(exc, 'sqlite_errorname', None) or type(exc).__name__
+        reason = f'{name}: {exc}'  # SQLite's own text ('database is locked'): it names no path and no secret
+        primary = code & 0xFF if isinstance(code, int) else None
+        kind: type[StoreOperationError] = StoreOperationError
+        if primary in _PERMISSION_CODES:
+            kind = StorePermissionError
+        elif primary in _UNAVAILABLE_CODES:
+            kind = StoreUnavailableError
+        return DriverError(kind, reason)
 
     # -- running on the store's thread -------------------------------------------------
 
@@ -354,6 +385,7 @@ class SqliteMediaStore(BaseMediaStore):
         rows = connection.execute(f'SELECT sha256 FROM {self._quoted} WHERE sha256 IN ({marks})', digests)
         return [str(row[0]) for row in rows]
 
+    @_maps_driver_errors('media_type_of')
     async def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
         digest = parse_media_uri(uri)

@@ -31,11 +31,30 @@ from typing import Any, Final
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError, OperationFailure
+from pymongo.errors import (
+    BulkWriteError,
+    ConfigurationError,
+    ConnectionFailure,
+    DuplicateKeyError,
+    OperationFailure,
+    PyMongoError,
+)
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
-from mediastash.errors import InvalidStoreConfiguration
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
+from mediastash.errors import (
+    InvalidStoreConfiguration,
+    StoreOperationError,
+    StorePermissionError,
+    StoreUnavailableError,
+)
+from mediastash.stores.base import (
+    TOUCH_AFTER_SECONDS,
+    BaseMediaStore,
+    BlobInfo,
+    DriverError,
+    Ingest,
+    _maps_driver_errors,
+)
 from mediastash.stores.mongo._layout import (
     DEFAULT_CHUNK_SIZE_BYTES,
     MAX_CHUNK_SIZE_BYTES,
@@ -85,6 +104,8 @@ _CHECK_FIELDS: Final = {**_AGE_FIELDS, **_CHUNK_FIELDS, _INLINE_SIZE: {'$binaryS
 _CHECK_FIELDS_WITH_DATA: Final = {**_AGE_FIELDS, **_CHUNK_FIELDS, 'data': 1}
 """The same facts for a server or test double without ``$binarySize``: the inline bytes are read and measured."""
 _INVALID_PIPELINE_OPERATOR = 168
+_DENIED_CODES = frozenset({13, 18})
+"""Unauthorized, AuthenticationFailed."""
 
 
 class MongoMediaStore(BaseMediaStore):
@@ -100,7 +121,9 @@ class MongoMediaStore(BaseMediaStore):
     The first ``put`` of a blob fixes its media type and metadata; a later
     ``put`` of the same bytes is a single lookup (plus an update once an hour,
     to mark the blob in use). Capabilities: listing, deleting, streaming,
-    garbage collection. Server errors surface as pymongo's exceptions.
+    garbage collection. Server and network errors surface as ``StoreOperationError``
+    (``StoreUnavailableError``, ``StorePermissionError``) with pymongo's exception as
+    the ``__cause__``.
     """
 
     def __init__(
@@ -173,6 +196,21 @@ class MongoMediaStore(BaseMediaStore):
         """``('mongo', (host:port, ...), database, collection)``: the client's seed hosts, never credentials
         (for a client that is not pymongo's, ``('client', n)`` in place of the hosts: see ``_client_identity``)."""
         return self._identity
+
+    def _classify_error(self, exc: Exception) -> DriverError | None:
+        """pymongo's errors: no server reachable (or a dropped connection) is unavailable, an authorization
+        failure a permission error, any other server answer a failed operation carrying its error code."""
+        if isinstance(exc, ConnectionFailure):
+            return DriverError(StoreUnavailableError, type(exc).__name__)
+        if isinstance(exc, OperationFailure):
+            details = exc.details if isinstance(exc.details, Mapping) else {}
+            name = details.get('codeName')
+            reason = name if isinstance(name, str) and name else type(exc).__name__
+            kind = StorePermissionError if exc.code in _DENIED_CODES else StoreOperationError
+            return DriverError(kind, reason, exc.code if isinstance(exc.code, int) else None)
+        if isinstance(exc, PyMongoError):
+            return DriverError(StoreOperationError, type(exc).__name__)
+        return super()._classify_error(exc)
 
     async def _ensure_indexes(self) -> None:
         """Create the two indexes once per store, on the first write that needs chunks."""
@@ -360,6 +398,7 @@ class MongoMediaStore(BaseMediaStore):
             raise self._not_found(digest)
         return parse_metadata(media_uri(digest), manifest.get('metadata'), self._describe())
 
+    @_maps_driver_errors('media_type_of')
     async def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
         digest = parse_media_uri(uri)
@@ -516,6 +555,7 @@ class MongoMediaStore(BaseMediaStore):
 
         return sum(await asyncio.gather(*map(one, digests)))
 
+    @_maps_driver_errors('sweep_orphan_chunks')
     async def sweep_orphan_chunks(self, *, older_than_seconds: float = _DEFAULT_SWEEP_GRACE_SECONDS) -> int:
         """Delete chunk sets no manifest names that are older than the grace period; returns how many.
 

@@ -36,10 +36,20 @@ from mediastash.errors import (
     InvalidStoreConfiguration,
     MediaNotFoundError,
     StoreNotFoundError,
+    StoreOperationError,
     UnsafeKeyError,
 )
 from mediastash.keys import KeyStrategy, default_key_strategy
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BaseMediaStore, BlobInfo, Ingest
+from mediastash.stores.base import (
+    TOUCH_AFTER_SECONDS,
+    VERIFY_ON_PUT_BYTES,
+    BaseMediaStore,
+    BlobInfo,
+    DriverError,
+    Ingest,
+    _maps_driver_errors,
+)
+from mediastash.stores.s3._errors import classify_sdk_error
 from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys
 from mediastash.stores.s3._metadata import decode_metadata, encode_metadata
@@ -67,9 +77,10 @@ __all__ = ['AUTO_HEAD_FROM', 'PresignedUrls', 'PutCheck', 'S3MediaStore']
 PutCheck = Literal['auto', 'head', 'if-none-match']
 """How ``put`` learns that a blob is already stored (see ``S3MediaStore``)."""
 
-AUTO_HEAD_FROM = 1 << 20
-"""With ``put_check='auto'``, blobs of this many bytes or more are HEADed before upload; smaller ones are
-sent as one conditional PUT (measured at 20 ms per request: see ``docs/s3.md``)."""
+AUTO_HEAD_FROM = (1 << 20) + 1
+"""With ``put_check='auto'``, blobs of this many bytes or more (above 1 MiB) are HEADed before upload; blobs of
+at most 1 MiB, the size ``VERIFY_ON_PUT_BYTES`` also calls small, are sent as one conditional PUT (measured at
+20 ms per request and on loopback: see ``docs/s3.md``)."""
 
 _MAX_KEY_BYTES = 1024
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
@@ -124,7 +135,7 @@ class S3MediaStore(BaseMediaStore):
 
     ``put`` does not rewrite a sound stored blob. With ``put_check='auto'`` (the
     default, chosen by measuring at 20 ms per request, see ``docs/s3.md``) a
-    blob below ``AUTO_HEAD_FROM`` bytes (1 MiB) is sent as a conditional PUT
+    blob of at most 1 MiB (below ``AUTO_HEAD_FROM``) is sent as a conditional PUT
     (one request for a new blob; a 412 answer means "already stored"), and a
     larger one is HEADed first, so a stored large body is never uploaded
     again. ``'head'`` always HEADs first; ``'if-none-match'`` always sends the
@@ -253,6 +264,11 @@ class S3MediaStore(BaseMediaStore):
         where = f', endpoint_url={_public_endpoint(self._endpoint_url)!r}' if self._endpoint_url else ''
         prefix = f', key_prefix={self._key_prefix!r}' if self._key_prefix else ''
         return f'S3MediaStore(bucket={self._bucket!r}{prefix}{where})'
+
+    def _classify_error(self, exc: Exception) -> DriverError | None:
+        """The SDK's errors by status and code (``_errors``): a 403 is a permission error, a 503 or a lost
+        connection unavailable, any other server answer a failed operation naming its status."""
+        return classify_sdk_error(exc) or super()._classify_error(exc)
 
     def _storage_identity(self) -> Hashable:
         """``('s3', endpoint or region, bucket, key_prefix)``; the endpoint without credentials."""
@@ -646,6 +662,7 @@ class S3MediaStore(BaseMediaStore):
         assert self._presigned is not None
         return await self._presign(parse_media_uri(uri), context, self._presigned)
 
+    @_maps_driver_errors('presigned_url')
     async def presigned_url(
         self,
         uri: str,
@@ -771,9 +788,11 @@ class S3MediaStore(BaseMediaStore):
                 failures.append((len(doomed), errors[0]))
         if failures:
             count, first = failures[0]
-            raise OSError(
-                f'{self._describe()}: could not delete some objects ({len(failures)} batches failed, '
-                f'first {first.get("Key")!r} of a batch of {count}: {first.get("Code")})'
+            raise StoreOperationError(
+                'delete_unless_touched',
+                self._describe(),
+                f'{len(failures)} DeleteObjects batches failed, first {first.get("Key")!r} of a batch of {count}: '
+                f'{first.get("Code")}',
             )
         return deleted
 
@@ -810,9 +829,11 @@ class S3MediaStore(BaseMediaStore):
             errors = response.get('Errors', [])
             if errors:
                 first = errors[0]
-                raise OSError(
-                    f'{self._describe()}: could not delete {len(errors)} of {len(batch)} objects, '
-                    f'first {first.get("Key")!r}: {first.get("Code")}'
+                raise StoreOperationError(
+                    'delete_many',
+                    self._describe(),
+                    f'{len(errors)} of {len(batch)} objects not deleted, '
+                    f'first {first.get("Key")!r}: {first.get("Code")}',
                 )
         return len(found)
 
