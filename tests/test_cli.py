@@ -149,3 +149,6 @@ async def test_ls_json_before_the_folder(tmp_path: Path, capsys: pytest.CaptureF
     assert json.loads(out) == json.loads(summary.read_text()) == [{'uri': uri}]
     assert main(['ls', '--json-file', str(tmp_path / 'no' / 'ls.json'), str(tmp_path / 'media')]) == 1
     assert 'does not exist' in capsys.readouterr().err
+    assert await asyncio.to_thread(main, ['ls', '--json-file', '-', str(tmp_path / 'media')]) == 0
+    assert json.loads(capsys.readouterr().out) == [{'uri': uri}]
+    assert not (tmp_path / '-').exists()

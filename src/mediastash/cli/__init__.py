@@ -110,7 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1
     json_file = getattr(args, 'json_file', None)
-    ui = Ui(quiet=bool(getattr(args, 'quiet', False)), as_json=bool(getattr(args, 'json', False)), json_file=json_file)
+    as_json = bool(getattr(args, 'json', False)) or json_file == '-'
+    json_file = None if json_file == '-' else json_file  # '-' is stdout, as for IN and OUT
+    ui = Ui(quiet=bool(getattr(args, 'quiet', False)), as_json=as_json, json_file=json_file)
     try:
         if json_file is not None:
             check_output(json_file)  # before the work, not after it
