@@ -271,6 +271,17 @@ async def test_metadata_and_content_type_on_the_wire(make: Any, raw: RawBucket) 
     assert dict(await store.get_metadata(uri)) == metadata
 
 
+async def test_mixed_case_metadata_keys_are_accepted_and_come_back_lowercased(make: Any, raw: RawBucket) -> None:
+    """They used to be refused with ``ValueError``, where the harness's S3 store and every other store accept
+    them. S3 keeps user-metadata names lowercased, so that is what ``get_metadata`` returns."""
+    store = make()
+    uri = await store.put(b'tagged', context=MediaContext(metadata={'Tenant': 'acme', 'Run-ID': 'R1', 'x': 'y'}))
+    assert dict(await store.get_metadata(uri)) == {'tenant': 'acme', 'run-id': 'R1', 'x': 'y'}
+    assert (await raw.head(store.key_for(uri)))['Metadata'] == {'tenant': 'acme', 'run-id': 'R1', 'x': 'y'}
+    streamed = await store.put_stream(chunked(b'streamed', 3), context=MediaContext(metadata={'Origin': 'Pipeline'}))
+    assert dict(await store.get_metadata(streamed)) == {'origin': 'Pipeline'}
+
+
 async def test_first_put_metadata_wins(make: Any) -> None:
     store = make()
     uri = await store.put(b'blob', context=MediaContext(metadata={'v': '1'}))
@@ -281,7 +292,7 @@ async def test_first_put_metadata_wins(make: Any) -> None:
 @pytest.mark.parametrize(
     ('metadata', 'message'),
     [
-        ({'Tenant': 'x'}, "'Tenant'"),
+        ({'Tenant': 'x', 'tenant': 'y'}, "'Tenant' and 'tenant' differ only in case"),
         ({'bad key': 'x'}, "'bad key'"),
         ({'-lead': 'x'}, "'-lead'"),
         ({'ok': 'line\nbreak'}, "'ok'"),

@@ -2,7 +2,9 @@
 
 S3 sends metadata as HTTP headers, which carry only printable ASCII, lose
 leading and trailing blanks, and (on some servers) drop empty values. Keys are
-therefore limited to a lowercase token set (S3 lowercases them anyway), control
+therefore limited to ASCII letters, digits, ``-``, ``_`` and ``.``, and sent
+lowercased, as S3 stores them anyway (so ``Tenant`` comes back as ``tenant``;
+two keys that differ only in case are refused, one would be lost), control
 characters are refused, and any value that would not survive the trip as is
 (non-ASCII, empty, padded with blanks, or itself looking like an encoded word)
 is sent as an RFC 2047 encoded word ``=?UTF-8?B?<base64>?=``, the form S3 itself
@@ -21,7 +23,7 @@ __all__ = ['MAX_METADATA_BYTES', 'decode_metadata', 'encode_metadata']
 MAX_METADATA_BYTES = 2048
 """S3's limit on user metadata: the UTF-8 bytes of every key plus every value, as sent."""
 
-_KEY = re.compile(r'[a-z0-9][a-z0-9_.-]*')
+_KEY = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 _PLAIN = re.compile(r'[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?')
 _ENCODED_WORD = re.compile(r'=\?utf-8\?([bq])\?(.*)\?=', re.IGNORECASE | re.DOTALL)
@@ -36,14 +38,21 @@ def encode_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     for key, value in metadata.items():
         if not _KEY.fullmatch(key):
             raise ValueError(
-                f'S3 metadata key {key!r} is not allowed: use lowercase ASCII letters, digits, '
-                "'-', '_' and '.', starting with a letter or digit (S3 lowercases keys and sends them as headers)"
+                f'S3 metadata key {key!r} is not allowed: use ASCII letters, digits, '
+                "'-', '_' and '.', starting with a letter or digit (keys are sent as headers)"
             )
         if _CONTROL.search(value):
             raise ValueError(f'S3 metadata value for key {key!r} contains a control character')
+        name = key.lower()  # what S3 stores and get_metadata returns
+        if name in encoded:
+            clash = next(other for other in metadata if other != key and other.lower() == name)
+            raise ValueError(
+                f'S3 metadata keys {clash!r} and {key!r} differ only in case: S3 stores names lowercased, '
+                'so one would be lost'
+            )
         wire = value if _PLAIN.fullmatch(value) and not value.startswith('=?') else _encode_word(value)
-        encoded[key] = wire
-        total += len(key) + len(wire)
+        encoded[name] = wire
+        total += len(name) + len(wire)
     if total > MAX_METADATA_BYTES:
         raise ValueError(
             f'S3 metadata is {total} bytes once encoded (keys {sorted(metadata)!r}); S3 allows {MAX_METADATA_BYTES}'
