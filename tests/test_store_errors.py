@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import errno
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mediastash import (
+    DiskMediaStore,
     MediaContextLike,
     MediaNotFoundError,
     MediaStashError,
@@ -26,6 +28,7 @@ from mediastash import (
     StorePermissionError,
     StoreUnavailableError,
     media_uri_for,
+    parse_media_uri,
 )
 from mediastash.stores import DriverError
 
@@ -160,3 +163,17 @@ async def test_the_stores_own_stream_error_is_mapped() -> None:
     with pytest.raises(StoreUnavailableError) as caught:
         await BrokenWriter().put_stream(chunks())
     assert (caught.value.operation, caught.value.reason) == ('put_stream', 'EPIPE')
+
+
+async def test_a_disk_store_reports_file_system_errors_as_store_errors(tmp_path: Path) -> None:
+    """A real ``OSError`` (here a file where the key strategy needs a folder) used to reach callers raw."""
+    (tmp_path / 'a').write_text('a file, not a folder')
+    store = DiskMediaStore(tmp_path, key_strategy=lambda uri, context: f'a/{parse_media_uri(uri)}.bin')
+    with pytest.raises(StoreOperationError) as caught:
+        await store.put(b'cannot be written')
+    assert type(caught.value) is StoreOperationError
+    assert isinstance(caught.value.__cause__, OSError)
+    assert (caught.value.operation, caught.value.reason) == ('put', 'EEXIST')
+    assert str(caught.value).startswith(f'DiskMediaStore({str(tmp_path)!r}): put failed')
+    with pytest.raises(MediaNotFoundError):  # a missing blob is still "not stored"
+        await store.get(media_uri_for(b'cannot be written'))

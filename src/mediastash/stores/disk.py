@@ -45,10 +45,17 @@ from mediastash.context import (
     context_media_type,
     context_metadata,
 )
-from mediastash.errors import CorruptMetadataError, InvalidMediaType, NotARegularFileError, UnsafeKeyError
+from mediastash.errors import (
+    CorruptMetadataError,
+    InvalidMediaType,
+    NotARegularFileError,
+    StoreOperationError,
+    StorePermissionError,
+    UnsafeKeyError,
+)
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, DriverError, Ingest, errno_name
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -144,6 +151,14 @@ class DiskMediaStore(BaseMediaStore):
 
     def _storage_identity(self) -> tuple[str, str]:
         return self._identity
+
+    def _classify_error(self, exc: Exception) -> DriverError | None:
+        """A file-system ``OSError`` other than a missing file (which means "not stored"): a full disk, a path
+        through a file, a read-only folder (``StorePermissionError``)."""
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+            refused = isinstance(exc, PermissionError) or exc.errno == errno.EROFS
+            return DriverError(StorePermissionError if refused else StoreOperationError, errno_name(exc))
+        return super()._classify_error(exc)
 
     # -- keys and paths ----------------------------------------------------------------
 
