@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +28,7 @@ from mediastash.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
-from mediastash.urls import PublicUrlResolver
+from mediastash.urls import PublicUrlResolver, make_static_public_url
 from tests.store_conformance import StoreConformance, blob, chunked, collect
 
 
@@ -38,12 +43,20 @@ def digest(uri: str) -> str:
     return uri.removeprefix('media+sha256://')
 
 
+def table_exists(connection: sqlite3.Connection, table: str) -> bool:
+    """Reads create no table: until the first write there may be none (issue 17, item 7)."""
+    found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+    return found.fetchone() is not None
+
+
 class TestSqliteStore(StoreConformance):
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> SqliteMediaStore:
         return SqliteMediaStore(database=folder / 'media.db', public_url=public_url)
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         with side_connection(store.database) as connection:
+            if not table_exists(connection, store.table):
+                return None
             row = connection.execute(f'SELECT bytes FROM {store.table} WHERE sha256 = ?', (digest(uri),)).fetchone()
         return None if row is None else bytes(row[0])
 
@@ -57,6 +70,8 @@ class TestSqliteStore(StoreConformance):
 
     async def raw_count(self, store: Any) -> int | None:
         with side_connection(store.database) as connection:
+            if not table_exists(connection, store.table):
+                return 0
             return int(connection.execute(f'SELECT COUNT(*) FROM {store.table}').fetchone()[0])
 
     async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
@@ -90,6 +105,8 @@ class TestSqliteStoreOnCallerConnection(TestSqliteStore):
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         with side_connection(self._owned[id(store)][0]) as connection:
+            if not table_exists(connection, 'blobs'):
+                return None
             row = connection.execute('SELECT bytes FROM blobs WHERE sha256 = ?', (digest(uri),)).fetchone()
         return None if row is None else bytes(row[0])
 
@@ -103,6 +120,8 @@ class TestSqliteStoreOnCallerConnection(TestSqliteStore):
 
     async def raw_count(self, store: Any) -> int | None:
         with side_connection(self._owned[id(store)][0]) as connection:
+            if not table_exists(connection, 'blobs'):
+                return 0
             return int(connection.execute('SELECT COUNT(*) FROM blobs').fetchone()[0])
 
     async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
@@ -786,3 +805,186 @@ async def test_read_only_database_lists_and_touches_without_writing(tmp_path: Pa
             assert (created_at(tmp_path / 'x.db', harness_row) or 0) < time.time() - HOUR
     finally:
         read_only.close()
+
+
+# -- reads change nothing (issue 17, item 7) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What a read must leave as it was: the database's bytes, the folder's file names, the schema, the journal mode."""
+
+    sha256: str
+    files: tuple[str, ...]
+    journal_mode: str
+    tables: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def file_state(database: Path) -> FileState:
+    """Hash and list first, then ask a separate connection (whose own -wal/-shm go when it closes)."""
+    sha = hashlib.sha256(database.read_bytes()).hexdigest() if database.exists() else 'absent'
+    files = tuple(sorted(path.name for path in database.parent.iterdir()))
+    if not database.exists():
+        return FileState(sha, files, 'absent', ())
+    with side_connection(database) as connection:
+        mode = str(connection.execute('PRAGMA journal_mode').fetchone()[0])
+        names = [str(row[0]) for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        tables = tuple(
+            (name, tuple(str(row[1]) for row in connection.execute(f'PRAGMA table_info("{name}")')))
+            for name in sorted(names)
+        )
+    return FileState(sha, files, mode, tables)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m mediastash ARGS`` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, '-m', 'mediastash', *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+async def harness_database(folder: Path, *, connection_owned: bool) -> tuple[Path, list[str]]:
+    """A database only pydantic-ai-harness wrote: through ``database=`` (WAL, like the harness's step store), or
+    through a caller's connection (rollback journal). Three blobs, with media types and metadata."""
+    harness_media = pytest.importorskip('pydantic_ai_harness.media')
+    database = folder / 'harness.db'
+    payloads = [(b'harness text', 'text/plain', {'k': 'v'}), (blob(40_000, seed=5), 'image/png', {}), (b'x', None, {})]
+    uris: list[str] = []
+    if connection_owned:
+        with closing(sqlite3.connect(database, check_same_thread=False)) as connection:
+            store = harness_media.SqliteMediaStore(connection=connection)
+            for data, media_type, metadata in payloads:
+                context = harness_media.MediaContext(media_type=media_type, metadata=metadata)
+                uris.append(await store.put(data, context=context))
+    else:
+        store = harness_media.SqliteMediaStore(database=database)
+        for data, media_type, metadata in payloads:
+            context = harness_media.MediaContext(media_type=media_type, metadata=metadata)
+            uris.append(await store.put(data, context=context))
+    return database, uris
+
+
+async def read_everything(store: SqliteMediaStore, uris: list[str]) -> None:
+    """Every read the store offers, each answering as the harness's rows say."""
+    absent = media_uri_for(b'never stored')
+    assert await store.get(uris[0]) == b'harness text'
+    assert b''.join(await collect(store.get_stream(uris[1], chunk_size=4096))) == blob(40_000, seed=5)
+    assert await store.exists(uris[2])
+    assert not await store.exists(absent)
+    assert await store.exists_many([*uris, absent]) == set(uris)
+    assert dict(await store.get_metadata(uris[0])) == {'k': 'v'}
+    assert await store.media_type_of(uris[1]) == 'image/png'
+    assert await store.media_type_of(uris[2]) is None
+    assert await store.public_url(uris[0]) == f'https://cdn.example/{digest(uris[0])}.bin'
+    assert sorted([uri async for uri in store.iter_uris()]) == sorted(uris)
+    assert {(info.uri, info.written_at) async for info in store.iter_blobs()} == {(uri, None) for uri in uris}
+    report = await store.verify()
+    assert (report.checked, report.corrupt, report.missing) == (3, [], [])
+    with pytest.raises(MediaNotFoundError):
+        await store.get(absent)
+
+
+@pytest.mark.parametrize('connection_owned', [False, True], ids=['harness-file', 'harness-connection'])
+async def test_reads_leave_a_harness_database_unchanged(tmp_path: Path, connection_owned: bool) -> None:
+    """Reads used to switch the file to WAL and add created_at on first use (issue 17, item 7); the first write does."""
+    database, uris = await harness_database(tmp_path, connection_owned=connection_owned)
+    before = file_state(database)
+    assert file_state(database) == before, 'the oracle itself changes nothing'
+    assert ('media', ('sha256', 'media_type', 'bytes', 'size_bytes', 'metadata')) in before.tables
+    resolver = make_static_public_url('https://cdn.example/')
+
+    async with SqliteMediaStore(database=database, public_url=resolver) as store:
+        await read_everything(store, uris)
+    assert file_state(database) == before
+    with closing(sqlite3.connect(database, check_same_thread=False)) as connection:
+        async with SqliteMediaStore(connection=connection, public_url=resolver) as store:
+            await read_everything(store, uris)
+        assert not connection.in_transaction
+    assert file_state(database) == before
+
+    # The first write adds created_at (and switches a file the store opened to WAL); the harness reads on.
+    harness_media = pytest.importorskip('pydantic_ai_harness.media')
+    async with SqliteMediaStore(database=database, public_url=resolver) as store:
+        await read_everything(store, uris)
+        new = await store.put(b'written by mediastash', context=MediaContext(media_type='text/plain'))
+        assert await store.exists_many([*uris, new]) == {*uris, new}
+    after = file_state(database)
+    assert dict(after.tables)['media'] == ('sha256', 'media_type', 'bytes', 'size_bytes', 'metadata', 'created_at')
+    assert after.journal_mode == 'wal'
+    assert created_at(database, new) is not None
+    assert all(created_at(database, uri) is None for uri in uris)
+    theirs = harness_media.SqliteMediaStore(database=database)
+    assert await theirs.get(new) == b'written by mediastash'
+    assert await theirs.get(uris[0]) == b'harness text'
+    assert dict(await theirs.get_metadata(uris[0])) == {'k': 'v'}
+    assert await theirs.put(b'the harness writes after us')
+    async with SqliteMediaStore(database=database) as store:
+        listed = {info.uri: info.written_at async for info in store.iter_blobs()}
+        assert listed[media_uri_for(b'the harness writes after us')] is None
+        assert listed[new] is not None
+        # Rows of unknown age are never collected, however old the cut.
+        doomed = [*uris, media_uri_for(b'the harness writes after us')]
+        assert await store.delete_unless_touched(doomed, written_before=time.time() + HOUR) == frozenset()
+        assert await store.exists_many(doomed) == set(doomed)
+
+
+async def test_reads_create_no_file_and_no_table(tmp_path: Path) -> None:
+    """A read of a missing file creates nothing; of a database without the table, answers 'not stored'."""
+    missing = tmp_path / 'missing.db'
+    uri = media_uri_for(b'never stored')
+    async with SqliteMediaStore(database=missing) as store:
+        assert not await store.exists(uri)
+        assert await store.exists_many([uri]) == frozenset()
+        assert [u async for u in store.iter_uris()] == []
+        with pytest.raises(MediaNotFoundError):
+            await store.get(uri)
+    assert not missing.exists()
+    assert not [name for name in os.listdir(tmp_path) if name.startswith('missing.db')]
+
+    app = tmp_path / 'app.db'
+    with side_connection(app) as connection:
+        connection.execute('CREATE TABLE app (x INTEGER)')
+    before = file_state(app)
+    async with SqliteMediaStore(database=app) as store:
+        assert not await store.exists(uri)
+        assert [info async for info in store.iter_blobs()] == []
+        with pytest.raises(MediaNotFoundError):
+            await collect(store.get_stream(uri))
+        with pytest.raises(MediaNotFoundError):
+            await store.get_metadata(uri)
+        assert await store.media_type_of(uri) is None
+        assert file_state(app) == before
+        # Another process creates the table meanwhile: the next read sees it.
+        async with SqliteMediaStore(database=app) as writer:
+            stored = await writer.put(b'now stored')
+        assert await store.get(stored) == b'now stored'
+        # The first write of this store takes the table as it is.
+        assert await store.put(b'second') == media_uri_for(b'second')
+    assert [name for name, _ in file_state(app).tables] == ['app', 'media']
+
+
+def test_read_only_commands_leave_a_harness_database_unchanged(tmp_path: Path) -> None:
+    """ls, stats, verify (no --repair) and diff on sqlite:// URLs change nothing (issue 17, item 7)."""
+    database, uris = asyncio.run(harness_database(tmp_path, connection_owned=True))
+    other = tmp_path / 'other'
+    other.mkdir()
+    other_database, _ = asyncio.run(harness_database(other, connection_owned=False))
+    before = file_state(database), file_state(other_database)
+    url, other_url = f'sqlite:///{database}', f'sqlite:///{other_database}'
+    commands = [
+        ['ls', url],
+        ['ls', '--long', url],
+        ['stats', url],
+        ['stats', url, '--json'],
+        ['verify', url],
+        ['verify', url, uris[0]],
+        ['diff', url, other_url],
+        ['diff', other_url, url],
+    ]
+    for command in commands:
+        result = run_cli(*command, '--quiet')
+        assert result.returncode == 0, (command, result.stdout, result.stderr)
+        assert 'Traceback' not in result.stderr
+    listed = run_cli('ls', url).stdout.split()
+    assert sorted(listed) == sorted(uris)
+    assert (file_state(database), file_state(other_database)) == before

@@ -76,18 +76,23 @@ _HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 class SqliteMediaStore(BaseMediaStore):
     """Content-addressed blobs in the table ``table`` of a SQLite database.
 
-    Pass exactly one of ``database`` (a path; the store opens, configures with
-    WAL and a 30 s busy timeout, and closes the connection) or ``connection``
-    (yours; it must be opened with ``check_same_thread=False`` and is never
-    closed by the store). Writes are ``INSERT OR IGNORE``: the first ``put`` of
-    a blob fixes its metadata.
+    Pass exactly one of ``database`` (a path; the store opens it with a 30 s
+    busy timeout, switches the file to WAL at its first write, and closes the
+    connection) or ``connection`` (yours; it must be opened with
+    ``check_same_thread=False``, is never closed by the store and keeps its
+    journal mode). Writes are ``INSERT OR IGNORE``: the first ``put`` of a
+    blob fixes its metadata.
 
     Layout: the columns of pydantic-ai-harness's media table plus a nullable
     ``created_at REAL`` (Unix time of the first ``put`` or of the latest touch
-    that marked the blob in use; ``NULL`` for rows the harness wrote). An
-    existing harness table gains ``created_at`` through
-    ``ALTER TABLE ... ADD COLUMN`` (skipped on a read-only database); a table
-    lacking any harness column is refused with ``InvalidStoreConfiguration``.
+    that marked the blob in use; ``NULL`` for rows the harness wrote). The
+    first write creates the table, or gives an existing harness table
+    ``created_at`` through ``ALTER TABLE ... ADD COLUMN`` (skipped on a
+    read-only database); a table lacking any harness column is refused with
+    ``InvalidStoreConfiguration``. Reads never change the database: no file,
+    table, column or journal mode is created or switched by them, a harness
+    table is read as it is (ages unknown), and a database without the table
+    holds no blobs.
 
     Transactions: each write runs inside a savepoint. When no transaction was
     open before it, releasing the savepoint commits; inside a transaction you
@@ -135,7 +140,9 @@ class SqliteMediaStore(BaseMediaStore):
         self._owns_connection = connection is None
         self._table = table
         self._quoted = f'"{table}"'
-        self._schema_ready = False
+        self._schema_ready = False  # set up for writing (the first write does it)
+        self._table_seen = False  # layout checked by a read or a write
+        self._wal_set = False
         self._has_created_at = False
         self._identity, self._private_database = _identity_of(self._database, connection, table)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix='mediastash-sqlite')
@@ -176,11 +183,22 @@ class SqliteMediaStore(BaseMediaStore):
     # -- running on the store's thread -------------------------------------------------
 
     async def _run(self, function: Callable[..., _T], /, *args: Any) -> _T:
-        """Run ``function(connection, *args)`` on the store's worker thread."""
+        """Run the write ``function(connection, *args)`` on the store's worker thread, the schema ready for it."""
+        return await self._submit(functools.partial(self._call, function, *args))
+
+    async def _run_read(self, function: Callable[..., _T], absent: _T, /, *args: Any) -> _T:
+        """Run the read ``function(connection, *args)`` on the worker thread without changing the database.
+
+        ``absent`` is the answer while there is no database file or no table: a
+        read creates neither (nor switches the journal mode, nor adds a column).
+        """
+        return await self._submit(functools.partial(self._call_read, function, absent, *args))
+
+    async def _submit(self, call: Callable[[], _T]) -> _T:
         self._check_open()
         loop = asyncio.get_running_loop()
         try:
-            future = loop.run_in_executor(self._executor, functools.partial(self._call, function, *args))
+            future = loop.run_in_executor(self._executor, call)
         except RuntimeError as exc:  # the executor was shut down by a concurrent aclose()
             raise StoreClosedError(f'{self._describe()} is closed') from exc
         return await future
@@ -194,35 +212,72 @@ class SqliteMediaStore(BaseMediaStore):
             # A caller's rolled-back transaction can take our freshly created table (or
             # the created_at column we added) with it: set the schema up again, once.
             if self._schema_ready and _is_schema_loss(exc):
-                self._schema_ready = False
+                self._forget_schema()
                 return function(self._ready(), *args)
             raise
 
-    def _ready(self) -> sqlite3.Connection:
-        """The connection, opened and with the table created on first use (worker thread only)."""
+    def _call_read(self, function: Callable[..., _T], absent: _T, *args: Any) -> _T:
+        self._check_open()
+        connection = self._readable()
+        if connection is None:
+            return absent
+        try:
+            return function(connection, *args)
+        except sqlite3.OperationalError as exc:
+            if not _is_schema_loss(exc):
+                raise
+            # The table or its created_at went away since it was looked at (a caller's rollback, another
+            # process): look again, once.
+            self._forget_schema()
+            connection = self._readable()
+            return absent if connection is None else function(connection, *args)
+
+    def _forget_schema(self) -> None:
+        self._schema_ready = False
+        self._table_seen = False
+
+    def _connect(self) -> sqlite3.Connection:
+        """The connection, opened on first use (worker thread only); opening changes nothing in the file."""
         if self._connection is None:
             assert self._database is not None
-            connection = sqlite3.connect(
+            self._connection = sqlite3.connect(
                 self._database, timeout=_BUSY_TIMEOUT_SECONDS, check_same_thread=False, isolation_level=None
             )
-            try:
-                connection.execute('PRAGMA journal_mode=WAL')
-            except BaseException:
-                connection.close()
-                raise
-            self._connection = connection
-        connection = self._connection
+        return self._connection
+
+    def _readable(self) -> sqlite3.Connection | None:
+        """The connection with the table's layout checked, or ``None`` when there is no file or no table yet.
+
+        Nothing is written: a missing file is not opened (opening would create
+        it), and a table found without ``created_at`` is read as it is.
+        """
+        if self._connection is None:
+            assert self._database is not None
+            if self._database not in _PRIVATE_DATABASES and not os.path.exists(self._database):
+                return None
+        connection = self._connect()
+        if not self._table_seen:
+            with _needs_shared_connection():
+                columns = self._columns(connection)
+            if not columns:  # no such table
+                return None
+            self._check_layout(columns)
+            self._has_created_at = _CREATED_AT in columns
+            self._table_seen = True
+        return connection
+
+    def _ready(self) -> sqlite3.Connection:
+        """The connection, set up for writing on the first write (worker thread only): the store's own file
+        switched to WAL, once; the table created, or a harness table given ``created_at``."""
+        connection = self._connect()
         if not self._schema_ready:
-            try:
+            with _needs_shared_connection():
+                if self._owns_connection and not self._wal_set:
+                    _switch_to_wal(connection)
+                    self._wal_set = True
                 self._create_schema(connection)
-            except sqlite3.ProgrammingError as exc:
-                if 'thread' in str(exc):
-                    raise InvalidStoreConfiguration(
-                        'SqliteMediaStore(connection=...) needs a connection opened with check_same_thread=False, '
-                        'because the store uses it from its own worker thread'
-                    ) from exc
-                raise
             self._schema_ready = True
+            self._table_seen = True
         return connection
 
     def _create_schema(self, connection: sqlite3.Connection) -> None:
@@ -233,6 +288,11 @@ class SqliteMediaStore(BaseMediaStore):
                 'size_bytes INTEGER NOT NULL, metadata TEXT, created_at REAL)'
             )
         columns = self._columns(connection)
+        self._check_layout(columns)
+        self._has_created_at = _CREATED_AT in columns or self._add_created_at(connection)
+
+    def _check_layout(self, columns: set[str]) -> None:
+        """Refuse a table lacking any of the harness's columns."""
         missing = [name for name in _SHARED_COLUMNS if name not in columns]
         if missing:
             hint = (
@@ -245,7 +305,6 @@ class SqliteMediaStore(BaseMediaStore):
                 f'(it has {sorted(columns)}){hint}; SqliteMediaStore needs the pydantic-ai-harness media '
                 f'columns {list(_SHARED_COLUMNS)}; pass another table= name'
             )
-        self._has_created_at = _CREATED_AT in columns or self._add_created_at(connection)
 
     def _columns(self, connection: sqlite3.Connection) -> set[str]:
         return {str(row[1]) for row in connection.execute(f'PRAGMA table_info({self._quoted})')}
@@ -342,7 +401,7 @@ class SqliteMediaStore(BaseMediaStore):
         )
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
-        data = await self._run(self._select_data, digest)
+        data = await self._run_read(self._select_data, None, digest)
         if data is None:
             raise self._not_found(digest)
         return data
@@ -358,13 +417,13 @@ class SqliteMediaStore(BaseMediaStore):
         return str(value).encode() if value is not None else b''
 
     async def _contains(self, digest: str, context: MediaContextLike) -> bool:
-        return await self._run(self._select_exists, digest)
+        return await self._run_read(self._select_exists, False, digest)
 
     def _select_exists(self, connection: sqlite3.Connection, digest: str) -> bool:
         return connection.execute(f'SELECT 1 FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone() is not None
 
     async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
-        row = await self._run(self._select_metadata, digest)
+        row = await self._run_read(self._select_metadata, None, digest)
         if row is None:
             raise self._not_found(digest)
         return decode_metadata_json(row[0], uri=media_uri(digest), where=self._describe())
@@ -377,7 +436,7 @@ class SqliteMediaStore(BaseMediaStore):
         """One ``IN (...)`` query per batch of at most 500 digests."""
         found: set[str] = set()
         for start in range(0, len(digests), _EXISTS_BATCH):
-            found.update(await self._run(self._select_present, digests[start : start + _EXISTS_BATCH]))
+            found.update(await self._run_read(self._select_present, [], digests[start : start + _EXISTS_BATCH]))
         return found
 
     def _select_present(self, connection: sqlite3.Connection, digests: list[str]) -> list[str]:
@@ -389,7 +448,7 @@ class SqliteMediaStore(BaseMediaStore):
     async def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
         digest = parse_media_uri(uri)
-        return await self._run(self._select_media_type, digest)
+        return await self._run_read(self._select_media_type, None, digest)
 
     def _select_media_type(self, connection: sqlite3.Connection, digest: str) -> str | None:
         row = connection.execute(f'SELECT media_type FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
@@ -400,7 +459,8 @@ class SqliteMediaStore(BaseMediaStore):
     async def _list_digests(self) -> AsyncIterator[str]:
         """Every stored digest in order, fetched a page at a time (no long-lived cursor)."""
         after = ''
-        while page := await self._run(self._select_page, after):
+        no_page: list[str] = []
+        while page := await self._run_read(self._select_page, no_page, after):
             for digest in page:
                 if DIGEST_PATTERN.fullmatch(digest):
                     yield digest
@@ -415,7 +475,8 @@ class SqliteMediaStore(BaseMediaStore):
     async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
         """Every stored blob in digest order, a page at a time: ``length(bytes)`` and ``created_at``, no blob read."""
         after = ''
-        while page := await self._run(self._select_blob_page, after):
+        no_page: list[tuple[str, int, float | None]] = []
+        while page := await self._run_read(self._select_blob_page, no_page, after):
             for digest, size, written_at in page:
                 if DIGEST_PATTERN.fullmatch(digest):
                     yield BlobInfo(media_uri(digest), size, written_at)
@@ -533,7 +594,7 @@ class SqliteMediaStore(BaseMediaStore):
         window = max(chunk_size, _STREAM_WINDOW // chunk_size * chunk_size)
         offset = 0
         while True:
-            piece = await self._run(self._read_piece, digest, offset, window)
+            piece = await self._run_read(self._read_piece, None, digest, offset, window)
             if piece is None:
                 raise self._not_found(digest)
             total, data = piece
@@ -571,6 +632,29 @@ class SqliteMediaStore(BaseMediaStore):
         if self._owns_connection and self._connection is not None:
             self._connection.close()
         self._connection = None
+
+
+@contextlib.contextmanager
+def _needs_shared_connection() -> Iterator[None]:
+    """Turn sqlite3's wrong-thread error on a caller's connection into a configuration error saying what to do."""
+    try:
+        yield
+    except sqlite3.ProgrammingError as exc:
+        if 'thread' in str(exc):
+            raise InvalidStoreConfiguration(
+                'SqliteMediaStore(connection=...) needs a connection opened with check_same_thread=False, '
+                'because the store uses it from its own worker thread'
+            ) from exc
+        raise
+
+
+def _switch_to_wal(connection: sqlite3.Connection) -> None:
+    """Put the store's own database file in WAL mode (persistent in the file); a read-only file stays as it is."""
+    try:
+        connection.execute('PRAGMA journal_mode=WAL')
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, 'sqlite_errorcode', 0) & 0xFF != sqlite3.SQLITE_READONLY:
+            raise
 
 
 @contextlib.contextmanager
@@ -649,4 +733,5 @@ def _identity_of(
 def _is_schema_loss(exc: sqlite3.OperationalError) -> bool:
     """True for errors saying the table or the ``created_at`` column is gone."""
     message = str(exc)
-    return 'no such table' in message or f'no column named {_CREATED_AT}' in message
+    gone = ('no such table', f'no column named {_CREATED_AT}', f'no such column: {_CREATED_AT}')
+    return any(words in message for words in gone)
