@@ -17,7 +17,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from mediastash.cli._ui import UserError
+from mediastash.cli._errors import UserError
 
 __all__ = ['check_output', 'write_output']
 

@@ -20,6 +20,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mediastash.cli._errors import UserError
+from mediastash.cli._output import write_output
+
 __all__ = ['EXIT_FAILED', 'EXIT_USAGE', 'Step', 'Ui', 'UserError', 'describe_error']
 
 EXIT_FAILED = 1
@@ -30,10 +33,6 @@ _PIPED_WIDTH = 240
 
 EXIT_USAGE = 2
 """Bad command-line arguments (argparse's own code)."""
-
-
-class UserError(Exception):
-    """A problem the user can fix (bad URL, missing file, server down): printed as one line, exit code 1."""
 
 
 class Step(Protocol):
@@ -115,8 +114,6 @@ class Ui:
         if self.as_json:
             sys.stdout.write(text)
         if self.json_file is not None:
-            from mediastash.cli._output import write_output  # here: _output builds on this module
-
             try:
                 write_output(self.json_file, text.encode())
             except OSError as error:
