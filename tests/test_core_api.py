@@ -195,3 +195,22 @@ except ImportError as error:
         'hint: mediastash.integrations needs pydantic-ai and pydantic-ai-harness: pip install "mediastash[harness]"'
         in (result.stdout)
     )
+
+
+@pytest.mark.parametrize(
+    'value',
+    [
+        'https://bucket.example/key?X-Amz-Signature=SECRETSIGNATURE',
+        'media+sha256://SECRETSIGNATURE',
+        'SECRETSIGNATURE',
+    ],
+)
+def test_an_invalid_media_uri_error_never_shows_the_value(value: str) -> None:
+    from mediastash.errors import InvalidMediaURI
+    from mediastash.uri import parse_media_uri
+
+    with pytest.raises(InvalidMediaURI) as caught:
+        parse_media_uri(value)
+    assert 'SECRETSIGNATURE' not in str(caught.value)
+    assert 'SECRETSIGNATURE' not in repr(caught.value)
+    assert f'{len(value)} characters' in str(caught.value)

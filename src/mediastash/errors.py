@@ -67,7 +67,9 @@ class InvalidMediaURI(MediaStashError, ValueError):
 
     def __init__(self, value: object, reason: str) -> None:
         self.value = value
-        super().__init__(f'invalid media URI {value!r}: {reason}')
+        shape = f'a str of {len(value)} characters' if isinstance(value, str) else f'a {type(value).__name__}'
+        # The value is never shown: a presigned URL or a token pasted in the wrong place can carry a secret.
+        super().__init__(f'invalid media URI ({shape}): {reason}')
 
 
 class InvalidMediaType(MediaStashError, ValueError):
