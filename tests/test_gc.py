@@ -313,6 +313,65 @@ async def test_deletes_in_batches() -> None:
     assert ('delete', 7, 7) in phases and ('list', 7, 7) in phases and ('mark', 1, 1) in phases
 
 
+LEFTOVER = '.mediastash-tmp-0123456789abcdef0123456789abcdef'
+"""The name a disk writer killed mid-``put`` leaves behind."""
+
+
+def old_leftovers(folder: Path) -> tuple[Path, Path]:
+    """A crash leftover two hours old (sweepable) and a fresh one (could be a live writer's)."""
+    old, fresh = folder / LEFTOVER, folder / '.mediastash-tmp-fedcba9876543210fedcba9876543210'
+    for path in (old, fresh):
+        path.write_bytes(b'half a blob')
+    two_hours_ago = time.time() - 2 * HOUR
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    return old, fresh
+
+
+async def test_a_deleting_run_sweeps_leftovers_even_with_nothing_to_delete(tmp_path: Path) -> None:
+    """gc swept a disk store's crash leftovers only when it had blobs to delete (issue 17, item 7)."""
+    writer = DiskMediaStore(tmp_path / 'media')
+    kept = await writer.put(payload(1))
+    await age_all(writer, time.time() - 2 * HOUR)
+    await writer.aclose()
+    old, fresh = await asyncio.to_thread(old_leftovers, tmp_path / 'media')
+
+    store = DiskMediaStore(tmp_path / 'media')
+    dry = await collect_garbage(store, [{kept}], grace=timedelta(hours=1))
+    assert dry.deletable == 0
+    assert old.exists() and fresh.exists(), 'a dry run changes nothing'
+    real = await collect_garbage(store, [{kept}], grace=timedelta(hours=1), dry_run=False)
+    assert (real.deletable, real.deleted) == (0, 0)
+    assert not old.exists()
+    assert fresh.exists(), 'a fresh temporary file may be a live writer: kept'
+    assert await stored(store) == {kept}
+
+
+async def test_the_sweep_is_a_capability_not_a_store_class() -> None:
+    """Any store with ``sweep_temp_files`` is swept by a deleting run, once, before listing; never in a dry run."""
+    events: list[str] = []
+
+    class Sweeping(MemoryMediaStore):
+        async def sweep_temp_files(self) -> int:
+            events.append('sweep')
+            return 0
+
+        async def _list_blobs(self) -> AsyncIterator[Any]:
+            events.append('list')
+            async for info in super()._list_blobs():
+                yield info
+
+    store = Sweeping()
+    await store.put(b'referenced')
+    await collect_garbage(store, [{media_uri_for(b'referenced')}], dry_run=True)
+    assert events == ['list']
+    events.clear()
+    await collect_garbage(store, [{media_uri_for(b'referenced')}], dry_run=False)
+    assert events == ['sweep', 'list']
+    # A store without the capability is collected as before.
+    plain = MemoryMediaStore()
+    assert (await collect_garbage(plain, [set()], dry_run=False)).scanned == 0
+
+
 async def test_stores_that_cannot_be_collected_are_refused() -> None:
     from mediastash.stores.wrapper import WrapperMediaStore
 
@@ -702,6 +761,20 @@ def test_cli_dry_run_then_delete(cli_store: tuple[Path, dict[str, str]]) -> None
     remaining = {f'media+sha256://{path.name[:64]}' for path in (folder / 'media').glob('*.bin')}
     assert names['orphan-a'] not in remaining and names['orphan-b'] not in remaining
     assert names['young'] in remaining and len(remaining) == 3
+
+
+def test_cli_delete_sweeps_leftovers_with_nothing_to_delete(cli_store: tuple[Path, dict[str, str]]) -> None:
+    """``gc --delete`` sweeps a disk store's old temporary files on every run, a dry run never (issue 17, item 7)."""
+    folder, _ = cli_store
+    old, fresh = old_leftovers(folder / 'media')
+    blobs = sorted(path.name for path in (folder / 'media').glob('*.bin'))
+    dry = run_cli('gc', '--store', 'media', '--roots', 'lean.json', '--grace', '1000h', cwd=folder)
+    assert dry.returncode == 0, dry.stderr
+    assert old.exists() and fresh.exists()
+    real = run_cli('gc', '--store', 'media', '--roots', 'lean.json', '--grace', '1000h', '--delete', cwd=folder)
+    assert real.returncode == 0, real.stderr
+    assert not old.exists() and fresh.exists()
+    assert sorted(path.name for path in (folder / 'media').glob('*.bin')) == blobs, 'no blob was old enough'
 
 
 def test_cli_json(cli_store: tuple[Path, dict[str, str]]) -> None:

@@ -61,10 +61,12 @@ async def collect_garbage(
     the writers' ``KnownBlobCache.trust_seconds + TOUCH_AFTER_SECONDS`` is safe
     only when no other process writes to the store meanwhile (``docs/gc.md``).
     ``dry_run=True`` (the default) deletes nothing and reports what a real run
-    would delete. ``include_unknown_age=True`` also deletes unreferenced blobs
-    whose age the store does not know (rows pydantic-ai-harness wrote): they
-    go through ``delete_many`` with no age check, so a writer re-referencing
-    one during the collection is not protected. Deletions run ``batch_size``
+    would delete; a real run also sweeps the store's old crash leftovers
+    (``sweep_temp_files``, where the store has it) before listing.
+    ``include_unknown_age=True`` also deletes unreferenced blobs whose age
+    the store does not know (rows pydantic-ai-harness wrote): they go through
+    ``delete_many`` with no age check, so a writer re-referencing one during
+    the collection is not protected. Deletions run ``batch_size``
     blobs at a time. A root that cannot be read raises ``RootReadError``
     before anything is deleted; a store that cannot be collected raises
     ``StoreNotCollectable``.
@@ -91,6 +93,8 @@ async def collect_garbage(
     mark_seconds = time.time() - mark_started
 
     sweep_started = time.time()
+    if not dry_run:
+        await _sweep_leftovers(media_store)
     candidates: dict[str, int] = {}
     unknown_age: dict[str, int] = {}
     async for info in media_store.iter_blobs():
@@ -198,6 +202,19 @@ def _check_store(store: Any, *, dry_run: bool, include_unknown_age: bool) -> Non
             f'{store!r} cannot be garbage-collected: it lacks {", ".join(missing)} '
             '(listing blobs with their age, and deleting only blobs still old)'
         )
+
+
+async def _sweep_leftovers(store: Any) -> None:
+    """Remove the store's old crash leftovers where it keeps any (a disk store's temporary files and tombstones).
+
+    Every deleting run does it, whether or not a blob turns out deletable, so
+    a store nobody writes to is still cleaned by its collections; a dry run
+    never does. The store's own ``sweep_temp_files`` and its default age
+    decide what is old enough (a live writer's file never is).
+    """
+    sweep = getattr(store, 'sweep_temp_files', None)
+    if callable(sweep):
+        await sweep()
 
 
 def _batches(items: list[str], size: int) -> Iterable[list[str]]:
