@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -988,3 +989,37 @@ def test_read_only_commands_leave_a_harness_database_unchanged(tmp_path: Path) -
     listed = run_cli('ls', url).stdout.split()
     assert sorted(listed) == sorted(uris)
     assert (file_state(database), file_state(other_database)) == before
+
+
+def test_tune_media_leaves_a_harness_database_unchanged(tmp_path: Path) -> None:
+    """``tune --media sqlite://...`` restores lean histories from the database and changes nothing in it."""
+    harness_media = pytest.importorskip('pydantic_ai_harness.media')
+    messages_module = pytest.importorskip('pydantic_ai.messages')
+    image = blob(30_000, seed=9)
+    history = [
+        messages_module.ModelRequest(
+            parts=[
+                messages_module.UserPromptPart(
+                    content=['look', messages_module.BinaryContent(data=image, media_type='image/png')]
+                )
+            ]
+        ),
+        messages_module.ModelResponse(parts=[messages_module.TextPart(content='a picture')]),
+    ]
+    full = messages_module.ModelMessagesTypeAdapter.dump_python(history, mode='json')
+    database = tmp_path / 'harness.db'
+
+    async def externalize() -> object:
+        store = harness_media.SqliteMediaStore(database=database)
+        return await harness_media.externalize_media(full, media_store=store, threshold_bytes=1024)
+
+    lean = asyncio.run(externalize())
+    (tmp_path / 'lean.json').write_text(json.dumps(lean))
+    before = file_state(database)
+    result = run_cli(
+        'tune', str(tmp_path / 'lean.json'), '--store', 'memory://', '--media', f'sqlite:///{database}',
+        '--thresholds', '4KiB', '--json', '--quiet',
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)['rows'][0]['blobs'] == 1
+    assert file_state(database) == before
