@@ -303,7 +303,9 @@ class StoreTests:
         with pytest.raises(InvalidMediaURI) as caught:
             await getattr(store, method)(bad_uri)
         assert isinstance(caught.value, ValueError)
-        assert repr(bad_uri) in str(caught.value)
+        assert str(caught.value).startswith('invalid media URI')
+        if isinstance(bad_uri, str) and len(bad_uri) > 20:  # never echoed: it may be a pasted secret
+            assert bad_uri not in str(caught.value)
 
     async def test_dedup(self, store: Any) -> None:
         data = blob(5000, seed=2)
