@@ -857,7 +857,7 @@ async def test_put_writes_again_when_the_blob_vanishes_during_its_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A collector can delete the blob between the size check and the hash check of a re-put: write it again."""
-    import mediastash.stores.disk as disk_module
+    import mediastash.stores.disk._store as disk_module
 
     store = DiskMediaStore(tmp_path)
     uri = await store.put(b'small and stored')

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-import mediastash.stores.sqlite as sqlite_module
+import mediastash.stores.sqlite._store as sqlite_module
 from mediastash import MediaContext, MediaNotFoundError, SqliteMediaStore, media_uri_for
 from mediastash.errors import (
     CorruptMetadataError,
