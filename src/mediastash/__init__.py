@@ -12,6 +12,7 @@ from mediastash.context import EMPTY_CONTEXT, MediaContext, MediaContextLike
 from mediastash.errors import (
     CorruptMetadataError,
     IntegrityError,
+    InvalidArgumentError,
     InvalidMediaType,
     InvalidMediaURI,
     InvalidStoreConfiguration,
@@ -89,6 +90,7 @@ __all__ = [
     'DeletableMediaStore',
     'DiskMediaStore',
     'IntegrityError',
+    'InvalidArgumentError',
     'InvalidMediaType',
     'InvalidMediaURI',
     'KeyStrategy',

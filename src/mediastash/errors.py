@@ -12,6 +12,7 @@ __all__ = [
     'CorruptMetadataError',
     'EmptySourceError',
     'IntegrityError',
+    'InvalidArgumentError',
     'InvalidMediaType',
     'InvalidMediaURI',
     'InvalidStoreConfiguration',
@@ -105,6 +106,14 @@ class UnsafeKeyError(MediaStashError, ValueError):
     def __init__(self, key: object, reason: str) -> None:
         self.key = key
         super().__init__(f'refusing storage key {key!r}: {reason}')
+
+
+class InvalidArgumentError(MediaStashError, ValueError):
+    """An argument has the wrong type or range; the message names it and what it accepts, never its value."""
+
+    def __init__(self, name: str, accepts: str, value: object) -> None:
+        self.name = name
+        super().__init__(f'{name} must be {accepts} (got a {type(value).__name__})')
 
 
 class InvalidStoreConfiguration(MediaStashError, ValueError):

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from mediastash._checks import positive_int
 from mediastash.context import MediaContext
 from mediastash.errors import EmptySourceError, MediaStashError
 from mediastash.stores.protocols import (
@@ -207,8 +208,7 @@ async def sync_stores(
     hold many more blobs than the source.
     ``on_progress(n)``: ``n`` more source blobs handled.
     """
-    if jobs < 1:
-        raise ValueError(f'jobs must be at least 1, got {jobs!r}')
+    positive_int('jobs', jobs)
     _listable(source, 'source')
     if delete_written_before is not None and not isinstance(destination, CollectableMediaStore):
         raise MediaStashError(

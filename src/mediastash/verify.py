@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mediastash._checks import positive_int
+from mediastash._tasks import raise_first
 from mediastash.errors import IntegrityError, MediaNotFoundError
 from mediastash.stores.protocols import DeletableMediaStore, ListableMediaStore, MediaStore, StreamingMediaStore
 from mediastash.uri import parse_media_uri
@@ -64,8 +66,7 @@ async def verify_store(
     ``delete``); missing blobs cannot be repaired. ``on_checked(uri)`` is
     called after each blob (progress bars).
     """
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-        raise ValueError(f'max_concurrency must be a positive int, got {max_concurrency!r}')
+    positive_int('max_concurrency', max_concurrency)
     if repair and not isinstance(store, DeletableMediaStore):
         raise TypeError(f'{store!r} cannot delete blobs, so verify cannot repair it')
     if uris is None:
@@ -101,14 +102,8 @@ async def verify_store(
             for _ in range(min(max_concurrency, len(todo))):
                 group.create_task(worker())
     except BaseExceptionGroup as error:  # a store error (not a corrupt or missing blob) is raised as it is
-        leaf = _first_leaf(error)
-        raise leaf from leaf.__cause__  # its own cause (a driver error a store mapped) stays
+        raise_first(error)
     return report
-
-
-def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
-    first = error.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 async def _read_size(store: MediaStore, uri: str) -> int:

@@ -17,11 +17,12 @@ import json
 import sqlite3
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mediastash._tasks import for_each
 from mediastash._units import format_bytes, format_threshold
 from mediastash.cli._args import parse_size, positive_int
 from mediastash.cli._output import check_output, write_output
@@ -196,28 +197,6 @@ async def _list_sized(store: MediaStore, ui: Ui) -> dict[str, int | None]:
     return dict(sorted(sizes.items()))
 
 
-async def _for_each(items: Sequence[str], jobs: int, work: Callable[[str], Awaitable[None]]) -> None:
-    """Run ``work`` on every item, ``jobs`` at a time; the first error cancels the rest and is raised as is."""
-    pending = iter(items)
-
-    async def worker() -> None:
-        for item in pending:
-            await work(item)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for _ in range(min(jobs, len(items))):
-                group.create_task(worker())
-    except BaseExceptionGroup as error:
-        leaf = _first_leaf(error)
-        raise leaf from leaf.__cause__  # its own cause (a driver error a store mapped) stays
-
-
-def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
-    first = error.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
 # -- sizes and media types -------------------------------------------------------------------
 
 
@@ -381,7 +360,7 @@ async def _facts_of_all(store: MediaStore, listed: dict[str, int | None], ui: Ui
                     vanished.append(uri)
                 step.advance()
 
-            await _for_each(list(listed), _LOOKUP_JOBS, one)
+            await for_each(list(listed), _LOOKUP_JOBS, one)
     in_order = {uri: found[uri] for uri in listed if uri in found}
     return _Measured(in_order, sorted(vanished), lookup.unknown_media_type_reason())
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any, Final, Literal, Protocol
 
+from mediastash._checks import positive_int
 from mediastash.errors import MediaStashError
 from mediastash.gc._report import GcReport
 from mediastash.gc._roots import Root, as_root
@@ -73,8 +74,7 @@ async def collect_garbage(
     """
     if isinstance(roots, str | bytes | dict | set | frozenset | os.PathLike | Root):
         raise TypeError(f'roots must be an iterable of roots, got a single {type(roots).__name__}: wrap it in a list')
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f'batch_size must be a positive int, got {batch_size!r}')
+    positive_int('batch_size', batch_size)
     grace_seconds = _grace_seconds(grace)
     _check_store(media_store, dry_run=dry_run, include_unknown_age=include_unknown_age)
     root_list = [as_root(root) for root in roots]

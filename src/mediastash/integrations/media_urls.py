@@ -36,6 +36,7 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
 
 from mediastash._lru import BoundedLRU
+from mediastash._tasks import run_all
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.integrations._identifiers import IdentifierMemo
@@ -47,7 +48,6 @@ from mediastash.walker._common import (
     DEFAULT_THRESHOLD_BYTES,
     check_concurrency,
     check_threshold,
-    run_all,
     select_cache,
 )
 from mediastash.walker._payloads import PayloadBatch, TypedPayload, typed_payloads, with_replaced_contents

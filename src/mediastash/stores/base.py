@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 
+from mediastash._checks import positive_int
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import (
@@ -703,8 +704,7 @@ class BaseMediaStore(AsyncClosing, ABC):
     ) -> AsyncIterator[bytes]:
         """Yield the blob in pieces of at most ``chunk_size`` bytes, verified (see ``StreamingMediaStore``)."""
         digest = parse_media_uri(uri)
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
+        positive_int('chunk_size', chunk_size)
         self._check_open()
         raw = self._raw_chunks(digest, context, chunk_size)
         verified = verified_stream(digest, raw, where=self._describe())

@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Mapping
 from typing import Any, Final, Literal, Self
 
+from mediastash._checks import positive_int
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
@@ -251,8 +252,7 @@ class CachedMediaStore(WrapperMediaStore):
 
     async def _stream(self, uri: str, context: MediaContextLike, chunk_size: int) -> AsyncIterator[bytes]:
         digest = parse_media_uri(uri)
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
+        positive_int('chunk_size', chunk_size)
         self._check_open()
         cache: Any = self.cache
         if isinstance(self.cache, StreamingMediaStore) and await self._stream_verified(uri, digest, chunk_size):

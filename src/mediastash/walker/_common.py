@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, TypeVar
 
+from mediastash._checks import non_negative_int, positive_int
 from mediastash.errors import MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
 from mediastash.known_blobs import KnownBlobCache, cache_for_store
 
@@ -23,7 +24,6 @@ __all__ = [
     'depth_limit',
     'find_cycle',
     'render_path',
-    'run_all',
     'NotJSON',
     'check_concurrency',
     'find_path',
@@ -193,15 +193,11 @@ def with_path(error: UnsupportedMarkerFormat | MalformedMarker, tree: object, no
 
 
 def check_threshold(threshold_bytes: object) -> int:
-    if isinstance(threshold_bytes, bool) or not isinstance(threshold_bytes, int) or threshold_bytes < 0:
-        raise ValueError(f'threshold_bytes must be a non-negative int, got {threshold_bytes!r}')
-    return threshold_bytes
+    return non_negative_int('threshold_bytes', threshold_bytes)
 
 
 def check_concurrency(max_concurrency: object) -> int:
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-        raise ValueError(f'max_concurrency must be a positive int, got {max_concurrency!r}')
-    return max_concurrency
+    return positive_int('max_concurrency', max_concurrency)
 
 
 def select_cache(known_blobs: KnownBlobCache | bool | None, store: object) -> KnownBlobCache | None:
@@ -224,34 +220,6 @@ async def in_thread_if_large(size: int, func: Callable[..., T], *args: object) -
     if size >= OFFLOAD_BYTES:
         return await asyncio.to_thread(func, *args)
     return func(*args)
-
-
-async def run_all(calls: Iterable[Coroutine[Any, Any, None]]) -> None:
-    """Run ``calls`` concurrently; on failure cancel the rest and raise the first error itself.
-
-    Callers see a plain ``MediaNotFoundError`` or ``OSError`` rather than an
-    ``ExceptionGroup``; further errors, if any, are mentioned in a note.
-    """
-    try:
-        async with asyncio.TaskGroup() as group:
-            for call in calls:
-                group.create_task(call)
-    except BaseExceptionGroup as group_error:
-        leaves = _leaves(group_error)
-        first = leaves[0]
-        if len(leaves) > 1:
-            first.add_note(f'{len(leaves) - 1} more concurrent store call(s) failed as well')
-        raise first from None
-
-
-def _leaves(error: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for inner in error.exceptions:
-        if isinstance(inner, BaseExceptionGroup):
-            out.extend(_leaves(inner))
-        else:
-            out.append(inner)
-    return out
 
 
 class TooDeep(Exception):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pybase64
 
+from mediastash._tasks import run_all
 from mediastash.codec import (
     decode_canonical_base64,
     encode_base64,
@@ -47,7 +48,7 @@ from mediastash.markers import (
     wrap_literal,
 )
 from mediastash.stores.protocols import MediaStore, confirm_in
-from mediastash.walker._common import TreeCopier, in_thread_if_large, run_all
+from mediastash.walker._common import TreeCopier, in_thread_if_large
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage

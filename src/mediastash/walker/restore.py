@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mediastash._tasks import run_all
 from mediastash.codec import bytes_to_text, encode_base64
 from mediastash.context import MediaContext
 from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
@@ -47,7 +48,6 @@ from mediastash.walker._common import (
     find_path,
     in_thread_if_large,
     not_json_error,
-    run_all,
     select_cache,
     with_path,
 )
