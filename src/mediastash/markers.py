@@ -22,6 +22,7 @@ __all__ = [
     'LITERAL_KEY',
     'MARKER_KEY',
     'MARKER_OWNED_KEYS',
+    'RESERVED_KEY_PREFIX',
     'TEXT_CONTENT_KINDS',
     'TEXT_KEY',
     'TEXT_MEDIA_TYPE',
@@ -38,6 +39,8 @@ __all__ = [
 
 MARKER_KEY: Final = '__harness_external_media__'
 """``True`` on every marker: this dict stands for a payload held in a media store."""
+RESERVED_KEY_PREFIX: Final = MARKER_KEY[: MARKER_KEY.index('external_') + len('external_')]
+"""Every reserved marker key starts with this: text without it holds no marker (a cheap pre-check)."""
 
 TEXT_KEY: Final = '__harness_external_text__'
 """``True`` on a text marker (``content`` moved out); absent on a binary marker (``data`` moved out)."""

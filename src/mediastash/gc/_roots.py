@@ -25,7 +25,7 @@ from urllib.parse import quote
 from mediastash._path_kinds import NOT_ROOTS, PathKind, PathKindError, classify, walk_files
 from mediastash.errors import MediaStashError
 from mediastash.gc._refs import add_references
-from mediastash.markers import MARKER_KEY
+from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.uri import parse_media_uri
 
 __all__ = [
@@ -47,8 +47,6 @@ __all__ = [
 ]
 
 _SQLITE_PAGE: Final = 500
-_RESERVED_PREFIX: Final = MARKER_KEY[: MARKER_KEY.index('external_') + len('external_')]
-"""Every reserved marker key starts with this; a KV value without it holds no marker (``OffloadingKV`` agrees)."""
 _HARNESS_LOGGER: Final = 'pydantic_ai_harness.step_persistence'
 
 ROOT_KINDS: Final = ('json', 'jsonl', 'uris', 'file-steps', 'sqlite-steps')
@@ -569,7 +567,7 @@ class KVRoot(Root):
 
 def _value_references(data: object, where: str) -> set[str]:
     found: set[str] = set()
-    if isinstance(data, str) and _RESERVED_PREFIX in data:
+    if isinstance(data, str) and RESERVED_KEY_PREFIX in data:
         try:
             tree = json.loads(data)
         except RecursionError:  # OffloadingKV refuses to write such a value, so another writer did

@@ -11,7 +11,7 @@ from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaNotFoundError, TreeDepthError
 from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
 from mediastash.known_blobs import KnownBlobCache
-from mediastash.markers import MARKER_KEY
+from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import externalize_media
 from mediastash.walker._common import (
@@ -29,8 +29,6 @@ DEFAULT_RECENT_BYTES: Final = 64 << 20
 """Default budget for remembering values this wrapper wrote, so reading them back needs no restore."""
 
 _CANDIDATE_KEYS: Final = ('"data"', '"content"')
-_RESERVED_PREFIX: Final = MARKER_KEY[: MARKER_KEY.index('external_') + len('external_')]
-"""Every reserved marker key starts with this; a stored value without it has nothing to restore."""
 
 
 class OffloadingKV:
@@ -125,7 +123,7 @@ class OffloadingKV:
     async def _lean(self, data: Any) -> Any:
         if not isinstance(data, str):
             return data
-        if _RESERVED_PREFIX not in data and (
+        if RESERVED_KEY_PREFIX not in data and (
             len(data) * 4 < self.threshold_bytes or not any(key in data for key in _CANDIDATE_KEYS)
         ):
             return data  # nothing could be moved, and nothing could be mistaken for a marker on the way back
@@ -150,7 +148,7 @@ class OffloadingKV:
             raise _too_deep(tree) from None
 
     async def _full(self, data: Any, pk: str, sk: str) -> Any:
-        if not isinstance(data, str) or _RESERVED_PREFIX not in data:
+        if not isinstance(data, str) or RESERVED_KEY_PREFIX not in data:
             return data
         recent = self._recent.get((pk, sk))
         if recent is not None and (recent[0] is data or recent[0] == data):
