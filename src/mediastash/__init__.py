@@ -36,6 +36,7 @@ from mediastash.open_store import open_store
 from mediastash.stores import (
     BaseMediaStore,
     BlobInfo,
+    BlobStat,
     CacheAwareMediaStore,
     CollectableMediaStore,
     DeletableMediaStore,
@@ -44,6 +45,7 @@ from mediastash.stores import (
     MediaStore,
     MemoryMediaStore,
     SqliteMediaStore,
+    StatableMediaStore,
     StreamingMediaStore,
     WrapperMediaStore,
 )
@@ -84,6 +86,7 @@ __all__ = [
     'MEDIA_URI_SCHEME',
     'BaseMediaStore',
     'BlobInfo',
+    'BlobStat',
     'CacheAwareMediaStore',
     'CachedMediaStore',
     'CollectableMediaStore',
@@ -106,6 +109,7 @@ __all__ = [
     'MemoryMediaStore',
     'PublicUrlResolver',
     'SqliteMediaStore',
+    'StatableMediaStore',
     'StreamingMediaStore',
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',

@@ -3,7 +3,7 @@
 import importlib
 from typing import TYPE_CHECKING
 
-from mediastash.stores.base import BaseMediaStore, BlobInfo, ChunkedMediaStore, DriverError, Ingest
+from mediastash.stores.base import BaseMediaStore, BlobInfo, BlobStat, ChunkedMediaStore, DriverError, Ingest
 from mediastash.stores.cached import CachedMediaStore
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
@@ -13,6 +13,7 @@ from mediastash.stores.protocols import (
     DeletableMediaStore,
     ListableMediaStore,
     MediaStore,
+    StatableMediaStore,
     StreamingMediaStore,
 )
 from mediastash.stores.sqlite import SqliteMediaStore
@@ -35,6 +36,7 @@ _OPTIONAL = {
 __all__ = [
     'BaseMediaStore',
     'BlobInfo',
+    'BlobStat',
     'CacheAwareMediaStore',
     'CachedMediaStore',
     'CollectableMediaStore',
@@ -47,6 +49,7 @@ __all__ = [
     'MediaStore',
     'MemoryMediaStore',
     'SqliteMediaStore',
+    'StatableMediaStore',
     'StreamingMediaStore',
     'WrapperMediaStore',
 ]

@@ -49,6 +49,7 @@ from mediastash.errors import (
 )
 from mediastash.known_blobs import deletion_generation, note_deletion
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verified_stream, verify_digest
+from mediastash.stores.protocols import BlobInfo, BlobStat
 from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
@@ -62,6 +63,7 @@ __all__ = [
     'AsyncClosing',
     'BaseMediaStore',
     'BlobInfo',
+    'BlobStat',
     'ChunkedMediaStore',
     'DriverError',
     'Ingest',
@@ -172,19 +174,6 @@ TOUCH_AFTER_SECONDS: Final = 3600.0
 """A confirmation (a ``put`` of stored bytes, a re-check of a known blob) refreshes the blob's
 last-write time once it is older than this, so garbage collection sees the blob as in use.
 See ``docs/gc.md`` for the rule that makes collection safe against writers in other processes."""
-
-
-@dataclass(frozen=True, slots=True)
-class BlobInfo:
-    """One stored blob as a collector sees it: no bytes read.
-
-    ``written_at``: Unix time of the last write or touch; ``None`` when the
-    store cannot tell (rows pydantic-ai-harness wrote without ``created_at``).
-    """
-
-    uri: str
-    size: int
-    written_at: float | None
 
 
 class Ingest:
@@ -390,6 +379,34 @@ class BaseMediaStore(AsyncClosing, ABC):
 
         found = await asyncio.gather(*(one(digest) for digest in digests))
         return {digest for digest in found if digest is not None}
+
+    async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
+        """Size, recorded media type and last-write time of the blob, or raise ``MediaNotFoundError``.
+
+        Backends answer from what they keep beside the bytes (a file's ``stat``,
+        a row, an object's headers, a manifest) and never read the blob. This
+        default is for backends that do not: it READS the whole blob (verified,
+        streamed when the backend streams) to learn its size, asks
+        ``media_type_of`` when the store has it, and knows no ``written_at``.
+        """
+        if type(self)._raw_chunks is BaseMediaStore._raw_chunks:
+            size = len(await self._read_verified(digest, context))
+        else:
+            size = 0
+            raw = self._raw_chunks(digest, context, 1 << 20)
+            verified = verified_stream(digest, raw, where=self._describe())
+            try:
+                async for chunk in verified:
+                    size += len(chunk)
+            finally:
+                await verified.aclose()
+                await raw.aclose()
+        media_type: str | None = None
+        media_type_of = getattr(self, 'media_type_of', None)
+        if callable(media_type_of):
+            answer = media_type_of(media_uri(digest))
+            media_type = await answer if inspect.isawaitable(answer) else answer
+        return BlobStat(size, media_type if isinstance(media_type, str) else None, None)
 
     # Optional primitives: supplying one turns on the matching public capability.
 
@@ -604,6 +621,24 @@ class BaseMediaStore(AsyncClosing, ABC):
         if started is not None:
             self._debug('get_metadata', started, digest, f'{len(metadata)} keys')
         return metadata
+
+    @_maps_driver_errors('stat')
+    async def stat(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> BlobStat:
+        """Size, recorded media type and last-write time of the blob under ``uri`` (see ``BlobStat``).
+
+        Answered without reading the bytes on every built-in backend; raises
+        ``MediaNotFoundError`` (a ``FileNotFoundError``) when nothing is stored.
+        """
+        digest = self._open_digest(uri)
+        started = _started()
+        try:
+            found = await self._stat(digest, context)
+        except IntegrityError:  # only the reading default can meet a corrupt blob
+            self._mark_suspect(digest)
+            raise
+        if started is not None:
+            self._debug('stat', started, digest, f'{found.size} bytes')
+        return found
 
     # -- optional capabilities (present only when the backend supplies the primitive) ---
 

@@ -8,24 +8,55 @@ Optional capabilities are separate protocols; test for them with ``isinstance``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 
-if TYPE_CHECKING:
-    from mediastash.stores.base import BlobInfo
-
 __all__ = [
+    'BlobInfo',
+    'BlobStat',
     'CacheAwareMediaStore',
     'CollectableMediaStore',
     'DeletableMediaStore',
     'ListableMediaStore',
     'MediaStore',
+    'ScratchableMediaStore',
+    'StatableMediaStore',
     'StreamingMediaStore',
     'confirm_in',
     'exists_in',
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    """One stored blob as a collector sees it: no bytes read.
+
+    ``written_at``: Unix time of the last write or touch; ``None`` when the
+    store cannot tell (rows pydantic-ai-harness wrote without ``created_at``).
+    """
+
+    uri: str
+    size: int
+    written_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlobStat:
+    """What a store knows about one blob, answered without reading its bytes where the backend allows.
+
+    ``size``: bytes stored; ``media_type``: the media type ``put`` recorded,
+    ``None`` when none was recorded or the backend cannot record one;
+    ``written_at``: Unix time of the last write or touch, ``None`` when the
+    store cannot tell.
+    """
+
+    size: int
+    media_type: str | None
+    written_at: float | None
 
 
 @runtime_checkable
@@ -46,6 +77,13 @@ class MediaStore(Protocol):
     async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None: ...
 
     async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]: ...
+
+
+@runtime_checkable
+class StatableMediaStore(Protocol):
+    """A store that answers size, media type and age of one blob (``MediaNotFoundError`` when it is not stored)."""
+
+    async def stat(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> BlobStat: ...
 
 
 @runtime_checkable
@@ -134,6 +172,22 @@ class CollectableMediaStore(Protocol):
     async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]: ...
 
     async def touch_many(self, uris: Iterable[str], *, touch_after: float = ...) -> frozenset[str]: ...
+
+
+@runtime_checkable
+class ScratchableMediaStore(Protocol):
+    """A store that can hand out throw-away namespaces on its own kind of storage (what ``tune`` needs).
+
+    ``scratch_namespace(label)`` yields a fresh, empty store of the same backend
+    with the same connection options, on storage that no other namespace and no
+    user data shares (a sub-folder, a table, a key prefix, collections); ``label``
+    is a short name such as a threshold. When the block ends every blob written is
+    deleted through the store (so known-blob caches learn of it) and the namespace's
+    storage is removed; nothing that existed before is touched. Cleanup that fails
+    raises ``NamespaceCleanupError`` naming what is left.
+    """
+
+    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[MediaStore]: ...
 
 
 async def confirm_in(store: MediaStore, uris: Iterable[str], *, max_concurrency: int = 16) -> frozenset[str]:
