@@ -20,6 +20,7 @@ __all__ = [
     'MediaNotFoundError',
     'MediaStashError',
     'MetadataTooLargeError',
+    'NamespaceCleanupError',
     'NotARegularFileError',
     'StoreClosedError',
     'StoreNotFoundError',
@@ -231,6 +232,14 @@ class StorePermissionError(StoreOperationError):
     """The store refused the operation: denied access, wrong credentials, a read-only database or folder."""
 
     summary = 'was refused: no permission'
+
+
+class NamespaceCleanupError(MediaStashError):
+    """A scratch namespace (``scratch_namespace``, what ``tune`` measures in) could not be emptied or removed.
+
+    The message names the namespace and where it lives (folder, table, key
+    prefix, collections), so what is left can be removed by hand.
+    """
 
 
 class EmptySourceError(MediaStashError, ValueError):

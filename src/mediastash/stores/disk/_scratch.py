@@ -1,0 +1,31 @@
+"""Scratch namespaces of a disk store: a new sub-folder ``mediastash-tune-<id>-<label>`` of its folder."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mediastash.stores._scratch import scratch_lifecycle, scratch_name
+from mediastash.stores.disk._store import DiskMediaStore
+
+__all__ = ['scratch_namespace']
+
+
+@asynccontextmanager
+async def scratch_namespace(store: DiskMediaStore, label: str) -> AsyncIterator[DiskMediaStore]:
+    """A store on a sub-folder made for it (never one that existed), removed with its contents afterwards."""
+    name = scratch_name(label)
+    folder = store.directory / name
+    folder.mkdir()  # refuses a folder that exists: it would be someone else's
+    try:
+        scratch = DiskMediaStore(folder, key_strategy=store._key_strategy, fsync=store._fsync)
+    except BaseException:
+        folder.rmdir()
+        raise
+
+    async def remove() -> None:
+        shutil.rmtree(folder)
+
+    async with scratch_lifecycle(scratch, name=name, where=f'folder {folder}', remove=remove) as opened:
+        yield opened
