@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mediastash._checks import positive_int
+from mediastash._describe import describe_error
 from mediastash.context import MediaContext
 from mediastash.errors import EmptySourceError, MediaStashError
 from mediastash.stores.protocols import (
@@ -174,8 +175,6 @@ async def verify_blob(store: MediaStore, uri: str) -> None:
 
 
 def _describe(error: BaseException) -> str:
-    from mediastash.cli._ui import describe_error
-
     return describe_error(error) or f'{type(error).__name__}: {error}'
 
 

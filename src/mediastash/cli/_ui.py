@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mediastash._describe import describe_error as library_describe_error
 from mediastash.cli._errors import UserError
 from mediastash.cli._output import write_output
 
@@ -137,17 +138,14 @@ def _cell(value: object) -> str:
 def describe_error(error: BaseException) -> str | None:
     """One line for an error the user can act on, or ``None`` for a bug (which keeps its traceback).
 
-    mediastash's own errors never carry secrets. Errors of sqlite3, the S3 SDK
-    and the MongoDB driver are recognised by module or class name, so this
-    module imports none of them.
+    The library's wording (``mediastash._describe``): mediastash's own errors,
+    store errors included, and ``OSError`` of local files. Errors of sqlite3,
+    the S3 SDK and the MongoDB driver are recognised by module or class name,
+    so this module imports none of them.
     """
-    from mediastash.errors import MediaStashError
-
-    if isinstance(error, MediaStashError):
-        return str(error)
-    if isinstance(error, OSError):
-        where = f': {error.filename}' if error.filename else ''
-        return f'{error.strerror or error}{where}'
+    message = library_describe_error(error)
+    if message is not None:
+        return message
     if any(cls.__module__ == 'sqlite3' for cls in type(error).__mro__):
         return f'SQLite: {error}'  # e.g. 'file is not a database', 'database is locked'; no secrets in these
     names = {cls.__name__ for cls in type(error).__mro__}

@@ -1,0 +1,209 @@
+"""The shape of ``src/mediastash``'s imports, read from the source with ``ast`` (nothing is imported).
+
+What counts as an edge: every ``import`` / ``from ... import`` naming a
+mediastash module, resolved to the most specific module it names (``from
+mediastash.stores import base`` is ``mediastash.stores.base``; ``from
+mediastash.stores import MemoryMediaStore`` is the ``mediastash.stores``
+package). The parent packages Python runs on the way are not edges: a package
+``__init__`` that re-exports its submodules would otherwise be in a cycle with
+each of them.
+
+Each edge is tagged with when it runs: ``module`` (at import time, including
+inside a module-level ``try`` or ``if``), ``function`` (inside a function
+body: a deferred import) and ``typing`` (under ``if TYPE_CHECKING:``, never
+run). Two cycle checks:
+
+- at import time (``module`` edges only): a cycle there can fail with a
+  partially initialised module, so it is never allowed;
+- counting every edge: a deferred or typing-only import still makes two
+  modules depend on each other (``stores/base.py`` -> ``verify.py`` ->
+  ``stores/protocols.py`` -> ``stores/base.py`` was one, through a deferred
+  import), so the layering the design describes allows none either.
+
+And the CLI sits on top: no module outside ``mediastash.cli`` imports it, except
+``mediastash.__main__``, which is the ``python -m mediastash`` entry point.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / 'src'
+PACKAGE = 'mediastash'
+CLI = 'mediastash.cli'
+CLI_ENTRY_POINTS = frozenset({'mediastash.__main__'})
+
+
+@dataclass(frozen=True)
+class Edge:
+    importer: str
+    imported: str
+    when: str  # 'module', 'function' or 'typing'
+    line: int
+
+    def __str__(self) -> str:
+        return f'{self.importer}:{self.line} -> {self.imported} ({self.when})'
+
+
+def modules() -> dict[str, tuple[Path, bool]]:
+    """Every module of the package by dotted name, with its file and whether it is a package."""
+    found: dict[str, tuple[Path, bool]] = {}
+    for path in sorted((SRC / PACKAGE).rglob('*.py')):
+        parts = list(path.relative_to(SRC).with_suffix('').parts)
+        is_package = parts[-1] == '__init__'
+        if is_package:
+            parts.pop()
+        found['.'.join(parts)] = (path, is_package)
+    return found
+
+
+MODULES = modules()
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == 'TYPE_CHECKING') or (
+        isinstance(test, ast.Attribute) and test.attr == 'TYPE_CHECKING'
+    )
+
+
+def _imported_names(node: ast.Import | ast.ImportFrom, package: str) -> Iterator[str]:
+    """The modules an import statement names (a name that is no module stands for the module it comes from)."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    if node.level:
+        base = package.split('.')[: len(package.split('.')) - node.level + 1]
+        source = '.'.join([*base, *([node.module] if node.module else [])])
+    else:
+        source = node.module or ''
+    for alias in node.names:
+        full = f'{source}.{alias.name}'
+        yield full if full in MODULES else source
+
+
+def edges_of(name: str) -> list[Edge]:
+    """The imports of one module, each tagged with when it runs."""
+    path, is_package = MODULES[name]
+    package = name if is_package else name.rpartition('.')[0]
+    found: list[Edge] = []
+
+    def visit(nodes: Iterable[ast.stmt], when: str) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and _is_type_checking(node.test):
+                visit(node.body, 'typing')
+                visit(node.orelse, when)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                visit(node.body, 'function' if when == 'module' else when)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                for imported in _imported_names(node, package):
+                    if imported in MODULES and imported != name:
+                        found.append(Edge(name, imported, when, node.lineno))
+            else:
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, ast.stmt):
+                        visit([child], when)
+                for field in ('handlers',):
+                    for handler in getattr(node, field, []):
+                        visit(handler.body, when)
+
+    visit(ast.parse(path.read_text(), filename=str(path)).body, 'module')
+    return found
+
+
+EDGES = [edge for name in MODULES for edge in edges_of(name)]
+
+
+def cycles(edges: Iterable[Edge]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for edge in edges:
+        graph[edge.importer].add(edge.imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            connect(name)
+    return found
+
+
+def _explained(found: list[list[str]], edges: list[Edge]) -> str:
+    lines = []
+    for component in found:
+        members = set(component)
+        lines.append(' <-> '.join(component))
+        lines.extend(f'    {edge}' for edge in edges if edge.importer in members and edge.imported in members)
+    return '\n'.join(lines)
+
+
+def test_the_reader_sees_the_package() -> None:
+    """The graph is not empty by accident: known modules and known edges of each kind are there."""
+    assert {'mediastash', 'mediastash.stores.base', 'mediastash.cli', 'mediastash.sync'} <= MODULES.keys()
+    kinds = {(edge.importer, edge.imported, edge.when) for edge in EDGES}
+    assert ('mediastash.cli._sync', 'mediastash.sync', 'module') in kinds
+    assert ('mediastash.__main__', 'mediastash.cli', 'module') in kinds
+    assert any(edge.when == 'function' for edge in EDGES)
+    assert any(edge.when == 'typing' for edge in EDGES)
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    made_up = [
+        Edge('mediastash.uri', 'mediastash.errors', 'module', 1),
+        Edge('mediastash.errors', 'mediastash.markers', 'function', 2),
+        Edge('mediastash.markers', 'mediastash.uri', 'typing', 3),
+    ]
+    assert cycles(made_up) == [['mediastash.errors', 'mediastash.markers', 'mediastash.uri']]
+    assert cycles(made_up[:2]) == []
+
+
+def test_no_import_cycle_at_import_time() -> None:
+    at_import = [edge for edge in EDGES if edge.when == 'module']
+    found = cycles(at_import)
+    assert not found, _explained(found, at_import)
+
+
+def test_no_import_cycle_counting_deferred_and_typing_imports() -> None:
+    found = cycles(EDGES)
+    assert not found, _explained(found, EDGES)
+
+
+@pytest.mark.parametrize('when', ['module', 'function', 'typing'])
+def test_no_library_module_imports_the_cli(when: str) -> None:
+    outside = [
+        str(edge)
+        for edge in EDGES
+        if edge.when == when
+        and (edge.imported == CLI or edge.imported.startswith(CLI + '.'))
+        and not (edge.importer == CLI or edge.importer.startswith(CLI + '.'))
+        and edge.importer not in CLI_ENTRY_POINTS
+    ]
+    assert not outside, '\n'.join(outside)
