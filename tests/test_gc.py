@@ -65,6 +65,7 @@ from mediastash.gc import (
 from mediastash.integrations import OffloadingKV, OffloadingStepStore
 from mediastash.markers import FORMAT_KEY, LITERAL_KEY, MARKER_KEY, TEXT_KEY, URI_KEY
 from mediastash.uri import media_uri_for
+from tests.memory_support import set_written_at
 
 THRESHOLD = 64
 HOUR = 3600.0
@@ -95,7 +96,7 @@ async def stored(store: Any) -> set[str]:
 async def age(store: Any, uri: str, when: float | None) -> None:
     """Set a blob's last-write time behind the store's back (None: unknown age)."""
     if isinstance(store, MemoryMediaStore):
-        store.set_written_at_for_tests(uri, when)
+        set_written_at(store, uri, when)
     elif isinstance(store, DiskMediaStore):
         assert when is not None
         os.utime(store.path_for(uri), (when, when))
@@ -286,7 +287,7 @@ async def test_a_blob_touched_between_listing_and_delete_is_kept() -> None:
 
     def progress(phase: str, done: int, total: int | None) -> None:
         if phase == 'list' and total is not None:  # listing finished: a writer confirms one blob now
-            store.set_written_at_for_tests(uris[1], time.time())
+            set_written_at(store, uris[1], time.time())
 
     report = await collect_garbage(store, [frozenset()], grace=HOUR, dry_run=False, progress=progress)
     assert report.deletable == 3 and report.deleted_uris == {uris[0], uris[2]}

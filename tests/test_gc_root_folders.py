@@ -50,6 +50,7 @@ from mediastash.gc import (
 )
 from mediastash.integrations import OffloadingStepStore
 from mediastash.uri import media_uri_for
+from tests.memory_support import set_written_at
 
 THRESHOLD = 64
 HOUR = 3600.0
@@ -362,7 +363,7 @@ async def test_a_file_no_reader_understands_stops_the_collection(
 ) -> None:
     media = MemoryMediaStore()
     orphan = await media.put(b'unreferenced')
-    media.set_written_at_for_tests(orphan, time.time() - 2 * HOUR)
+    set_written_at(media, orphan, time.time() - 2 * HOUR)
     steps = FileStepStore(tmp_path / 'runs', media_store=None)
     await steps.register_run(RunRecord(run_id='r'))
     (tmp_path / 'runs' / 'exports').mkdir()
@@ -412,7 +413,7 @@ async def test_classifier_answers_tune_and_gc_alike(tmp_path: Path) -> None:
 async def test_deep_json_roots_raise_root_read_error(tmp_path: Path) -> None:
     media = MemoryMediaStore()
     orphan = await media.put(b'unreferenced')
-    media.set_written_at_for_tests(orphan, time.time() - 2 * HOUR)
+    set_written_at(media, orphan, time.time() - 2 * HOUR)
     (tmp_path / 'deep.json').write_text(deep_json())
     (tmp_path / 'deep.jsonl').write_text('[]\n' + deep_json() + '\n')
     for spec in (f'json:{tmp_path / "deep.json"}', str(tmp_path / 'deep.json'), f'jsonl:{tmp_path / "deep.jsonl"}'):

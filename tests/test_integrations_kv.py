@@ -22,6 +22,7 @@ from mediastash.integrations._splice import LiteralCache, dumps_spliced
 from mediastash.walker import restore_media
 from tests.integration_support import ALL_MEDIA_STORES, close_store, history, make_media_store, roundtrip
 from tests.json_trees import json_trees
+from tests.memory_support import drop_blob
 
 
 @pytest.fixture(params=ALL_MEDIA_STORES)
@@ -106,7 +107,7 @@ async def test_missing_blob_names_uri_and_key() -> None:
     kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, known_blobs=False, recent_bytes=0)
     await kv.put('pk', 'sk', json.dumps({'part_kind': 'text', 'content': 'q' * 70_000}))
     (uri,) = [u async for u in media.iter_uris()]
-    media.drop_for_tests(uri)
+    drop_blob(media, uri)
     with pytest.raises(MediaNotFoundError, match="needed by the value at 'pk'/'sk'") as caught:
         await kv.query('pk')
     assert caught.value.uri == uri

@@ -45,6 +45,7 @@ from mediastash.gc import FileStepStoreRoot, SqliteStepStoreRoot, collect_garbag
 from mediastash.integrations import ENVELOPE_KEY, EnvelopeError, OffloadingStepStore
 from mediastash.integrations._placeholders import PLACEHOLDER_KEY, PLACEHOLDER_PREFIX
 from tests.integration_support import big_strings, history, roundtrip
+from tests.memory_support import set_written_at
 
 URI = re.compile(r'media\+sha256://[0-9a-f]{64}')
 PLAIN_STORES = ('file', 'sqlite')
@@ -335,7 +336,7 @@ async def test_gc_keeps_every_blob_a_version_2_snapshot_needs(kind: str, tmp_pat
     orphan = await media.put(b'nobody references me')
     long_ago = time.time() - 7200
     for uri in [*needed, orphan]:
-        media.set_written_at_for_tests(uri, long_ago)
+        set_written_at(media, uri, long_ago)
     path = tmp_path / 'steps' if kind == 'file' else tmp_path / 'steps.db'
     root = FileStepStoreRoot(path) if kind == 'file' else SqliteStepStoreRoot(path)
     by_path = await collect_garbage(media, [path], grace=timedelta(hours=1))  # what `mediastash gc --roots` reads

@@ -34,6 +34,7 @@ from tests.integration_support import (
     make_media_store,
     roundtrip,
 )
+from tests.memory_support import drop_blob
 from tests.mongo_support import unique_name
 
 InnerFactory = Callable[[Path, Any], Any]
@@ -187,7 +188,7 @@ async def test_missing_blob_names_uri_and_run(tmp_path: Path) -> None:
     store = OffloadingStepStore(FileStepStore(tmp_path, media_store=None), media_store=media)
     await store.save_snapshot(snapshot(history(), step=3, run_id='run-m'))
     uri = next(iter([u async for u in media.iter_uris()]))
-    media.drop_for_tests(uri)
+    drop_blob(media, uri)
     fresh = OffloadingStepStore(FileStepStore(tmp_path, media_store=None), media_store=media, known_blobs=False)
     with pytest.raises(MediaNotFoundError, match=rf"{re.escape(uri)}.*run 'run-m' step 3") as caught:
         await fresh.latest_snapshot(run_id='run-m')

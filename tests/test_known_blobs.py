@@ -20,6 +20,7 @@ from mediastash.known_blobs import (
     storage_key_of,
 )
 from mediastash.testing import CountingMediaStore
+from tests.memory_support import drop_blob
 
 
 def remember(cache: KnownBlobCache, payload: str) -> str:
@@ -149,7 +150,7 @@ async def test_entries_past_their_trust_age_are_rechecked_in_one_batch() -> None
     lean = await externalize_media(tree, media_store=store, known_blobs=cache, threshold_bytes=1024)
     assert store.calls['put'] == 3
     lost = lean['parts'][1]['uri']
-    inner.drop_for_tests(lost)  # gone behind the store's back
+    drop_blob(inner, lost)  # gone behind the store's back
 
     store.reset()
     now[0] = 59.0  # still trusted: no store call at all

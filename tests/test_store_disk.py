@@ -34,9 +34,8 @@ from mediastash.errors import (
     StoreClosedError,
 )
 from mediastash.stores.disk import MEDIA_TYPE_SUFFIX, METADATA_LIMIT_BYTES
-from mediastash.testing.store import MISSING_URI
+from mediastash.testing.store import MISSING_URI, StoreTests, blob, chunked, collect
 from mediastash.urls import PublicUrlResolver
-from tests.store_conformance import StoreConformance, blob, chunked, collect
 
 TMP_PREFIX = '.mediastash-tmp-'
 
@@ -54,7 +53,7 @@ def names(root: Path) -> list[str]:
     return sorted(p.name for p in root.rglob('*'))
 
 
-class TestDiskStore(StoreConformance):
+class TestDiskStore(StoreTests):
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> DiskMediaStore:
         return DiskMediaStore(folder / 'media', public_url=public_url)
 

@@ -20,7 +20,7 @@ import pytest
 
 from mediastash import DiskMediaStore, MediaContext, MediaNotFoundError, MediaStore, SqliteMediaStore, media_uri_for
 from mediastash.stores.disk import MEDIA_TYPE_SUFFIX
-from tests.store_conformance import MISSING_URI, blob, chunked, collect
+from mediastash.testing.store import MISSING_URI, blob, chunked, collect
 
 harness_steps = pytest.importorskip('pydantic_ai_harness.step_persistence')
 harness_media = pytest.importorskip('pydantic_ai_harness.media')

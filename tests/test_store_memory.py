@@ -11,28 +11,29 @@ import pytest
 from mediastash import BaseMediaStore, MemoryMediaStore, media_uri_for
 from mediastash.context import MediaContextLike, context_metadata
 from mediastash.errors import StoreClosedError
+from mediastash.testing.store import ForeignContext, StoreTests, chunked, collect
 from mediastash.urls import PublicUrlResolver
-from tests.store_conformance import ForeignContext, StoreConformance, chunked, collect
+from tests.memory_support import drop_blob, overwrite_blob, raw_bytes, set_written_at
 
 
-class TestMemoryStore(StoreConformance):
+class TestMemoryStore(StoreTests):
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> MemoryMediaStore:
         return MemoryMediaStore(public_url=public_url)
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
-        return store.raw_for_tests(uri)
+        return raw_bytes(store, uri)
 
     async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
-        store.corrupt_for_tests(uri, data)
+        overwrite_blob(store, uri, data)
 
     async def raw_delete(self, store: Any, uri: str) -> None:
-        store.drop_for_tests(uri)
+        drop_blob(store, uri)
 
     async def raw_count(self, store: Any) -> int | None:
         return len([uri async for uri in store.iter_uris()])
 
     async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
-        store.set_written_at_for_tests(uri, when)
+        set_written_at(store, uri, when)
 
 
 async def test_media_type_is_recorded() -> None:
@@ -108,10 +109,12 @@ class MinimalStore(BaseMediaStore):
         return self.metadata[digest]
 
 
-class TestMinimalStore(StoreConformance):
+class TestMinimalStore(StoreTests):
     """The suite's optional-capability tests skip cleanly for a store without them."""
 
     heals_on_put = False  # an idempotent _write and no _delete: the base cannot replace a corrupt copy
+    records_media_types = False  # no media_type_of: stat answers media_type=None
+    stat_reads_blob = True  # no _stat: the base's default reads the blob
 
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> MinimalStore:
         return MinimalStore(public_url=public_url)
@@ -130,7 +133,7 @@ async def test_verify_method_lists_checks_and_repairs() -> None:
     store = MemoryMediaStore()
     good = await store.put(b'good bytes')
     bad = await store.put(b'bytes about to rot')
-    store.corrupt_for_tests(bad, b'rotten')
+    overwrite_blob(store, bad, b'rotten')
     report = await store.verify()
     assert (report.checked, report.ok, report.corrupt, report.repaired, report.clean) == (2, 1, [bad], [], False)
     repaired = await store.verify(repair=True, max_concurrency=1)

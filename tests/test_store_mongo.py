@@ -34,6 +34,7 @@ from mediastash.errors import (
 )
 from mediastash.stores.mongo import MAX_CHUNK_SIZE_BYTES, MongoMediaStore
 from mediastash.stores.mongo._layout import new_chunk_set
+from mediastash.testing.store import StoreTests, blob, chunked, collect
 from mediastash.urls import PublicUrlResolver
 from tests.mongo_support import (
     TEST_DATABASE,
@@ -44,14 +45,13 @@ from tests.mongo_support import (
     unique_name,
 )
 from tests.s3_servers import free_port
-from tests.store_conformance import StoreConformance, blob, chunked, collect
 
 __all__ = ['mongo_uri']  # the session fixture, imported so pytest finds it here
 
 MiB = 1 << 20
 
 
-class TestMongoStore(StoreConformance):
+class TestMongoStore(StoreTests):
     """The suite with the default chunk size: every conformance blob but one is stored inline."""
 
     chunk_size: int | None = None

@@ -18,9 +18,9 @@ from mongomock_motor import AsyncMongoMockClient
 from mediastash import MediaContext, media_uri_for
 from mediastash.errors import InvalidStoreConfiguration
 from mediastash.stores.mongo import MongoMediaStore
+from mediastash.testing.store import StoreTests
 from mediastash.urls import PublicUrlResolver
 from tests.mongo_support import RawCollections
-from tests.store_conformance import StoreConformance
 from tests.test_store_mongo import set_written_at
 
 DATABASE = 'mediastash_mock'
@@ -30,7 +30,7 @@ def mock_client() -> Any:
     return AsyncMongoMockClient()
 
 
-class TestMongoStoreOnMongomock(StoreConformance):
+class TestMongoStoreOnMongomock(StoreTests):
     """The conformance suite on an in-memory client (256 KiB chunks, so the larger blobs are chunked)."""
 
     @pytest.fixture(autouse=True)

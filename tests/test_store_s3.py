@@ -30,9 +30,9 @@ from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_u
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.stores.s3._touch import refresh_object
+from mediastash.testing.store import MISSING_URI, StoreTests, blob, chunked
 from mediastash.urls import PublicUrlResolver
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
-from tests.store_conformance import MISSING_URI, StoreConformance, blob, chunked
 
 __all__ = ['moto_server']  # the session fixture, imported so pytest finds it here
 
@@ -116,7 +116,7 @@ class RawBucket:
         return list(response.get('Uploads', []))
 
 
-class S3Conformance(StoreConformance):
+class S3Conformance(StoreTests):
     """The conformance suite on a fresh bucket per store; subclasses choose the endpoint and options."""
 
     store_options: ClassVar[dict[str, Any]] = {}

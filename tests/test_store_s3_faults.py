@@ -21,8 +21,8 @@ from botocore.exceptions import IncompleteReadError, ResponseStreamingError
 
 from mediastash import MediaNotFoundError, StoreUnavailableError, media_uri_for
 from mediastash.stores.s3 import AUTO_HEAD_FROM, S3MediaStore
+from mediastash.testing.store import blob, chunked, collect
 from tests.s3_servers import FaultProxy, S3Endpoint, fault_proxy, moto_server, unique_bucket
-from tests.store_conformance import blob, chunked, collect
 from tests.test_store_s3 import RawBucket
 
 __all__ = ['fault_proxy', 'moto_server']  # session fixtures, imported so pytest finds them here

@@ -23,9 +23,9 @@ from botocore.exceptions import ClientError
 
 from mediastash import MediaContext, StorePermissionError, media_uri_for
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+from mediastash.testing.store import blob
 from mediastash.urls import PublicUrlResolver
 from tests.s3_servers import S3Endpoint, seaweedfs, unique_bucket
-from tests.store_conformance import blob
 from tests.test_store_s3 import RawBucket, S3Conformance
 
 __all__ = ['seaweedfs']  # the session fixture, imported so pytest finds it here

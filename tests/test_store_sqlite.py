@@ -29,8 +29,8 @@ from mediastash.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
+from mediastash.testing.store import StoreTests, blob, chunked, collect
 from mediastash.urls import PublicUrlResolver, make_static_public_url
-from tests.store_conformance import StoreConformance, blob, chunked, collect
 
 
 @contextmanager
@@ -50,7 +50,7 @@ def table_exists(connection: sqlite3.Connection, table: str) -> bool:
     return found.fetchone() is not None
 
 
-class TestSqliteStore(StoreConformance):
+class TestSqliteStore(StoreTests):
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> SqliteMediaStore:
         return SqliteMediaStore(database=folder / 'media.db', public_url=public_url)
 

@@ -196,12 +196,6 @@ def test_store_tests_is_loaded_on_first_use() -> None:
         mediastash.testing.NoSuchThing  # noqa: B018
 
 
-def test_the_old_conformance_module_still_works() -> None:
-    from tests.store_conformance import StoreConformance
-
-    assert StoreConformance is StoreTests
-
-
 # -- the docs example ----------------------------------------------------------------------
 
 
