@@ -17,7 +17,6 @@ __all__ = [
     'media_uri',
     'media_uri_for',
     'parse_media_uri',
-    'uri_for_digest',
 ]
 
 MEDIA_URI_SCHEME = 'media+sha256://'
@@ -43,13 +42,6 @@ def media_uri(digest: str) -> str:
 def is_digest(value: object) -> bool:
     """True when ``value`` is 64 lowercase hex characters."""
     return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
-
-
-def uri_for_digest(digest: str) -> str:
-    """URI for an already computed lowercase hex digest (validated)."""
-    if not isinstance(digest, str) or _DIGEST.fullmatch(digest) is None:
-        raise InvalidMediaURI(digest, 'a digest must be 64 lowercase hex characters')
-    return MEDIA_URI_SCHEME + digest
 
 
 def media_uri_for(data: bytes | bytearray | memoryview) -> str:

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import quote
@@ -697,8 +697,3 @@ def root_from_path(path: Path) -> Root:
         return JsonLinesFileRoot(path)
     kinds = ', '.join(f'{name}:' for name in ROOT_KINDS)
     raise RootReadError(f'{path}: cannot tell what kind of root this is; prefix it with one of {kinds}')
-
-
-def roots_of(values: Sequence[object]) -> list[Root]:
-    """``as_root`` of each value (before anything is read)."""
-    return [as_root(value) for value in values]
