@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from mediastash._counting import CountingMediaStore
+from mediastash._histories import MiB, agent_history, describe_history, json_size, step_snapshots
 from mediastash._units import format_bytes, format_seconds
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import URI_KEY
 from mediastash.stores.disk import DiskMediaStore
-from mediastash.testing.counting import CountingMediaStore
-from mediastash.testing.histories import MiB, agent_history, describe_history, json_size, step_snapshots
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
 __all__ = ['DemoOptions', 'format_bytes', 'format_seconds', 'run_demo']

@@ -563,7 +563,7 @@ def _say(ui: Ui, target: str, text: str) -> None:
 
 async def _externalize(args: argparse.Namespace, ui: Ui) -> int:
 
-    from mediastash.testing.counting import CountingMediaStore
+    from mediastash._counting import CountingMediaStore
     from mediastash.walker import externalize_media
 
     _check_target(args.output, ui)
@@ -593,7 +593,7 @@ async def _externalize(args: argparse.Namespace, ui: Ui) -> int:
 
 async def _restore(args: argparse.Namespace, ui: Ui) -> int:
 
-    from mediastash.testing.counting import CountingMediaStore
+    from mediastash._counting import CountingMediaStore
     from mediastash.walker import restore_media
 
     _check_target(args.output, ui)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from mediastash.testing.counting import CountingMediaStore
+from mediastash._counting import CountingMediaStore
 
 if TYPE_CHECKING:
     from mediastash.testing.store import StoreTests
