@@ -1,0 +1,135 @@
+"""What every backend's ``from_url`` shares: splitting a URL, reading its query, and refusing without echoing.
+
+A store URL may carry a secret pasted in the wrong place, so nothing here
+ever repeats a value: errors name the parameter (only when it looks like a
+name) and what it accepts. Each backend package's own ``_url`` module builds
+on these helpers; the store registry and ``open_store`` use ``SCHEME``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+from urllib.parse import SplitResult, unquote_plus, urlsplit
+
+from mediastash.errors import InvalidStoreConfiguration
+
+__all__ = [
+    'SCHEME',
+    'boolean',
+    'integer',
+    'looks_secret',
+    'merged_options',
+    'number',
+    'query_parameters',
+    'shown',
+    'split_url',
+    'unknown_parameter',
+    'url_scheme',
+]
+
+SCHEME = re.compile(r'([A-Za-z][A-Za-z0-9+.-]*)://')
+"""The ``scheme://`` a store URL begins with."""
+_SHOWN_NAME = re.compile(r'[a-z_][A-Za-z0-9_]{0,39}')
+"""Query parameter names quoted in errors; anything else (a pasted key, say) is not repeated."""
+_SECRET_WORDS = ('secret', 'password', 'passwd', 'token', 'credential', 'access_key', 'accesskey', 'signature', 'x-amz')
+_TRUE = frozenset({'1', 'true', 'yes', 'on'})
+_FALSE = frozenset({'0', 'false', 'no', 'off'})
+
+
+def url_scheme(url: str, owner: str, schemes: tuple[str, ...]) -> str:
+    """The (lowercased) scheme of ``url``, which must be one of ``schemes``; ``owner`` names the class in errors."""
+    match = SCHEME.match(url)
+    scheme = match.group(1).lower() if match else ''
+    if scheme not in schemes:
+        forms = ' or '.join(f'{name}://' for name in schemes)
+        raise InvalidStoreConfiguration(f'{owner}.from_url takes a {forms} URL (the one given is not shown)')
+    return scheme
+
+
+def split_url(url: str, scheme: str, *, credentials_hint: str = '') -> SplitResult:
+    """``urlsplit`` that refuses credentials (``user:password@``) and fragments, quoting neither."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise InvalidStoreConfiguration(f'the {scheme}:// URL cannot be parsed') from None
+    if '@' in parts.netloc:
+        where = f'; {credentials_hint}' if credentials_hint else ''
+        raise InvalidStoreConfiguration(f'the {scheme}:// URL must not carry credentials (user:password@){where}')
+    if parts.fragment or url.endswith('#'):
+        raise InvalidStoreConfiguration(f'the {scheme}:// URL takes no #fragment')
+    return parts
+
+
+def query_parameters(query: str, form: str, *, separators: str = '&') -> dict[str, str]:
+    """The query's parameters, decoded; a repeated one is refused (``form`` such as ``'s3://'`` names the URL)."""
+    found: dict[str, str] = {}
+    for piece in re.split(f'[{re.escape(separators)}]', query):
+        if not piece:
+            continue
+        raw_name, _, raw_value = piece.partition('=')
+        name = unquote_plus(raw_name)
+        if name in found:
+            raise InvalidStoreConfiguration(f'the {form} URL gives the parameter {shown(name)} twice')
+        found[name] = unquote_plus(raw_value)
+    return found
+
+
+def shown(name: str) -> str:
+    """How an error names a query parameter: quoted when it looks like a name, else not repeated."""
+    return repr(name) if _SHOWN_NAME.fullmatch(name) else '(name not shown)'
+
+
+def looks_secret(name: str) -> bool:
+    """Whether a parameter name says it carries a credential (``aws_secret_access_key``, ``password``, ...)."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def unknown_parameter(name: str, form: str, known: tuple[str, ...]) -> InvalidStoreConfiguration:
+    """The error for a parameter ``form`` URLs do not take, listing those they do."""
+    return InvalidStoreConfiguration(f'unknown {form} URL parameter {shown(name)}; accepted: {", ".join(known)}')
+
+
+def boolean(name: str, value: str) -> bool:
+    """``true``/``false`` (or ``1``/``0``, ``yes``/``no``, ``on``/``off``) of parameter ``name``."""
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise InvalidStoreConfiguration(
+        f'URL parameter {name}= must be true or false (or 1/0, yes/no, on/off); the value given is not shown'
+    )
+
+
+def integer(name: str, value: str) -> int:
+    """The integer value of parameter ``name`` (its range is the store constructor's to check)."""
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidStoreConfiguration(
+            f'URL parameter {name}= must be an integer (digits only); the value given is not shown'
+        ) from None
+
+
+def number(name: str, value: str) -> float:
+    """The number value of parameter ``name`` (its range is the store constructor's to check)."""
+    try:
+        return float(value)
+    except ValueError:
+        raise InvalidStoreConfiguration(
+            f'URL parameter {name}= must be a number (such as 30 or 0.5); the value given is not shown'
+        ) from None
+
+
+def merged_options(store: type[Any], arguments: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The URL's constructor arguments with ``overrides`` on top; an override the constructor lacks is refused."""
+    parameters = inspect.signature(store.__init__).parameters
+    if not any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
+        accepted = set(parameters) - {'self'}
+        for name in overrides:
+            if name not in accepted:
+                raise InvalidStoreConfiguration(f'{store.__name__} does not accept the option {name!r}')
+    return {**arguments, **overrides}
