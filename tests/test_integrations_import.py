@@ -26,3 +26,54 @@ def test_core_imports_without_the_agent_packages() -> None:
     result = subprocess.run([sys.executable, '-c', BLOCKER], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert 'integrations-need-extra' in result.stdout
+
+
+def private_walker_imports(source: str) -> list[str]:
+    """Every import in ``source`` that reaches a private module of ``mediastash.walker`` (or a private name)."""
+    import ast
+
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
+            names = [f'{node.module}.{alias.name}' for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split('.')
+            if parts[:2] == ['mediastash', 'walker'] and any(part.startswith('_') for part in parts[2:]):
+                found.append(name)
+    return found
+
+
+def test_private_walker_imports_are_found() -> None:
+    """The check itself: each way of reaching into the walker is caught, the interface modules are not."""
+    source = (
+        'from mediastash.walker._common import TreeCopier\n'
+        'import mediastash.walker._batch as batch\n'
+        'from mediastash.walker import _typed\n'
+        'from mediastash.walker.restore import _Restorer\n'
+        'from mediastash.walker import WalkOptions, externalize_media\n'
+        'from mediastash.walker.internal import TreeCopier\n'
+        'from mediastash.walker.typed import TypedWalker\n'
+    )
+    assert private_walker_imports(source) == [
+        'mediastash.walker._common.TreeCopier',
+        'mediastash.walker._batch',
+        'mediastash.walker._typed',
+        'mediastash.walker.restore._Restorer',
+    ]
+
+
+def test_integrations_use_only_the_walkers_interface() -> None:
+    """integrations/ imports the walker's public names and its interface modules, never its private modules."""
+    from pathlib import Path
+
+    import mediastash.integrations
+
+    folder = Path(mediastash.integrations.__file__).parent
+    modules = sorted(folder.rglob('*.py'))
+    assert len(modules) > 5
+    reaching = {str(path.relative_to(folder)): private_walker_imports(path.read_text()) for path in modules}
+    assert {name: found for name, found in reaching.items() if found} == {}

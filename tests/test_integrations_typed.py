@@ -16,11 +16,11 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-import mediastash.walker._payloads as payloads_module
+import mediastash.walker._batch as payloads_module
 from mediastash import MemoryMediaStore, externalize_media
 from mediastash.integrations._typed import Offloader
 from mediastash.markers import MARKER_KEY
-from mediastash.walker._payloads import urlsafe_alphabet_used
+from mediastash.walker._batch import urlsafe_alphabet_used
 from tests.integration_support import THRESHOLD, history, roundtrip
 
 

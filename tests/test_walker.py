@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import mediastash.walker._payloads as payloads_module
+import mediastash.walker._batch as payloads_module
 from mediastash import (
     IntegrityError,
     MalformedMarker,

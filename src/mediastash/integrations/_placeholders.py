@@ -28,7 +28,7 @@ from mediastash.markers import (
     literal_payload,
     marker_shape,
 )
-from mediastash.walker._common import TooDeep, TreeCopier
+from mediastash.walker.internal import TooDeep, TreeCopier
 
 __all__ = ['PLACEHOLDER_KEY', 'PLACEHOLDER_PREFIX', 'placeholder_text', 'visible_messages']
 

@@ -7,21 +7,21 @@ import json
 import sys
 from typing import Any, Final
 
+from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaNotFoundError, TreeDepthError
 from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import externalize_media
-from mediastash.walker._common import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_THRESHOLD_BYTES,
-    check_concurrency,
-    check_threshold,
+from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
+from mediastash.walker.internal import (
+    WalkSetting,
     deepest_path,
+    externalize_with,
+    resolve_options,
+    restore_collecting,
 )
-from mediastash.walker.restore import _restore_collecting
 
 __all__ = ['OffloadingKV']
 
@@ -51,7 +51,14 @@ class OffloadingKV:
     returns the caller's own string without any restore. ``KVStepStore``
     re-reads every snapshot of a run on each save, so a budget that holds a
     run's snapshots turns that from rebuilding each snapshot into a lookup.
+
+    ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
+    ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
     """
+
+    threshold_bytes = WalkSetting()
+    known_blobs = WalkSetting()
+    max_concurrency = WalkSetting()
 
     def __init__(
         self,
@@ -63,20 +70,17 @@ class OffloadingKV:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         recent_bytes: int = DEFAULT_RECENT_BYTES,
         literal_bytes: int = DEFAULT_LITERAL_BYTES,
+        options: WalkOptions | None = None,
     ) -> None:
-        if isinstance(recent_bytes, bool) or not isinstance(recent_bytes, int) or recent_bytes < 0:
-            raise ValueError(f'recent_bytes must be a non-negative int, got {recent_bytes!r}')
-        if isinstance(literal_bytes, bool) or not isinstance(literal_bytes, int) or literal_bytes < 0:
-            raise ValueError(f'literal_bytes must be a non-negative int, got {literal_bytes!r}')
+        non_negative_int('recent_bytes', recent_bytes)
+        non_negative_int('literal_bytes', literal_bytes)
+        self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
         # Without the known-blob cache every restore fetches fresh payload strings: nothing to reuse.
-        self._literals = LiteralCache(literal_bytes if known_blobs is not False else 0, ensure_ascii=False)
+        self._literals = LiteralCache(literal_bytes if self.known_blobs is not False else 0, ensure_ascii=False)
         self.recent_bytes = recent_bytes
         self._recent: BoundedLRU[tuple[str, str], tuple[str, str]] = BoundedLRU(max_cost=self.recent_bytes)
         self.inner = inner
         self.media_store = media_store
-        self.threshold_bytes = check_threshold(threshold_bytes)
-        self.known_blobs = known_blobs
-        self.max_concurrency = check_concurrency(max_concurrency)
 
     async def put(self, pk: str, sk: str, data: str) -> None:
         """Store the value's payloads, then write the lean value under ``(pk, sk)``.
@@ -124,7 +128,7 @@ class OffloadingKV:
         if not isinstance(data, str):
             return data
         if RESERVED_KEY_PREFIX not in data and (
-            len(data) * 4 < self.threshold_bytes or not any(key in data for key in _CANDIDATE_KEYS)
+            len(data) * 4 < self._walk_options.threshold_bytes or not any(key in data for key in _CANDIDATE_KEYS)
         ):
             return data  # nothing could be moved, and nothing could be mistaken for a marker on the way back
         try:
@@ -133,13 +137,7 @@ class OffloadingKV:
             return data
         except RecursionError:
             raise _too_deep(None) from None
-        lean = await externalize_media(
-            tree,
-            media_store=self.media_store,
-            threshold_bytes=self.threshold_bytes,
-            known_blobs=self.known_blobs,
-            max_concurrency=self.max_concurrency,
-        )
+        lean = await externalize_with(tree, self.media_store, self._walk_options)
         try:
             if lean == tree:
                 return data
@@ -160,9 +158,7 @@ class OffloadingKV:
         except RecursionError:
             raise _too_deep(None) from None
         try:
-            full, slots = await _restore_collecting(
-                tree, media_store=self.media_store, known_blobs=self.known_blobs, max_concurrency=self.max_concurrency
-            )
+            full, slots = await restore_collecting(tree, self.media_store, self._walk_options)
         except MediaNotFoundError as error:
             where = f'{error.where or type(self.media_store).__name__}, needed by the value at {pk!r}/{sk!r}'
             raise MediaNotFoundError(error.uri, where=where) from error

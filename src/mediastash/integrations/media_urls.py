@@ -39,18 +39,18 @@ from mediastash._lru import BoundedLRU
 from mediastash._tasks import run_all
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
-from mediastash.integrations._identifiers import IdentifierMemo
 from mediastash.integrations._model_kinds import ALL_KINDS, MediaKind, fetches_by_url
 from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker._common import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_THRESHOLD_BYTES,
-    check_concurrency,
-    check_threshold,
-    select_cache,
+from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
+from mediastash.walker.internal import WalkSetting, resolve_options
+from mediastash.walker.typed import (
+    IdentifierMemo,
+    TypedBinaries,
+    TypedPayload,
+    typed_payloads,
+    with_replaced_contents,
 )
-from mediastash.walker._payloads import PayloadBatch, TypedPayload, typed_payloads, with_replaced_contents
 
 __all__ = ['DEFAULT_MIN_VALIDITY', 'MediaKind', 'MediaUrlSwapper', 'MediaUrls', 'OnStoreError']
 
@@ -145,7 +145,13 @@ class MediaUrlSwapper:
     (``TypeError``, ``AttributeError``, ``KeyError``, ...) and configuration
     or lifecycle errors (``InvalidStoreConfiguration``, ``StoreClosedError``,
     ``UnsafeKeyError``) are raised either way (``docs/model-urls.md``).
+    ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
+    ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
     """
+
+    threshold_bytes = WalkSetting()
+    known_blobs = WalkSetting()
+    max_concurrency = WalkSetting()
 
     def __init__(
         self,
@@ -160,12 +166,13 @@ class MediaUrlSwapper:
         max_urls: int = DEFAULT_MAX_URLS,
         on_store_error: OnStoreError = 'inline',
         clock: Callable[[], float] = time.monotonic,
+        options: WalkOptions | None = None,
     ) -> None:
         if not isinstance(on_store_error, str) or on_store_error not in _ON_STORE_ERROR:
             raise InvalidStoreConfiguration("on_store_error must be 'inline' or 'raise'")
         self.on_store_error: OnStoreError = on_store_error
         self.media_store = media_store
-        self.threshold_bytes = check_threshold(threshold_bytes)
+        self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
         self.min_validity = _seconds(min_validity, 'min_validity')
         if kinds == 'auto':
             self.kinds: frozenset[MediaKind] | None = None
@@ -182,8 +189,6 @@ class MediaUrlSwapper:
             self._url_lifetime = 'store'
         else:
             self._url_lifetime = _seconds(url_lifetime, 'url_lifetime')
-        self.known_blobs = known_blobs
-        self.max_concurrency = check_concurrency(max_concurrency)
         self.clock = clock
         self._urls: BoundedLRU[tuple[str, str], _IssuedUrl] = BoundedLRU(max_items=max_urls)
         self._identifiers = IdentifierMemo(max_urls)
@@ -225,7 +230,8 @@ class MediaUrlSwapper:
         """
         found: list[tuple[TypedPayload, MediaKind]] = []
         decided: dict[tuple[MediaKind, str], bool] = {}
-        for item in typed_payloads(messages, self.threshold_bytes):
+        options = self._walk_options
+        for item in typed_payloads(messages, options.threshold_bytes):
             content = item.original
             if item.text or not isinstance(content, BinaryContent):
                 continue
@@ -251,12 +257,11 @@ class MediaUrlSwapper:
                 f'min_validity ({self.min_validity:g} s) must be shorter than the URL lifetime ({lifetime:g} s), '
                 'or every request would need a fresh URL'
             )
-        batch = PayloadBatch(self.media_store, select_cache(self.known_blobs, self.media_store), self.max_concurrency)
-        jobs = [
-            batch.add('bytes', item.source, item.size, item.media_type, self._fingerprint(item)) for item, _ in found
-        ]
+        binaries = TypedBinaries(
+            self.media_store, options, [item for item, _ in found], [self._fingerprint(item) for item, _ in found]
+        )
         try:
-            await batch.flush()
+            uris = await binaries.store()
         except Exception as error:
             if not self._inlines(error):
                 raise
@@ -264,28 +269,26 @@ class MediaUrlSwapper:
         now = self.clock()
         issued: list[_IssuedUrl | None] = [None] * len(found)
         missing: list[int] = []
-        for index, ((item, _), job) in enumerate(zip(found, jobs, strict=True)):
-            assert job is not None and job.uri is not None
-            known = self._urls.get((job.uri, item.media_type or ''))
+        for index, ((item, _), uri) in enumerate(zip(found, uris, strict=True)):
+            known = self._urls.get((uri, item.media_type or ''))
             if known is not None and (known.expires_at is None or known.expires_at - now >= self.min_validity):
                 issued[index] = known
             else:
                 missing.append(index)
         if missing:
             try:
-                await self._issue(found, jobs, issued, missing, lifetime)
+                await self._issue(found, uris, issued, missing, lifetime)
             except Exception as error:
                 if not self._inlines(error):
                     raise
                 return self._inline(messages, 'public_url', error, len(found))
         replacements: list[tuple[TypedPayload, object]] = []
-        for (item, kind), job, url in zip(found, jobs, issued, strict=True):
+        for (item, kind), uri, url in zip(found, uris, issued, strict=True):
             if url is None:
                 continue
-            assert job is not None and job.uri is not None
             content = item.original
             assert isinstance(content, BinaryContent)
-            replacements.append((item, self._url_part(url, kind, content, job.uri)))
+            replacements.append((item, self._url_part(url, kind, content, uri)))
         logger.debug('swapped %d of %d media parts for URLs (%d new URLs)', len(replacements), len(found), len(missing))
         return with_replaced_contents(messages, replacements) if replacements else messages
 
@@ -312,7 +315,7 @@ class MediaUrlSwapper:
     async def _issue(
         self,
         found: list[tuple[TypedPayload, MediaKind]],
-        jobs: list[Any],
+        uris: list[str],
         issued: list[_IssuedUrl | None],
         missing: list[int],
         lifetime: float | None,
@@ -322,7 +325,7 @@ class MediaUrlSwapper:
 
         async def issue(index: int) -> None:
             item, _ = found[index]
-            uri = jobs[index].uri
+            uri = uris[index]
             content = item.original
             assert isinstance(content, BinaryContent)
             context = MediaContext(
@@ -417,6 +420,7 @@ class MediaUrls(AbstractCapability[Any]):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         max_urls: int = DEFAULT_MAX_URLS,
         on_store_error: OnStoreError = 'inline',
+        options: WalkOptions | None = None,
     ) -> None:
         self.swapper = MediaUrlSwapper(
             media_store,
@@ -428,6 +432,7 @@ class MediaUrls(AbstractCapability[Any]):
             max_concurrency=max_concurrency,
             max_urls=max_urls,
             on_store_error=on_store_error,
+            options=options,
         )
 
     @property

@@ -13,12 +13,8 @@ from pydantic_ai_harness.step_persistence import ContinuableSnapshot
 from mediastash.integrations._typed import Offloader
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker._common import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_THRESHOLD_BYTES,
-    check_concurrency,
-    check_threshold,
-)
+from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
+from mediastash.walker.internal import resolve_options
 
 __all__ = ['OffloadingStepStore']
 
@@ -32,6 +28,9 @@ class OffloadingStepStore:
     so a reader without mediastash sees the whole history (``docs/integrations.md``).
     ``latest_snapshot``, ``list_snapshots`` and any other inner coroutine method
     that returns snapshots give back the original messages. Every other attribute is ``inner``'s own.
+
+    ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
+    ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
     """
 
     def __init__(
@@ -42,15 +41,12 @@ class OffloadingStepStore:
         threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
         known_blobs: KnownBlobCache | bool = True,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        options: WalkOptions | None = None,
     ) -> None:
         self.inner = inner
         self.media_store = media_store
-        self._offloader = Offloader(
-            media_store,
-            threshold_bytes=check_threshold(threshold_bytes),
-            known_blobs=known_blobs,
-            max_concurrency=check_concurrency(max_concurrency),
-        )
+        chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+        self._offloader = Offloader(media_store, options=chosen)
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
         """Store the snapshot's payloads, then save the lean snapshot in ``inner``."""

@@ -1,7 +1,12 @@
-"""The two walks over JSON-shaped message histories: ``externalize_media`` and ``restore_media``."""
+"""The two walks over JSON-shaped message histories: ``externalize_media`` and ``restore_media``.
 
-from mediastash.walker._common import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES
+``WalkOptions`` holds the settings they share. ``mediastash.walker.internal``
+and ``mediastash.walker.typed`` are the walker's interface for mediastash's own
+integrations (not public API).
+"""
+
+from mediastash.walker._options import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
 from mediastash.walker.externalize import externalize_media
 from mediastash.walker.restore import restore_media
 
-__all__ = ['DEFAULT_MAX_CONCURRENCY', 'DEFAULT_THRESHOLD_BYTES', 'externalize_media', 'restore_media']
+__all__ = ['DEFAULT_MAX_CONCURRENCY', 'DEFAULT_THRESHOLD_BYTES', 'WalkOptions', 'externalize_media', 'restore_media']

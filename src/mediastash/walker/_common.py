@@ -1,4 +1,4 @@
-"""Pieces both walks share: option checks, cache selection, JSON-type errors with a path."""
+"""Pieces both walks share: the tree copier, cache selection, JSON-type and depth errors with a path."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, TypeVar
 
-from mediastash._checks import non_negative_int, positive_int
 from mediastash.errors import MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
 from mediastash.known_blobs import KnownBlobCache, cache_for_store
 
 __all__ = [
-    'DEFAULT_MAX_CONCURRENCY',
-    'DEFAULT_THRESHOLD_BYTES',
     'MIN_DEPTH_LIMIT',
     'OFFLOAD_BYTES',
     'RECURSIVE_LEVELS',
@@ -25,19 +22,12 @@ __all__ = [
     'find_cycle',
     'render_path',
     'NotJSON',
-    'check_concurrency',
     'find_path',
     'in_thread_if_large',
     'not_json_error',
     'select_cache',
     'with_path',
 ]
-
-DEFAULT_THRESHOLD_BYTES: Final = 64 * 1024
-"""Payloads at least this many bytes are externalized (the pydantic-ai-harness default too)."""
-
-DEFAULT_MAX_CONCURRENCY: Final = 8
-"""How many store calls one walk keeps in flight."""
 
 OFFLOAD_BYTES: Final = 1 << 20
 """Payloads this large are decoded / encoded in a worker thread (pybase64 and hashlib release the GIL)."""
@@ -190,14 +180,6 @@ def with_path(error: UnsupportedMarkerFormat | MalformedMarker, tree: object, no
     if isinstance(error, UnsupportedMarkerFormat):
         return UnsupportedMarkerFormat(error.what, error.version, path=path)
     return MalformedMarker(str(error.args[0]).split(': ', 1)[-1], path=path)
-
-
-def check_threshold(threshold_bytes: object) -> int:
-    return non_negative_int('threshold_bytes', threshold_bytes)
-
-
-def check_concurrency(max_concurrency: object) -> int:
-    return positive_int('max_concurrency', max_concurrency)
 
 
 def select_cache(known_blobs: KnownBlobCache | bool | None, store: object) -> KnownBlobCache | None:

@@ -15,20 +15,12 @@ from typing import Any
 
 from mediastash.known_blobs import KnownBlobCache, PayloadKind
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker._common import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_THRESHOLD_BYTES,
-    NotJSON,
-    TooDeep,
-    check_concurrency,
-    check_threshold,
-    depth_error,
-    not_json_error,
-    select_cache,
-)
-from mediastash.walker._payloads import Job, JsonPayloadFinder, PayloadBatch, Pending, new_marker, settle
+from mediastash.walker._batch import Job, PayloadBatch, Pending, new_marker, settle
+from mediastash.walker._common import NotJSON, TooDeep, depth_error, not_json_error, select_cache
+from mediastash.walker._options import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions, resolve_options
+from mediastash.walker._recognise import JsonPayloadFinder
 
-__all__ = ['externalize_media']
+__all__ = ['externalize_emptied', 'externalize_media', 'externalize_with']
 
 _log = logging.getLogger(__name__)
 
@@ -106,10 +98,10 @@ async def _run(walker: _Externalizer, tree: object) -> Any:
     return lean
 
 
-async def _externalize_emptied(
+async def externalize_emptied(
     tree: object, batch: PayloadBatch, emptied: dict[int, tuple[str, Job]], threshold: int
 ) -> Any:
-    """Internal seam for the typed path: walk a dump whose payloads the caller already added to ``batch``.
+    """The typed walk's seam (``_typed``): walk a dump whose payloads the caller already added to ``batch``.
 
     Each dict whose ``id`` is a key of ``emptied`` becomes exactly the marker
     ``externalize_media`` would write had the payload been in place; any other
@@ -126,6 +118,7 @@ async def externalize_media(
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
     known_blobs: KnownBlobCache | bool = True,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    options: WalkOptions | None = None,
 ) -> Any:
     """Return a copy of ``tree`` whose large payloads live in ``media_store``.
 
@@ -140,11 +133,18 @@ async def externalize_media(
     already stored (re-saving a history then costs no store call; entries
     older than the cache's trust age are re-checked in one batch), ``False``
     disables it, or pass a ``KnownBlobCache``. ``max_concurrency`` bounds the
-    store calls in flight. Raises ``TypeError`` for values that are not JSON
-    and ``TreeDepthError`` for a tree nested deeper than the recursion limit
-    (at least 1,000 levels) or containing itself.
+    store calls in flight. ``options``: the three settings as one
+    ``WalkOptions`` instead (then leave the separate keywords out). Raises
+    ``InvalidArgumentError`` for a bad setting, ``TypeError`` for values that
+    are not JSON and ``TreeDepthError`` for a tree nested deeper than the
+    recursion limit (at least 1,000 levels) or containing itself.
     """
-    threshold = check_threshold(threshold_bytes)
-    concurrency = check_concurrency(max_concurrency)
-    cache = select_cache(known_blobs, media_store)
-    return await _run(_Externalizer(threshold, PayloadBatch(media_store, cache, concurrency)), tree)
+    chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+    return await externalize_with(tree, media_store, chosen)
+
+
+async def externalize_with(tree: object, media_store: MediaStore, options: WalkOptions) -> Any:
+    """``externalize_media`` with its settings already checked (for callers holding a ``WalkOptions``)."""
+    cache = select_cache(options.known_blobs, media_store)
+    batch = PayloadBatch(media_store, cache, options.max_concurrency)
+    return await _run(_Externalizer(options.threshold_bytes, batch), tree)

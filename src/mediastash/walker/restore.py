@@ -39,11 +39,9 @@ from mediastash.stores._blob import check_digest
 from mediastash.stores.protocols import MediaStore
 from mediastash.uri import is_media_uri
 from mediastash.walker._common import (
-    DEFAULT_MAX_CONCURRENCY,
     NotJSON,
     TooDeep,
     TreeCopier,
-    check_concurrency,
     depth_error,
     find_path,
     in_thread_if_large,
@@ -51,8 +49,9 @@ from mediastash.walker._common import (
     select_cache,
     with_path,
 )
+from mediastash.walker._options import DEFAULT_MAX_CONCURRENCY, WalkOptions, resolve_options
 
-__all__ = ['restore_media']
+__all__ = ['restore_collecting', 'restore_media']
 
 _log = logging.getLogger(__name__)
 
@@ -242,6 +241,7 @@ async def restore_media(
     media_store: MediaStore,
     known_blobs: KnownBlobCache | bool = True,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    options: WalkOptions | None = None,
 ) -> Any:
     """Return a copy of ``tree`` with every marker replaced by the payload it stands for.
 
@@ -251,26 +251,22 @@ async def restore_media(
     data and comes back as it is. Each distinct URI is fetched once; bytes are
     checked against the URI's sha256 (stores with ``verifies_reads`` already
     do it). ``known_blobs=True`` serves payloads this process stored or
-    restored recently from memory. Raises ``UnsupportedMarkerFormat`` for a
-    marker from a newer format, ``MalformedMarker`` for a marker whose
+    restored recently from memory. ``options``: the settings as one
+    ``WalkOptions`` instead of the separate keywords (its ``threshold_bytes``
+    is not used here). Raises ``InvalidArgumentError`` for a bad setting,
+    ``UnsupportedMarkerFormat`` for a marker from a newer format, ``MalformedMarker`` for a marker whose
     reference is not a string or a text marker whose blob is not UTF-8,
     ``MediaNotFoundError`` for a missing blob, ``TreeDepthError`` for a tree
     nested deeper than the recursion limit (at least 1,000 levels) or
     containing itself, and ``TypeError`` for values that are not JSON.
     """
-    restored, _ = await _restore_collecting(
-        tree, media_store=media_store, known_blobs=known_blobs, max_concurrency=max_concurrency
-    )
+    chosen = resolve_options(options, known_blobs=known_blobs, max_concurrency=max_concurrency)
+    restored, _ = await restore_collecting(tree, media_store, chosen)
     return restored
 
 
-async def _restore_collecting(
-    tree: object,
-    *,
-    media_store: MediaStore,
-    known_blobs: KnownBlobCache | bool = True,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    raw_binary: bool = False,
+async def restore_collecting(
+    tree: object, media_store: MediaStore, options: WalkOptions, *, raw_binary: bool = False
 ) -> tuple[Any, list[tuple[dict[str, Any], str]]]:
     """``restore_media`` that also returns every ``(dict, key)`` it wrote a payload into.
 
@@ -278,8 +274,8 @@ async def _restore_collecting(
     ``bytes`` instead of base64 text (for validating straight into typed
     ``BinaryContent``). Same errors as ``restore_media``.
     """
-    gate = asyncio.Semaphore(check_concurrency(max_concurrency))
-    cache = select_cache(known_blobs, media_store)
+    gate = asyncio.Semaphore(options.max_concurrency)
+    cache = select_cache(options.known_blobs, media_store)
     walker = _Restorer()
     started = time.perf_counter()
     try:

@@ -1,4 +1,4 @@
-"""``IdentifierMemo``: ``BinaryContent.identifier`` without hashing a payload again.
+"""``IdentifierMemo``: ``BinaryContent.identifier`` without hashing a payload again (typed walk, MediaUrls).
 
 pydantic-ai derives a default identifier from the bytes (a sha1 prefix) each
 time it is asked. It is a function of the bytes alone, so it is safe to

@@ -1,33 +1,25 @@
-"""The one route from a payload to the store: what counts as a payload, and the job batch.
+"""The job batch: the one route from a found payload to the store, and the markers waiting for it.
 
-Recognition rules for the two input forms sit side by side: dicts of a JSON
-tree (``JsonPayloadFinder``) and typed pydantic-ai messages (``typed_payloads``).
-Both feed one ``PayloadBatch``, which decides once per distinct payload
-whether it is already stored (known-blob cache, re-checked with the store
-when older than the cache's trust age), must be stored, or must stay inline,
-and runs the store calls concurrently under one bound. Markers wait for their
-job and are settled after the flush (``settle``): that is the only place a
-payload is put back inline.
+Both input forms (JSON trees, typed messages; see ``_recognise``) feed one
+``PayloadBatch``, which decides once per distinct payload whether it is
+already stored (known-blob cache, re-checked with the store when older than
+the cache's trust age), must be stored, or must stay inline, and runs the
+store calls concurrently under one bound. Markers wait for their job and are
+settled after the flush (``settle``): that is the only place a payload is put
+back inline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import pybase64
 
 from mediastash._tasks import run_all
-from mediastash.codec import (
-    decode_canonical_base64,
-    encode_base64,
-    is_urlsafe_alphabet,
-    max_decoded_size,
-    text_to_bytes,
-)
+from mediastash.codec import decode_canonical_base64, encode_base64, is_urlsafe_alphabet, text_to_bytes
 from mediastash.context import MediaContext
 from mediastash.known_blobs import KnownBlob, KnownBlobCache, PayloadKind, fingerprint, fingerprint_bytes
 from mediastash.markers import (
@@ -35,12 +27,9 @@ from mediastash.markers import (
     ESCAPE_ORDER,
     ESCAPED_KEYS,
     FORMAT_KEY,
-    LITERAL_KEY,
     MARKER_KEY,
     MARKER_OWNED_KEYS,
-    TEXT_CONTENT_KINDS,
     TEXT_KEY,
-    TEXT_MEDIA_TYPE,
     URI_KEY,
     URLSAFE_KEY,
     URLSAFE_STAMP,
@@ -48,222 +37,14 @@ from mediastash.markers import (
     wrap_literal,
 )
 from mediastash.stores.protocols import MediaStore, confirm_in
-from mediastash.walker._common import TreeCopier, in_thread_if_large
+from mediastash.walker._common import in_thread_if_large
 
-if TYPE_CHECKING:
-    from pydantic_ai.messages import ModelMessage
-
-__all__ = [
-    'Job',
-    'JsonPayloadFinder',
-    'PayloadBatch',
-    'Pending',
-    'TypedPayload',
-    'binary_size',
-    'new_marker',
-    'settle',
-    'shallow_replace',
-    'text_size',
-    'typed_payloads',
-    'urlsafe_alphabet_used',
-    'with_replaced_contents',
-]
+__all__ = ['Job', 'PayloadBatch', 'Pending', 'new_marker', 'settle', 'urlsafe_alphabet_used']
 
 _URLSAFE_PROBE: Final = 3 << 16
 """Bytes encoded per step when checking whether URL-safe base64 of a payload uses ``-`` or ``_``."""
 
 _URLSAFE_IN_THREAD: Final = 1 << 22
-
-
-# -- sizes: the one threshold rule -------------------------------------------------------
-
-
-def text_size(text: str, threshold: int) -> int | None:
-    """UTF-8 size of ``text`` when it reaches ``threshold``, else ``None`` (cheap for short and ASCII text)."""
-    if len(text) * 4 < threshold:
-        return None
-    size = len(text) if text.isascii() else len(text_to_bytes(text))
-    return size if size >= threshold else None
-
-
-def binary_size(data: str, threshold: int) -> int | None:
-    """Decoded size of base64 ``data`` when it reaches ``threshold`` and could be canonical base64, else ``None``."""
-    length = len(data)
-    if max_decoded_size(length) < threshold or length % 4 or not data.isascii():
-        return None
-    size = max_decoded_size(length) - (2 if data.endswith('==') else 1 if data.endswith('=') else 0)
-    return size if size >= threshold else None
-
-
-# -- recognition: JSON trees -------------------------------------------------------------
-
-
-class JsonPayloadFinder(TreeCopier):
-    """A tree copy that recognises payload dicts and hands each to ``found``; the rule for JSON trees.
-
-    A payload is a ``kind == 'binary'`` dict's base64 ``data``, or the string
-    ``content`` of a message part (it has a ``part_kind``) or of
-    ``TextContent`` / ``StructuredContent``, at or above ``threshold``. The
-    check runs inline in ``walk_dict`` because it runs for every dict of every
-    history.
-    """
-
-    threshold: int
-
-    def found(
-        self,
-        node: dict[str, Any],
-        moved_key: str,
-        kind: PayloadKind,
-        source: str,
-        size: int,
-        media_type: str | None,
-        depth: int,
-    ) -> dict[str, Any] | None:
-        """What replaces a payload dict (at ``depth``), or ``None`` to copy it as data."""
-        raise NotImplementedError
-
-    def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
-        kind = node.get('kind')
-        if kind == 'binary' and isinstance(data := node.get('data'), str):
-            size = binary_size(data, self.threshold)
-            if size is not None:
-                media_type = node.get('media_type')
-                replaced = self.found(
-                    node, 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None, depth
-                )
-                if replaced is not None:
-                    return replaced
-        elif (
-            isinstance(content := node.get('content'), str)
-            and len(content) * 4 >= self.threshold  # the cheap half of text_size: most parts are short
-            and (isinstance(node.get('part_kind'), str) or kind in TEXT_CONTENT_KINDS)
-        ):
-            size = text_size(content, self.threshold)
-            if size is not None:
-                replaced = self.found(node, 'content', 'text', content, size, TEXT_MEDIA_TYPE, depth)
-                if replaced is not None:
-                    return replaced
-        out = self.copy_fields(node, depth)
-        if MARKER_KEY in node or LITERAL_KEY in node:  # needs_literal_wrap, inline
-            return wrap_literal(out)
-        return out
-
-
-# -- recognition: typed pydantic-ai messages ---------------------------------------------
-
-Path = tuple[int | str, ...]
-
-
-@dataclass(slots=True)
-class TypedPayload:
-    """A large payload of a typed message, and where its dict sits in that message's JSON."""
-
-    message: int
-    path: Path
-    text: bool
-    source: bytes | str
-    size: int
-    media_type: str | None
-    original: object
-    job: Job | None = None
-
-
-def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPayload]:
-    """Every ``BinaryContent.data`` and string ``content`` at or above ``threshold``, the same places
-    ``JsonPayloadFinder`` finds them in the messages' JSON dump."""
-    from pydantic_ai.messages import BinaryContent, StructuredContent, TextContent
-
-    found: list[TypedPayload] = []
-    for index, message in enumerate(messages):
-        for j, part in enumerate(message.parts):
-            if not _content_is_field(type(part)):
-                continue
-            content = getattr(part, 'content', None)
-            if isinstance(content, str):
-                text = text_size(content, threshold)
-                if text is not None:
-                    found.append(TypedPayload(index, ('parts', j), True, content, text, TEXT_MEDIA_TYPE, part))
-            elif isinstance(content, BinaryContent):
-                if len(content.data) >= threshold:
-                    path: Path = ('parts', j, 'content')
-                    size = len(content.data)
-                    found.append(TypedPayload(index, path, False, content.data, size, content.media_type, content))
-            elif isinstance(content, list):
-                for k, item in enumerate(content):
-                    path = ('parts', j, 'content', k)
-                    if isinstance(item, BinaryContent):
-                        if len(item.data) >= threshold:
-                            size = len(item.data)
-                            found.append(TypedPayload(index, path, False, item.data, size, item.media_type, item))
-                    elif isinstance(item, TextContent | StructuredContent) and isinstance(item.content, str):
-                        text = text_size(item.content, threshold)
-                        if text is not None:
-                            found.append(TypedPayload(index, path, True, item.content, text, TEXT_MEDIA_TYPE, item))
-    return found
-
-
-def with_replaced_contents(
-    messages: list[ModelMessage], replacements: Iterable[tuple[TypedPayload, object]]
-) -> list[ModelMessage]:
-    """A new message list where each found payload is replaced (the input is not changed).
-
-    ``replacements`` pairs a ``TypedPayload`` with what takes its place: the
-    part's new ``content`` for a part's own string, else the new item (a
-    content object) at the payload's path. Messages and parts on the way are
-    shallow copies with public fields set; untouched messages are the same objects.
-    """
-    by_message: dict[int, list[tuple[TypedPayload, object]]] = {}
-    for item, value in replacements:
-        by_message.setdefault(item.message, []).append((item, value))
-    out = list(messages)
-    for index, items in by_message.items():
-        parts: list[Any] = list(messages[index].parts)
-        changes: dict[int, dict[str, Any]] = {}
-        for item, value in items:
-            j = item.path[1]
-            assert isinstance(j, int)
-            change = changes.setdefault(j, {})
-            if len(item.path) <= 3:
-                change['content'] = value
-            else:
-                k = item.path[3]
-                assert isinstance(k, int)
-                content = change.get('content')
-                if content is None:
-                    content = change['content'] = list(parts[j].content)
-                content[k] = value
-        for j, change in changes.items():
-            parts[j] = shallow_replace(parts[j], **change)
-        out[index] = shallow_replace(messages[index], parts=parts)
-    return out
-
-
-def shallow_replace(obj: Any, **changes: Any) -> Any:
-    """A shallow copy of a part, message or content object with public fields set (no re-validation)."""
-    state = getattr(obj, '__dict__', None)
-    if type(state) is dict and not hasattr(type(obj), '__slots__'):
-        clone = object.__new__(type(obj))  # what copy.copy does for a plain instance, without its detours
-        clone.__dict__.update(state)
-    else:
-        clone = copy.copy(obj)
-    for name, value in changes.items():
-        setattr(clone, name, value)
-    return clone
-
-
-_CONTENT_FIELD: dict[type, bool] = {}
-
-
-def _content_is_field(cls: type) -> bool:
-    """Whether ``content`` is a dataclass field of the part class (not, say, a derived property)."""
-    answer = _CONTENT_FIELD.get(cls)
-    if answer is None:
-        import dataclasses
-
-        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
-        answer = _CONTENT_FIELD[cls] = any(f.name == 'content' for f in fields)
-    return answer
 
 
 def urlsafe_alphabet_used(raw: bytes) -> bool:

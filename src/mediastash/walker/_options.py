@@ -1,0 +1,118 @@
+"""``WalkOptions``: the three settings every walk takes, checked once where they are given."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Final
+
+from mediastash._checks import non_negative_int, positive_int
+from mediastash.errors import InvalidArgumentError
+from mediastash.known_blobs import KnownBlobCache
+
+__all__ = [
+    'DEFAULT_MAX_CONCURRENCY',
+    'DEFAULT_OPTIONS',
+    'DEFAULT_THRESHOLD_BYTES',
+    'WalkOptions',
+    'WalkSetting',
+    'resolve_options',
+]
+
+DEFAULT_THRESHOLD_BYTES: Final = 64 * 1024
+"""Payloads at least this many bytes are externalized (the pydantic-ai-harness default too)."""
+
+DEFAULT_MAX_CONCURRENCY: Final = 8
+"""How many store calls one walk keeps in flight."""
+
+
+class _KnownBlobsTypeError(InvalidArgumentError, TypeError):
+    """A ``known_blobs`` of the wrong type: an ``InvalidArgumentError`` that stays the ``TypeError`` it always was."""
+
+
+@dataclass(frozen=True, slots=True)
+class WalkOptions:
+    """How a walk treats payloads; one value shared by the walks, the wrappers and ``MediaUrls``.
+
+    Every field is checked when the value is made, so a bad setting fails
+    where it is given, not at the first save.
+
+    Attributes:
+        threshold_bytes: payloads of at least this many bytes (decoded
+            binary, UTF-8 text) are externalized; a non-negative int.
+        known_blobs: ``True`` uses the store's process-wide cache of payloads
+            already stored (``docs/known-blobs.md``), ``False`` none, or pass
+            a ``KnownBlobCache``.
+        max_concurrency: store calls one walk keeps in flight; a positive int.
+    """
+
+    threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
+    known_blobs: KnownBlobCache | bool = True
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+
+    def __post_init__(self) -> None:
+        non_negative_int('threshold_bytes', self.threshold_bytes)
+        positive_int('max_concurrency', self.max_concurrency)
+        known = self.known_blobs
+        if not (known is True or known is False or known is None or isinstance(known, KnownBlobCache)):
+            raise _KnownBlobsTypeError('known_blobs', 'a KnownBlobCache, True or False', known)
+
+
+DEFAULT_OPTIONS: Final = WalkOptions()
+
+
+def resolve_options(
+    options: WalkOptions | None,
+    threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+    known_blobs: KnownBlobCache | bool = True,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+) -> WalkOptions:
+    """The options of a call that accepts both ``options=`` and the three separate keywords.
+
+    Without ``options`` the keywords make the value (checked). With it, a
+    keyword left at its default is ignored and any other one is refused: the
+    call would otherwise have two answers for the same setting.
+    """
+    at_defaults = (
+        type(threshold_bytes) is int
+        and threshold_bytes == DEFAULT_THRESHOLD_BYTES
+        and known_blobs is True
+        and type(max_concurrency) is int
+        and max_concurrency == DEFAULT_MAX_CONCURRENCY
+    )
+    if options is None:
+        return DEFAULT_OPTIONS if at_defaults else WalkOptions(threshold_bytes, known_blobs, max_concurrency)
+    if not isinstance(options, WalkOptions):
+        raise InvalidArgumentError('options', 'a WalkOptions or None', options)
+    if not at_defaults:
+        for name, value, default in (
+            ('threshold_bytes', threshold_bytes, DEFAULT_THRESHOLD_BYTES),
+            ('known_blobs', known_blobs, True),
+            ('max_concurrency', max_concurrency, DEFAULT_MAX_CONCURRENCY),
+        ):
+            if not (value is default or (type(value) is int and value == default)):
+                raise InvalidArgumentError(name, 'left out when options= is given (set it in WalkOptions)', value)
+    return options
+
+
+class WalkSetting:
+    """A class attribute mirroring one field of the instance's ``_walk_options``.
+
+    Keeps the wrappers' ``threshold_bytes`` / ``known_blobs`` /
+    ``max_concurrency`` attributes readable and assignable as before, while
+    the walk reads the one ``WalkOptions``; an assignment is checked like the
+    constructor argument.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return getattr(instance._walk_options, self.name)  # type: ignore[attr-defined]
+
+    def __set__(self, instance: object, value: Any) -> None:
+        current: WalkOptions = instance._walk_options  # type: ignore[attr-defined]
+        changes: dict[str, Any] = {self.name: value}
+        instance._walk_options = dataclasses.replace(current, **changes)  # type: ignore[attr-defined]

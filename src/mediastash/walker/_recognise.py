@@ -1,0 +1,225 @@
+"""Payload recognition: what counts as a payload, in a JSON tree and in typed pydantic-ai messages.
+
+The rules for the two input forms sit side by side so they cannot drift:
+``JsonPayloadFinder`` finds payload dicts while copying a JSON tree, and
+``typed_payloads`` finds the same payloads on typed messages (where
+``with_replaced_contents`` later swaps them). Both measure size with the one
+threshold rule (``text_size``, ``binary_size``). What happens to a payload
+once found is ``_batch``'s job.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mediastash.codec import max_decoded_size, text_to_bytes
+from mediastash.known_blobs import PayloadKind
+from mediastash.markers import LITERAL_KEY, MARKER_KEY, TEXT_CONTENT_KINDS, TEXT_MEDIA_TYPE, wrap_literal
+from mediastash.walker._common import TreeCopier
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
+__all__ = [
+    'JsonPayloadFinder',
+    'Path',
+    'TypedPayload',
+    'binary_size',
+    'shallow_replace',
+    'text_size',
+    'typed_payloads',
+    'with_replaced_contents',
+]
+
+
+# -- sizes: the one threshold rule -------------------------------------------------------
+
+
+def text_size(text: str, threshold: int) -> int | None:
+    """UTF-8 size of ``text`` when it reaches ``threshold``, else ``None`` (cheap for short and ASCII text)."""
+    if len(text) * 4 < threshold:
+        return None
+    size = len(text) if text.isascii() else len(text_to_bytes(text))
+    return size if size >= threshold else None
+
+
+def binary_size(data: str, threshold: int) -> int | None:
+    """Decoded size of base64 ``data`` when it reaches ``threshold`` and could be canonical base64, else ``None``."""
+    length = len(data)
+    if max_decoded_size(length) < threshold or length % 4 or not data.isascii():
+        return None
+    size = max_decoded_size(length) - (2 if data.endswith('==') else 1 if data.endswith('=') else 0)
+    return size if size >= threshold else None
+
+
+# -- recognition: JSON trees -------------------------------------------------------------
+
+
+class JsonPayloadFinder(TreeCopier):
+    """A tree copy that recognises payload dicts and hands each to ``found``; the rule for JSON trees.
+
+    A payload is a ``kind == 'binary'`` dict's base64 ``data``, or the string
+    ``content`` of a message part (it has a ``part_kind``) or of
+    ``TextContent`` / ``StructuredContent``, at or above ``threshold``. The
+    check runs inline in ``walk_dict`` because it runs for every dict of every
+    history.
+    """
+
+    threshold: int
+
+    def found(
+        self,
+        node: dict[str, Any],
+        moved_key: str,
+        kind: PayloadKind,
+        source: str,
+        size: int,
+        media_type: str | None,
+        depth: int,
+    ) -> dict[str, Any] | None:
+        """What replaces a payload dict (at ``depth``), or ``None`` to copy it as data."""
+        raise NotImplementedError
+
+    def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
+        kind = node.get('kind')
+        if kind == 'binary' and isinstance(data := node.get('data'), str):
+            size = binary_size(data, self.threshold)
+            if size is not None:
+                media_type = node.get('media_type')
+                replaced = self.found(
+                    node, 'data', 'base64', data, size, media_type if isinstance(media_type, str) else None, depth
+                )
+                if replaced is not None:
+                    return replaced
+        elif (
+            isinstance(content := node.get('content'), str)
+            and len(content) * 4 >= self.threshold  # the cheap half of text_size: most parts are short
+            and (isinstance(node.get('part_kind'), str) or kind in TEXT_CONTENT_KINDS)
+        ):
+            size = text_size(content, self.threshold)
+            if size is not None:
+                replaced = self.found(node, 'content', 'text', content, size, TEXT_MEDIA_TYPE, depth)
+                if replaced is not None:
+                    return replaced
+        out = self.copy_fields(node, depth)
+        if MARKER_KEY in node or LITERAL_KEY in node:  # needs_literal_wrap, inline
+            return wrap_literal(out)
+        return out
+
+
+# -- recognition: typed pydantic-ai messages ---------------------------------------------
+
+Path = tuple[int | str, ...]
+
+
+@dataclass(slots=True)
+class TypedPayload:
+    """A large payload of a typed message, and where its dict sits in that message's JSON."""
+
+    message: int
+    path: Path
+    text: bool
+    source: bytes | str
+    size: int
+    media_type: str | None
+    original: object
+
+
+def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPayload]:
+    """Every ``BinaryContent.data`` and string ``content`` at or above ``threshold``, the same places
+    ``JsonPayloadFinder`` finds them in the messages' JSON dump."""
+    from pydantic_ai.messages import BinaryContent, StructuredContent, TextContent
+
+    found: list[TypedPayload] = []
+    for index, message in enumerate(messages):
+        for j, part in enumerate(message.parts):
+            if not _content_is_field(type(part)):
+                continue
+            content = getattr(part, 'content', None)
+            if isinstance(content, str):
+                text = text_size(content, threshold)
+                if text is not None:
+                    found.append(TypedPayload(index, ('parts', j), True, content, text, TEXT_MEDIA_TYPE, part))
+            elif isinstance(content, BinaryContent):
+                if len(content.data) >= threshold:
+                    path: Path = ('parts', j, 'content')
+                    size = len(content.data)
+                    found.append(TypedPayload(index, path, False, content.data, size, content.media_type, content))
+            elif isinstance(content, list):
+                for k, item in enumerate(content):
+                    path = ('parts', j, 'content', k)
+                    if isinstance(item, BinaryContent):
+                        if len(item.data) >= threshold:
+                            size = len(item.data)
+                            found.append(TypedPayload(index, path, False, item.data, size, item.media_type, item))
+                    elif isinstance(item, TextContent | StructuredContent) and isinstance(item.content, str):
+                        text = text_size(item.content, threshold)
+                        if text is not None:
+                            found.append(TypedPayload(index, path, True, item.content, text, TEXT_MEDIA_TYPE, item))
+    return found
+
+
+def with_replaced_contents(
+    messages: list[ModelMessage], replacements: Iterable[tuple[TypedPayload, object]]
+) -> list[ModelMessage]:
+    """A new message list where each found payload is replaced (the input is not changed).
+
+    ``replacements`` pairs a ``TypedPayload`` with what takes its place: the
+    part's new ``content`` for a part's own string, else the new item (a
+    content object) at the payload's path. Messages and parts on the way are
+    shallow copies with public fields set; untouched messages are the same objects.
+    """
+    by_message: dict[int, list[tuple[TypedPayload, object]]] = {}
+    for item, value in replacements:
+        by_message.setdefault(item.message, []).append((item, value))
+    out = list(messages)
+    for index, items in by_message.items():
+        parts: list[Any] = list(messages[index].parts)
+        changes: dict[int, dict[str, Any]] = {}
+        for item, value in items:
+            j = item.path[1]
+            assert isinstance(j, int)
+            change = changes.setdefault(j, {})
+            if len(item.path) <= 3:
+                change['content'] = value
+            else:
+                k = item.path[3]
+                assert isinstance(k, int)
+                content = change.get('content')
+                if content is None:
+                    content = change['content'] = list(parts[j].content)
+                content[k] = value
+        for j, change in changes.items():
+            parts[j] = shallow_replace(parts[j], **change)
+        out[index] = shallow_replace(messages[index], parts=parts)
+    return out
+
+
+def shallow_replace(obj: Any, **changes: Any) -> Any:
+    """A shallow copy of a part, message or content object with public fields set (no re-validation)."""
+    state = getattr(obj, '__dict__', None)
+    if type(state) is dict and not hasattr(type(obj), '__slots__'):
+        clone = object.__new__(type(obj))  # what copy.copy does for a plain instance, without its detours
+        clone.__dict__.update(state)
+    else:
+        clone = copy.copy(obj)
+    for name, value in changes.items():
+        setattr(clone, name, value)
+    return clone
+
+
+_CONTENT_FIELD: dict[type, bool] = {}
+
+
+def _content_is_field(cls: type) -> bool:
+    """Whether ``content`` is a dataclass field of the part class (not, say, a derived property)."""
+    answer = _CONTENT_FIELD.get(cls)
+    if answer is None:
+        import dataclasses
+
+        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
+        answer = _CONTENT_FIELD[cls] = any(f.name == 'content' for f in fields)
+    return answer

@@ -1,0 +1,223 @@
+"""The typed walk: externalize and restore pydantic-ai messages in one call each, without base64.
+
+Saving: large ``BinaryContent.data`` and large string ``content`` are taken
+from the typed objects, looked up in the known-blob cache (one fingerprint and
+one comparison for a payload already stored) or stored as raw bytes, and a
+shallow copy of the messages with those fields emptied is dumped to JSON. The
+JSON walk then writes, at the emptied places, exactly the markers
+``externalize_media`` would write for the full dump, and handles anything the
+typed pass does not recognise the ordinary way; one flush stores it all.
+
+Restoring: markers are resolved to raw bytes (verified against the URI) and the
+lean JSON is validated with the bytes already in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Final
+
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter
+
+from mediastash.errors import TreeDepthError
+from mediastash.stores.protocols import MediaStore
+from mediastash.walker._batch import Job, PayloadBatch
+from mediastash.walker._common import select_cache
+from mediastash.walker._identifiers import IdentifierMemo
+from mediastash.walker._options import WalkOptions
+from mediastash.walker._recognise import TypedPayload, shallow_replace, typed_payloads, with_replaced_contents
+from mediastash.walker.externalize import externalize_emptied
+from mediastash.walker.restore import restore_collecting
+
+__all__ = ['LeanMessages', 'TypedBinaries', 'TypedWalker']
+
+
+@dataclasses.dataclass(slots=True)
+class LeanMessages:
+    """What one typed save produced, one entry per message."""
+
+    json: list[Any]
+    """Each message's lean JSON (what ``externalize_media`` writes for its full dump)."""
+    changed: list[bool]
+    """Whether the lean JSON differs from the message's plain JSON."""
+    sizes: list[dict[str, int]]
+    """Size in bytes of each typed payload the message stored, by URI."""
+
+
+class TypedWalker:
+    """Typed messages to lean JSON and back, for one media store and one ``WalkOptions``.
+
+    Remembers default ``BinaryContent`` identifiers by URI, so a history saved
+    again is not hashed for them again.
+    """
+
+    def __init__(self, media_store: MediaStore, options: WalkOptions) -> None:
+        self.media_store = media_store
+        self.options = options
+        self._identifiers = IdentifierMemo()
+
+    # -- saving ------------------------------------------------------------------------
+
+    async def externalize(self, messages: list[ModelMessage]) -> LeanMessages:
+        """Store the messages' payloads; their lean JSON, what changed, and the stored sizes.
+
+        The typed payloads join the same batch as anything the walk of the
+        emptied dump finds; one flush stores them all. Raises what
+        ``externalize_media`` raises (``TreeDepthError`` also for messages
+        pydantic-core cannot dump for depth or a cycle).
+        """
+        options = self.options
+        found = typed_payloads(messages, options.threshold_bytes)
+        cache = select_cache(options.known_blobs, self.media_store)
+        batch = PayloadBatch(self.media_store, cache, options.max_concurrency)
+        jobs: list[Job | None] = [
+            batch.add('text' if item.text else 'bytes', item.source, item.size, item.media_type) for item in found
+        ]
+        small, computed = self._emptied_copies(messages, found, jobs)
+        dumped = _dump(small)
+        emptied: dict[int, tuple[str, Job]] = {}
+        for item, job in zip(found, jobs, strict=True):
+            node = dumped[item.message]
+            for step in item.path:
+                node = node[step]
+            assert job is not None
+            emptied[id(node)] = ('content' if item.text else 'data', job)
+        lean = await externalize_emptied(dumped, batch, emptied, options.threshold_bytes)
+        for job, identifier in computed:
+            if job.uri is not None:
+                self._identifiers.remember(job.uri, identifier)
+        with_payload = {item.message for item in found}
+        changed = [i in with_payload or lean[i] != dumped[i] for i in range(len(messages))]
+        sizes: list[dict[str, int]] = [{} for _ in messages]
+        for item, job in zip(found, jobs, strict=True):
+            if job is not None and job.uri is not None:
+                sizes[item.message][job.uri] = item.size
+        return LeanMessages(lean, changed, sizes)
+
+    def _identifier(self, content: BinaryContent, job: Job | None, computed: list[tuple[Job, str]]) -> str:
+        """``content.identifier``; one computed here is remembered by URI once the batch knows it."""
+        known = self._identifiers.known(content, None if job is None else job.uri)
+        if known is not None:
+            return known
+        identifier = content.identifier
+        if job is not None:
+            computed.append((job, identifier))
+        return identifier
+
+    def _emptied_copies(
+        self, messages: list[ModelMessage], found: list[TypedPayload], jobs: list[Job | None]
+    ) -> tuple[list[ModelMessage], list[tuple[Job, str]]]:
+        """Shallow copies of the messages that hold payloads, with those payload fields emptied.
+
+        Only public fields are set on shallow copies; a ``BinaryContent`` is
+        rebuilt with ``dataclasses.replace`` and its public ``identifier``
+        argument, never by writing pydantic-ai's private attributes.
+        Also returns the identifiers computed on the way, to remember by URI.
+        """
+        computed: list[tuple[Job, str]] = []
+        replacements: list[tuple[TypedPayload, Any]] = []
+        for item, job in zip(found, jobs, strict=True):
+            target = item.original
+            if item.text and len(item.path) == 2:
+                empty: Any = ''  # the part's own string content
+            elif isinstance(target, BinaryContent):
+                # `identifier` is BinaryContent's public constructor argument (the field is private).
+                identifier = self._identifier(target, job, computed)
+                empty = dataclasses.replace(target, data=b'', identifier=identifier)  # type: ignore[call-arg]
+            else:
+                empty = shallow_replace(target, content='')
+            replacements.append((item, empty))
+        return with_replaced_contents(messages, replacements), computed
+
+    # -- restoring ---------------------------------------------------------------------
+
+    async def restore(self, leans: list[dict[str, Any]]) -> list[ModelMessage]:
+        """The typed messages the lean message JSONs stand for, binary payloads validated as raw bytes.
+
+        Raises what ``restore_media`` raises, and pydantic's
+        ``ValidationError`` when the restored JSON is not valid messages.
+        """
+        restored, slots = await restore_collecting(leans, self.media_store, self.options, raw_binary=True)
+        typed = _validate(restored)
+        raw_ids = Counter(id(holder[key]) for holder, key in slots if isinstance(holder[key], bytes))
+        if raw_ids and not raw_ids <= _binary_data_ids(typed, raw_ids):
+            # A binary marker sat where pydantic-ai keeps JSON (e.g. inside `metadata`): take the plain path.
+            restored, _ = await restore_collecting(leans, self.media_store, self.options)
+            typed = _validate(restored)
+        return typed
+
+
+class TypedBinaries:
+    """Binary payloads of typed messages on their way to the store, each distinct one stored once.
+
+    Made synchronously (the known-blob cache answers the payloads it knows);
+    ``store`` then makes the store calls. ``fingerprints``: each payload's
+    fingerprint when the caller remembers it, else ``None``.
+    """
+
+    def __init__(
+        self,
+        media_store: MediaStore,
+        options: WalkOptions,
+        payloads: Sequence[TypedPayload],
+        fingerprints: Sequence[int | None],
+    ) -> None:
+        self._batch = batch = PayloadBatch(
+            media_store, select_cache(options.known_blobs, media_store), options.max_concurrency
+        )
+        self._jobs = [
+            batch.add('bytes', item.source, item.size, item.media_type, fp)
+            for item, fp in zip(payloads, fingerprints, strict=True)
+        ]
+
+    async def store(self) -> list[str]:
+        """Store what the cache did not know; every payload's URI, in order (the store's error on failure)."""
+        await self._batch.flush()
+        uris: list[str] = []
+        for job in self._jobs:
+            assert job is not None and job.uri is not None  # raw bytes always get a URI
+            uris.append(job.uri)
+        return uris
+
+
+def _validate(restored: Any) -> list[ModelMessage]:
+    return ModelMessagesTypeAdapter.validate_python(restored)
+
+
+_PYDANTIC_DEPTH: Final = 'Maximum serialization depth exceeded'
+_PYDANTIC_CYCLE: Final = 'Circular reference detected'
+
+
+def _dump(messages: list[ModelMessage]) -> list[Any]:
+    """The messages' JSON form; pydantic-core's depth and cycle refusals become ``TreeDepthError``."""
+    try:
+        dumped: list[Any] = ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+    except ValueError as error:
+        text = str(error)
+        if _PYDANTIC_DEPTH not in text and _PYDANTIC_CYCLE not in text:
+            raise
+        where = '$'
+        for index, message in enumerate(messages):
+            try:
+                ModelMessagesTypeAdapter.dump_python([message], mode='json')
+            except ValueError:
+                where = f'$[{index}]'
+                break
+        cycle = _PYDANTIC_CYCLE in text
+        raise TreeDepthError(limit=None, path=where, cycle=cycle, serializer='pydantic-core') from error
+    return dumped
+
+
+def _binary_data_ids(messages: list[ModelMessage], wanted: Counter[int]) -> Counter[int]:
+    """How often each wanted ``bytes`` object is the ``data`` of a typed ``BinaryContent``."""
+    ids: Counter[int] = Counter()
+    for message in messages:
+        for part in message.parts:
+            content = getattr(part, 'content', None)
+            items = content if isinstance(content, list) else [content]
+            for item in items:
+                if isinstance(item, BinaryContent) and id(item.data) in wanted:
+                    ids[id(item.data)] += 1
+    return ids
