@@ -139,25 +139,12 @@ def describe_error(error: BaseException) -> str | None:
     """One line for an error the user can act on, or ``None`` for a bug (which keeps its traceback).
 
     The library's wording (``mediastash._describe``): mediastash's own errors,
-    store errors included, and ``OSError`` of local files. Errors of sqlite3,
-    the S3 SDK and the MongoDB driver are recognised by module or class name,
-    so this module imports none of them.
+    the typed store errors every store raises for its driver's failures
+    included, and ``OSError`` of local files. The CLI knows no driver.
     """
     message = library_describe_error(error)
     if message is not None:
         return message
     if any(cls.__module__ == 'sqlite3' for cls in type(error).__mro__):
         return f'SQLite: {error}'  # e.g. 'file is not a database', 'database is locked'; no secrets in these
-    names = {cls.__name__ for cls in type(error).__mro__}
-    if names & {'EndpointConnectionError', 'ConnectTimeoutError', 'ReadTimeoutError'}:
-        return f'cannot reach the S3 endpoint ({type(error).__name__})'
-    if names & {'NoCredentialsError', 'PartialCredentialsError'}:
-        return 'no AWS credentials found (set them in the environment or an AWS profile)'
-    if 'ClientError' in names:
-        code = getattr(error, 'response', {}).get('Error', {}).get('Code', 'unknown')
-        return f'the S3 service refused the request ({code})'
-    if names & {'ServerSelectionTimeoutError', 'ConnectionFailure', 'AutoReconnect'}:
-        return f'cannot reach the MongoDB server ({type(error).__name__})'
-    if names & {'OperationFailure', 'ConfigurationError'}:
-        return f'MongoDB refused the request ({type(error).__name__})'
     return None

@@ -46,10 +46,10 @@ _UNREACHABLE: tuple[type[BaseException], ...] = (
     IncompleteReadError,
     aiohttp.ClientError,  # a connection or body cut short below the SDK
 )
-_NO_CREDENTIALS: tuple[type[BaseException], ...] = (
-    NoCredentialsError,
-    PartialCredentialsError,
-    CredentialRetrievalError,
+_NO_CREDENTIALS: tuple[type[BaseException], ...] = (NoCredentialsError, PartialCredentialsError)
+_SET_CREDENTIALS = (
+    'no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment, '
+    'or a profile (AWS_PROFILE) in the AWS config or credentials file'
 )
 
 
@@ -60,7 +60,8 @@ def classify_sdk_error(exc: Exception) -> DriverError | None:
     and the denial codes, unavailable for 429/502/503/504 and throttling codes,
     else a failed operation carrying the HTTP status. A connection that could
     not be made or was cut is unavailable; missing credentials are a permission
-    error; any other SDK error a failed operation.
+    error whose reason says where to set them; any other SDK error a failed
+    operation.
     """
     if isinstance(exc, ClientError):
         code = error_code(exc) or 'ClientError'
@@ -74,6 +75,8 @@ def classify_sdk_error(exc: Exception) -> DriverError | None:
     if isinstance(exc, _UNREACHABLE):
         return DriverError(StoreUnavailableError, type(exc).__name__)
     if isinstance(exc, _NO_CREDENTIALS):
+        return DriverError(StorePermissionError, f'{type(exc).__name__}: {_SET_CREDENTIALS}')
+    if isinstance(exc, CredentialRetrievalError):  # a configured source (a process, SSO) failed to answer
         return DriverError(StorePermissionError, type(exc).__name__)
     if isinstance(exc, BotoCoreError):
         return DriverError(StoreOperationError, type(exc).__name__)

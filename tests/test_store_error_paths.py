@@ -1,0 +1,77 @@
+"""Every path a driver error can take out of a store leaves as a typed store error, and the CLI words none itself.
+
+The store base maps driver errors for each public call (issue 17); issue 18
+adds the paths that escaped it (``aclose``, SQLite's ``require_storage``), a
+credentials hint for S3, and takes the driver knowledge out of the CLI: its
+error line is the store error's text. Servers here are real (a port nobody
+listens on, moto); the SDK and the drivers are never patched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mediastash import DiskMediaStore, StoreUnavailableError
+from mediastash.cli._ui import describe_error
+from tests.s3_servers import free_port
+from tests.test_cli_ops import SECRET, assert_user_error, run
+
+
+def test_the_cli_words_store_errors_and_local_files_only() -> None:
+    """A store error is its own line; a foreign exception is a bug and keeps its traceback (``None``)."""
+    error = StoreUnavailableError('get', 'S3MediaStore(bucket=b)', 'EndpointConnectionError')
+    assert describe_error(error) == str(error)
+    assert (
+        describe_error(FileNotFoundError(2, 'No such file or directory', '/x/y')) == 'No such file or directory: /x/y'
+    )
+
+    class EndpointConnectionError(Exception):  # the SDK's class name, not the SDK's class
+        pass
+
+    assert describe_error(EndpointConnectionError('http://127.0.0.1:1')) is None
+
+
+def _no_credentials_env(tmp_path: Path) -> dict[str, str]:
+    """No AWS credentials anywhere: empty variables, empty config and credentials files, no instance role."""
+    config, credentials = tmp_path / 'aws-config', tmp_path / 'aws-credentials'
+    config.write_text('')
+    credentials.write_text('')
+    return {
+        'AWS_ACCESS_KEY_ID': '',
+        'AWS_SECRET_ACCESS_KEY': '',
+        'AWS_SESSION_TOKEN': '',
+        'AWS_DEFAULT_REGION': 'us-east-1',
+        'AWS_CONFIG_FILE': str(config),
+        'AWS_SHARED_CREDENTIALS_FILE': str(credentials),
+        'AWS_EC2_METADATA_DISABLED': 'true',
+    }
+
+
+@pytest.mark.parametrize('command', ['stats', 'ls', 'verify'])
+def test_missing_s3_credentials_say_where_to_set_them(tmp_path: Path, command: str) -> None:
+    url = f's3://bucket/cli/?endpoint_url=http://127.0.0.1:{free_port()}&max_attempts=1'
+    line = assert_user_error(run(command, url, env=_no_credentials_env(tmp_path)), 'no permission')
+    assert 'NoCredentialsError' in line
+    assert 'AWS_ACCESS_KEY_ID' in line and 'AWS_SECRET_ACCESS_KEY' in line and 'profile' in line
+
+
+@pytest.mark.parametrize('command', ['stats', 'ls', 'verify', 'diff'])
+def test_an_unreachable_s3_endpoint_is_one_line(tmp_path: Path, command: str) -> None:
+    url = f's3://bucket/cli/?endpoint_url=http://127.0.0.1:{free_port()}&max_attempts=1'
+    arguments = [url, str(tmp_path)] if command == 'diff' else [url]
+    line = assert_user_error(run(command, *arguments), 'could not be reached', 'S3MediaStore')
+    assert SECRET not in line
+
+
+@pytest.mark.parametrize('command', ['stats', 'ls', 'verify', 'sync'])
+async def test_an_unreachable_mongo_server_is_one_line(tmp_path: Path, command: str) -> None:
+    url = f'mongodb://user:{SECRET}@127.0.0.1:{free_port()}/db?serverSelectionTimeoutMS=300'
+    arguments = [url]
+    if command == 'sync':  # a source with a blob, so the destination is asked
+        async with DiskMediaStore(tmp_path / 'source') as source:
+            await source.put(b'one blob to copy')
+        arguments = ['--quiet', str(tmp_path / 'source'), url]
+    line = assert_user_error(run(command, *arguments), 'could not be reached', 'MongoMediaStore')
+    assert 'ServerSelectionTimeoutError' in line
