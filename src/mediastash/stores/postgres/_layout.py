@@ -1,0 +1,256 @@
+"""The tables ``PostgresMediaStore`` keeps, and the SQL that creates and reads them.
+
+``<table>``: pydantic-ai-harness's media table (``sha256 TEXT PRIMARY KEY,
+media_type TEXT, bytes BYTEA NOT NULL, size_bytes BIGINT NOT NULL, metadata
+TEXT``) plus a nullable ``written_at`` (Unix time): one row per blob of at
+most the chunk size, readable by the harness as it is.
+
+``<table>_chunked`` and ``<table>_chunks``: a larger blob is one row in the
+first (its size, media type, metadata, ``written_at`` and the id of its chunk
+set) and its bytes in rows of the second, ``chunk_bytes`` each. The harness
+does not know them: it finds no row for such a blob, which it reports as not
+stored (never as other bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ['IDENTIFIER', 'Layout', 'Tables']
+
+IDENTIFIER: Final = re.compile(r'[a-z_][a-z0-9_]{0,62}')
+"""A table or schema name: lowercase, at most 63 bytes (PostgreSQL cuts longer names), as the harness requires."""
+
+_MAX_NAME: Final = 63
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Which of the store's tables exist, as the catalog says (read without changing anything)."""
+
+    main: bool
+    written_at: bool
+    chunked: bool
+
+    @property
+    def complete(self) -> bool:
+        """Everything a write sets up is there; no later write or read changes it."""
+        return self.main and self.written_at and self.chunked
+
+
+class Tables:
+    """Quoted, schema-qualified names of one store's three tables and the statements over them."""
+
+    def __init__(self, schema: str, table: str) -> None:
+        self.schema = schema
+        self.table = table
+        self.chunked_name = _side_name(table, '_chunked')
+        self.chunks_name = _side_name(table, '_chunks')
+        self.main = f'"{schema}"."{table}"'
+        self.chunked = f'"{schema}"."{self.chunked_name}"'
+        self.chunks = f'"{schema}"."{self.chunks_name}"'
+
+    # -- schema ------------------------------------------------------------------------
+
+    def create_main(self) -> str:
+        return (
+            f'CREATE TABLE IF NOT EXISTS {self.main} ('
+            'sha256 TEXT PRIMARY KEY, media_type TEXT, bytes BYTEA NOT NULL, '
+            'size_bytes BIGINT NOT NULL, metadata TEXT, written_at DOUBLE PRECISION)'
+        )
+
+    def add_written_at(self) -> str:
+        return f'ALTER TABLE {self.main} ADD COLUMN IF NOT EXISTS written_at DOUBLE PRECISION'
+
+    def create_chunked(self) -> str:
+        return (
+            f'CREATE TABLE IF NOT EXISTS {self.chunked} ('
+            'sha256 TEXT PRIMARY KEY, media_type TEXT, size_bytes BIGINT NOT NULL, metadata TEXT, '
+            'written_at DOUBLE PRECISION, chunk_set TEXT NOT NULL UNIQUE, chunk_bytes INTEGER NOT NULL)'
+        )
+
+    def create_chunks(self) -> str:
+        return (
+            f'CREATE TABLE IF NOT EXISTS {self.chunks} ('
+            'chunk_set TEXT NOT NULL, seq INTEGER NOT NULL, bytes BYTEA NOT NULL, PRIMARY KEY (chunk_set, seq))'
+        )
+
+    def inspect(self) -> str:
+        """Columns of the three tables: ``$1`` schema, ``$2`` table names (``relname, attname`` rows)."""
+        return (
+            'SELECT c.relname, a.attname FROM pg_catalog.pg_class c '
+            'JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace '
+            'JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped '
+            "WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND c.relkind IN ('r', 'p')"
+        )
+
+    def layout_of(self, rows: list[tuple[str, str]]) -> Layout:
+        columns: dict[str, set[str]] = {}
+        for relation, column in rows:
+            columns.setdefault(relation, set()).add(column)
+        main = columns.get(self.table, set())
+        return Layout(
+            main=bool(main),
+            written_at='written_at' in main,
+            chunked=self.chunked_name in columns and self.chunks_name in columns,
+        )
+
+    def names(self) -> list[str]:
+        return [self.table, self.chunked_name, self.chunks_name]
+
+    # -- reads -------------------------------------------------------------------------
+
+    def locate(self, layout: Layout) -> str:
+        """Where the blob ``$1`` is: ``(kind, inline bytes or NULL, chunk_set, chunk size, stored size)`` rows,
+        the inline row first. Inline bytes come along when there are at most ``$2`` of them."""
+        parts = []
+        if layout.main:
+            parts.append(
+                'SELECT 0 AS kind, CASE WHEN octet_length(bytes) <= $2::bigint THEN bytes END AS bytes, '
+                'NULL::text AS chunk_set, '
+                f'0 AS chunk_bytes, octet_length(bytes)::bigint AS size FROM {self.main} WHERE sha256 = $1'
+            )
+        if layout.chunked:
+            parts.append(
+                'SELECT 1, NULL::bytea, chunk_set, chunk_bytes, size_bytes '
+                f'FROM {self.chunked} WHERE sha256 = $1 AND $2::bigint >= 0'
+            )
+        return ' UNION ALL '.join(parts) + ' ORDER BY kind'
+
+    def describe(self, layout: Layout) -> str:
+        """``(size, media_type, written_at, metadata)`` of the blob ``$1``, the inline row first."""
+        written_at = 'written_at' if layout.written_at else 'NULL::double precision'
+        parts = []
+        if layout.main:
+            parts.append(
+                f'SELECT 0 AS kind, octet_length(bytes)::bigint AS size, media_type, {written_at} AS written_at, '
+                f'metadata FROM {self.main} WHERE sha256 = $1'
+            )
+        if layout.chunked:
+            parts.append(
+                f'SELECT 1, size_bytes, media_type, written_at, metadata FROM {self.chunked} WHERE sha256 = $1'
+            )
+        return ' UNION ALL '.join(parts) + ' ORDER BY kind LIMIT 1'
+
+    def present(self, layout: Layout) -> str:
+        """The digests among ``$1`` (a text array) that are stored."""
+        parts = []
+        if layout.main:
+            parts.append(f'SELECT sha256 FROM {self.main} WHERE sha256 = ANY($1::text[])')
+        if layout.chunked:
+            parts.append(f'SELECT sha256 FROM {self.chunked} WHERE sha256 = ANY($1::text[])')
+        return ' UNION '.join(parts)
+
+    def blob_page(self, layout: Layout) -> str:
+        """``(sha256, size, written_at)`` of up to ``$2`` blobs after the digest ``$1``, in digest order."""
+        written_at = 'written_at' if layout.written_at else 'NULL::double precision'
+        parts = []
+        if layout.main:
+            parts.append(
+                f'SELECT sha256, octet_length(bytes)::bigint AS size, {written_at} AS written_at '
+                f'FROM {self.main} WHERE sha256 > $1'
+            )
+        if layout.chunked:
+            parts.append(f'SELECT sha256, size_bytes, written_at FROM {self.chunked} WHERE sha256 > $1')
+        return f'SELECT sha256, size, written_at FROM ({" UNION ALL ".join(parts)}) AS blobs ORDER BY sha256 LIMIT $2'
+
+    def slice_inline(self) -> str:
+        """Bytes ``$3`` long from 1-based offset ``$2`` of the inline blob ``$1`` (a row, or none)."""
+        return f'SELECT substring(bytes FROM $2 FOR $3) FROM {self.main} WHERE sha256 = $1'
+
+    def chunk_page(self) -> str:
+        """Up to ``$3`` chunks of the set ``$1`` from number ``$2`` on, in order."""
+        return f'SELECT seq, bytes FROM {self.chunks} WHERE chunk_set = $1 AND seq >= $2 ORDER BY seq LIMIT $3'
+
+    def chunk_set_alive(self) -> str:
+        return f'SELECT 1 FROM {self.chunked} WHERE sha256 = $1 AND chunk_set = $2'
+
+    # -- writes ------------------------------------------------------------------------
+
+    def probe(self) -> str:
+        """What is stored under ``$1`` (complete layout): ``(size, sha256 hex or NULL)`` rows, the sha256 computed
+        by the server for copies of at most ``$2`` bytes. Stored copies written before ``$4`` (or of unknown age)
+        get ``written_at = $3`` in the same statement: a put of stored bytes marks them in use."""
+        return (
+            f'WITH a AS (UPDATE {self.main} SET written_at = $3 WHERE sha256 = $1 '
+            'AND (written_at IS NULL OR written_at < $4) RETURNING 1), '
+            f'b AS (UPDATE {self.chunked} SET written_at = $3 WHERE sha256 = $1 '
+            'AND (written_at IS NULL OR written_at < $4) RETURNING 1) '
+            'SELECT octet_length(bytes)::bigint AS size, '
+            "CASE WHEN octet_length(bytes) <= $2 THEN encode(sha256(bytes), 'hex') END AS digest "
+            f'FROM {self.main} WHERE sha256 = $1 '
+            'UNION ALL '
+            f'SELECT (SELECT coalesce(sum(octet_length(c.bytes)), 0)::bigint FROM {self.chunks} c '
+            'WHERE c.chunk_set = m.chunk_set), '
+            "CASE WHEN m.size_bytes <= $2 THEN (SELECT encode(sha256(coalesce(string_agg(c.bytes, ''::bytea "
+            f"ORDER BY c.seq), ''::bytea)), 'hex') FROM {self.chunks} c WHERE c.chunk_set = m.chunk_set) END "
+            f'FROM {self.chunked} m WHERE m.sha256 = $1'
+        )
+
+    def insert_inline(self) -> str:
+        return (
+            f'INSERT INTO {self.main} (sha256, media_type, bytes, size_bytes, metadata, written_at) '
+            'VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (sha256) DO NOTHING RETURNING 1'
+        )
+
+    def insert_chunk(self) -> str:
+        return f'INSERT INTO {self.chunks} (chunk_set, seq, bytes) VALUES ($1, $2, $3)'
+
+    def insert_manifest(self) -> str:
+        return (
+            f'INSERT INTO {self.chunked} '
+            '(sha256, media_type, size_bytes, metadata, written_at, chunk_set, chunk_bytes) '
+            'VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (sha256) DO NOTHING RETURNING 1'
+        )
+
+    def take_row_facts(self) -> str:
+        """Delete every stored copy of ``$1`` (in a transaction), returning ``(media_type, metadata)`` of each."""
+        return (
+            f'WITH a AS (DELETE FROM {self.main} WHERE sha256 = $1 RETURNING 0 AS kind, media_type, metadata), '
+            f'b AS (DELETE FROM {self.chunked} WHERE sha256 = $1 RETURNING chunk_set, media_type, metadata), '
+            f'c AS (DELETE FROM {self.chunks} WHERE chunk_set IN (SELECT chunk_set FROM b)) '
+            'SELECT media_type, metadata FROM a UNION ALL SELECT media_type, metadata FROM b'
+        )
+
+    def touch(self) -> str:
+        """Mark the stored blobs among ``$1`` written before ``$3`` (or of unknown age) as written at ``$2``; return
+        which of ``$1`` are stored."""
+        return (
+            f'WITH a AS (UPDATE {self.main} SET written_at = $2 WHERE sha256 = ANY($1::text[]) '
+            'AND (written_at IS NULL OR written_at < $3) RETURNING 1), '
+            f'b AS (UPDATE {self.chunked} SET written_at = $2 WHERE sha256 = ANY($1::text[]) '
+            'AND (written_at IS NULL OR written_at < $3) RETURNING 1) '
+            f'SELECT sha256 FROM {self.main} WHERE sha256 = ANY($1::text[]) '
+            f'UNION SELECT sha256 FROM {self.chunked} WHERE sha256 = ANY($1::text[])'
+        )
+
+    def delete(self, layout: Layout, *, older_than: bool) -> str:
+        """Delete the blobs among ``$1`` (only those written before ``$2`` with ``older_than``; a row of unknown
+        age never is); the digests deleted, one row per copy."""
+        age = ' AND written_at IS NOT NULL AND written_at < $2' if older_than else ''
+        parts = []
+        selects = []
+        if layout.main and (layout.written_at or not older_than):
+            parts.append(f'a AS (DELETE FROM {self.main} WHERE sha256 = ANY($1::text[]){age} RETURNING sha256)')
+            selects.append('SELECT sha256 FROM a')
+        if layout.chunked:
+            selects.append('SELECT sha256 FROM b')
+            parts.append(
+                f'b AS (DELETE FROM {self.chunked} WHERE sha256 = ANY($1::text[]){age} RETURNING sha256, chunk_set)'
+            )
+            parts.append(f'c AS (DELETE FROM {self.chunks} WHERE chunk_set IN (SELECT chunk_set FROM b))')
+        if not parts:
+            return 'SELECT NULL::text WHERE $1::text[] IS NULL' + (' AND $2::float8 IS NULL' if older_than else '')
+        return f'WITH {", ".join(parts)} ' + ' UNION ALL '.join(selects)
+
+
+def _side_name(table: str, suffix: str) -> str:
+    """``table + suffix``, or a shortened ``table`` with a hash of it when that would pass 63 bytes."""
+    name = table + suffix
+    if len(name) <= _MAX_NAME:
+        return name
+    tag = hashlib.sha256(table.encode()).hexdigest()[:8]
+    return f'{table[: _MAX_NAME - len(suffix) - len(tag) - 1]}_{tag}{suffix}'

@@ -1,0 +1,537 @@
+"""``PostgresMediaStore``: blobs in PostgreSQL tables over an asyncpg pool (the layout is in ``_layout``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import threading
+import time
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Hashable, Mapping
+from typing import Any, Final, Protocol
+
+import asyncpg
+
+from mediastash._checks import positive_int
+from mediastash.context import MediaContextLike, context_media_type
+from mediastash.errors import InvalidStoreConfiguration
+from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
+from mediastash.stores.base import (
+    TOUCH_AFTER_SECONDS,
+    VERIFY_ON_PUT_BYTES,
+    BaseMediaStore,
+    BlobInfo,
+    BlobStat,
+    DriverError,
+    Ingest,
+)
+from mediastash.stores.postgres._address import Address, address_of, parse_dsn_address
+from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
+from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables
+from mediastash.stores.postgres._upload import ChunkUpload
+from mediastash.uri import DIGEST_PATTERN, media_uri
+from mediastash.urls import PublicUrlResolver
+
+__all__ = ['DEFAULT_CHUNK_SIZE_BYTES', 'MAX_CHUNK_SIZE_BYTES', 'PostgresMediaStore', 'PostgresPool']
+
+DEFAULT_CHUNK_SIZE_BYTES: Final = 8 << 20
+"""Blobs up to this size are one row of the harness's table; larger ones are chunk rows of this size."""
+MAX_CHUNK_SIZE_BYTES: Final = 256 << 20
+_STREAM_WINDOW: Final = 8 << 20
+"""Bytes a streaming read fetches per query (one chunk row at least)."""
+_LIST_PAGE: Final = 1000
+_BATCH: Final = 10_000
+"""Digests per ``= ANY($1)`` statement."""
+_WHOLE: Final = 1 << 62
+_LAYOUT_COMPLETE: Final = Layout(main=True, written_at=True, chunked=True)
+
+
+class PostgresPool(Protocol):
+    """What the store uses of a pool: asyncpg's ``Pool`` or anything with the same ``acquire()``."""
+
+    def acquire(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
+
+
+class PostgresMediaStore(BaseMediaStore):
+    """Content-addressed blobs in the table ``table`` (schema ``schema``) of a PostgreSQL database.
+
+    Pass exactly one of ``pool`` (an asyncpg pool you own: the store never
+    closes it) or ``dsn`` (a ``postgresql://`` connection string: the store
+    opens a pool of at most ``max_connections`` on first use and closes it in
+    ``aclose``). The password comes from the DSN, ``PGPASSWORD`` or a
+    ``.pgpass`` file; no description or error of the store repeats it.
+
+    Layout: pydantic-ai-harness's media table plus a nullable ``written_at``;
+    blobs larger than ``chunk_size_bytes`` go to two side tables (see
+    ``docs/postgres.md``). The first write creates what is missing under the
+    advisory lock the harness takes, and adds ``written_at`` to a harness
+    table; reads never change the database. Writes are ``ON CONFLICT DO
+    NOTHING``: the first ``put`` of a blob fixes its metadata. A ``put`` of
+    stored bytes sends no body: the server hashes a small stored copy.
+
+    Capabilities: listing, deleting, streaming in bounded memory (no size cap),
+    garbage collection (rows the harness wrote have no age and are never
+    collected until a writer's ``put`` or ``touch_many`` dates them), ``stat``
+    without reading bytes, scratch namespaces. ``storage_key``: host, port,
+    database, schema and table.
+    """
+
+    def __init__(
+        self,
+        pool: PostgresPool | None = None,
+        *,
+        dsn: str | None = None,
+        table: str = 'media',
+        schema: str = 'public',
+        chunk_size_bytes: int = DEFAULT_CHUNK_SIZE_BYTES,
+        max_connections: int = 10,
+        public_url: PublicUrlResolver | None = None,
+    ) -> None:
+        super().__init__(public_url=public_url)
+        if (pool is None) == (dsn is None):
+            raise InvalidStoreConfiguration(
+                'PostgresMediaStore needs exactly one of pool= (an asyncpg pool you own) or dsn= '
+                f'(a postgresql:// connection string), got pool={"set" if pool is not None else None} '
+                f'and dsn={"set" if dsn is not None else None}'
+            )
+        for name, value in (('table', table), ('schema', schema)):
+            if not isinstance(value, str) or IDENTIFIER.fullmatch(value) is None:
+                raise InvalidStoreConfiguration(
+                    f'invalid PostgreSQL {name} name (not repeated here): use 1-63 lowercase letters, digits '
+                    'or underscores, not starting with a digit'
+                )
+        positive_int('chunk_size_bytes', chunk_size_bytes)
+        if chunk_size_bytes > MAX_CHUNK_SIZE_BYTES:
+            raise InvalidStoreConfiguration(f'chunk_size_bytes must be at most {MAX_CHUNK_SIZE_BYTES} (256 MiB)')
+        positive_int('max_connections', max_connections)
+        address: Address | None
+        if dsn is not None:
+            if not isinstance(dsn, str) or (address := parse_dsn_address(dsn)) is None:
+                raise InvalidStoreConfiguration(
+                    'PostgresMediaStore(dsn=...) needs a postgresql:// or postgres:// connection string '
+                    '(the value is not repeated here)'
+                )
+        else:
+            address = address_of(pool)
+        self._pool: PostgresPool | None = pool
+        self._dsn = dsn
+        self._owns_pool = pool is None
+        self._max_connections = max_connections
+        self._pool_lock = asyncio.Lock()
+        self._tables = Tables(schema, table)
+        self._chunk_bytes = chunk_size_bytes
+        self._address = address
+        self._pool_token = None if address is not None else _token_of(pool)
+        self._layout: Layout | None = None  # cached once complete
+        self._schema_lock = asyncio.Lock()
+
+    @property
+    def table(self) -> str:
+        """The table holding the blobs (the side tables' names start with it)."""
+        return self._tables.table
+
+    @property
+    def schema(self) -> str:
+        """The schema of the tables."""
+        return self._tables.schema
+
+    @property
+    def chunk_size_bytes(self) -> int:
+        """Blobs larger than this are stored as chunk rows of this size."""
+        return self._chunk_bytes
+
+    def _describe(self) -> str:
+        where = str(self._address) if self._address is not None else 'pool'
+        return f"PostgresMediaStore({where}, table='{self.schema}.{self.table}')"
+
+    def _storage_identity(self) -> Hashable:
+        place: Hashable
+        if self._address is not None:
+            place = (self._address.host, self._address.port, self._address.database)
+        else:
+            assert self._pool_token is not None
+            place = ('pool', self._pool_token.number)
+        return ('postgres', place, self.schema, self.table)
+
+    def _classify_error(self, exc: Exception) -> DriverError | None:
+        return classify(exc) or super()._classify_error(exc)
+
+    # -- connections and the tables ----------------------------------------------------
+
+    async def _get_pool(self) -> PostgresPool:
+        if self._pool is None:
+            async with self._pool_lock:
+                if self._pool is None:
+                    self._check_open()
+                    self._pool = await asyncpg.create_pool(self._dsn, min_size=0, max_size=self._max_connections)
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        pool = await self._get_pool()
+        async with pool.acquire() as connection:
+            yield connection
+
+    async def _read_layout(self, connection: Any) -> Layout:
+        """The tables as they are, asked of the catalog until they are complete (then remembered)."""
+        if self._layout is not None:
+            return self._layout
+        rows = await connection.fetch(self._tables.inspect(), self.schema, self._tables.names())
+        layout = self._tables.layout_of([(str(row[0]), str(row[1])) for row in rows])
+        if layout.complete:
+            self._layout = layout
+        return layout
+
+    async def _ready(self, connection: Any) -> None:
+        """Create what a write needs (first write of this instance): under the advisory lock the harness takes
+        for its table, the table when missing, ``written_at`` on a harness table, and the two side tables."""
+        if self._layout is not None:
+            return
+        async with self._schema_lock:
+            if self._layout is not None:
+                return
+            layout = await self._read_layout(connection)
+            if not layout.complete:
+                async with connection.transaction():
+                    await connection.execute('SELECT pg_advisory_xact_lock(hashtext($1))', self.table)
+                    await connection.execute(self._tables.create_main())
+                    if layout.main and not layout.written_at:
+                        await connection.execute(self._tables.add_written_at())
+                    await connection.execute(self._tables.create_chunked())
+                    await connection.execute(self._tables.create_chunks())
+            self._layout = _LAYOUT_COMPLETE
+
+    def _forget_layout(self, exc: BaseException) -> bool:
+        """True (and the remembered layout dropped) when ``exc`` says a table or column went away."""
+        if isinstance(exc, asyncpg.PostgresError) and getattr(exc, 'sqlstate', None) in SCHEMA_LOSS:
+            self._layout = None
+            return True
+        return False
+
+    async def _fetch(self, query: Any, *args: Any) -> list[Any]:
+        """Rows of a read: ``query(layout)`` builds it for the tables there are; none when there is no table."""
+        for attempt in (1, 2):
+            async with self._connection() as connection:
+                layout = await self._read_layout(connection)
+                if not (layout.main or layout.chunked):
+                    return []
+                try:
+                    return list(await connection.fetch(query(layout), *args))
+                except asyncpg.PostgresError as exc:
+                    if attempt == 2 or not self._forget_layout(exc):
+                        raise
+        raise AssertionError('unreachable')  # pragma: no cover
+
+    # -- primitives --------------------------------------------------------------------
+
+    async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        media_type, metadata = _row_facts(context)
+        if len(data) > self._chunk_bytes:
+            await self._write_chunked(_slices(data, self._chunk_bytes), lambda: digest, media_type, metadata)
+            return
+        async with self._connection() as connection:
+            await self._ready(connection)
+            for _ in range(3):
+                if await self._holds_sound_copy(connection, digest, len(data)):
+                    return
+                async with connection.transaction():
+                    facts = await self._take_unsound(connection, digest)
+                    row_type, row_metadata = facts or (media_type, metadata)
+                    inserted = await connection.fetchval(
+                        self._tables.insert_inline(), digest, row_type, data, len(data), row_metadata, time.time()
+                    )
+                if inserted is not None:
+                    return
+            raise RuntimeError('another writer kept replacing the blob')  # pragma: no cover
+
+    async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
+        """Replace the stored copy (suspect to this instance): ``_write`` already does, as the digest is suspect."""
+        await self._write(digest, data, context)
+
+    async def _holds_sound_copy(self, connection: Any, digest: str, size: int) -> bool:
+        """True when a stored copy passes the base's cheap checks; marks it in use (``written_at``) meanwhile."""
+        now = time.time()
+        rows = await connection.fetch(self._tables.probe(), digest, VERIFY_ON_PUT_BYTES, now, now - TOUCH_AFTER_SECONDS)
+        return any(self._copy_is_sound(digest, size, int(row[0]), row[1]) for row in rows)
+
+    def _copy_is_sound(self, digest: str, size: int, stored_size: int, stored_digest: str | None) -> bool:
+        """The base's check on a stored copy (``_stored_copy_is_sound``); a copy small enough to be hashed was
+        hashed by the server (``stored_digest``), so its bytes never travel."""
+        if size > VERIFY_ON_PUT_BYTES:
+            return self._stored_copy_is_sound(digest, size, stored_size, _never_read)
+        return stored_size == size and self._trusts_stored(digest) and stored_digest == digest
+
+    async def _take_unsound(self, connection: Any, digest: str) -> tuple[str | None, str] | None:
+        """Delete whatever copy of ``digest`` is stored (in the caller's transaction; it failed the checks), keeping
+        the media type and metadata the first put recorded; ``None`` when nothing was stored."""
+        rows = await connection.fetch(self._tables.take_row_facts(), digest)
+        if not rows:
+            return None
+        media_type = rows[0][0]
+        return (None if media_type is None else str(media_type)), str(rows[0][1] if rows[0][1] is not None else '{}')
+
+    async def _write_chunked(
+        self, pieces: AsyncIterable[bytes], digest: Callable[[], str], media_type: str | None, metadata: str
+    ) -> None:
+        """Insert chunk rows from ``pieces`` (each one chunk, the last one shorter), then the manifest, in one
+        transaction (see ``_upload``); ``digest()`` is asked once ``pieces`` is exhausted (a stream's is
+        known only then)."""
+        async with self._connection() as connection:
+            await self._ready(connection)
+            async with ChunkUpload(connection, self._tables.insert_chunk()) as upload:
+                size = 0
+                async for piece in pieces:
+                    await upload.add(piece)
+                    size += len(piece)
+                await self._finish(upload, digest(), size, media_type, metadata)
+
+    async def _finish(self, upload: ChunkUpload, digest: str, size: int, media_type: str | None, metadata: str) -> None:
+        """Commit the upload with its manifest, or roll it back when a sound copy is stored already."""
+        connection = upload.connection
+        if await self._holds_sound_copy(connection, digest, size):
+            await upload.rollback()
+            await self._holds_sound_copy(connection, digest, size)  # mark it in use outside the rolled-back work
+            return
+        for _ in range(3):
+            facts = await self._take_unsound(connection, digest)
+            row_type, row_metadata = facts or (media_type, metadata)
+            inserted = await connection.fetchval(
+                self._tables.insert_manifest(),
+                digest,
+                row_type,
+                size,
+                row_metadata,
+                time.time(),
+                upload.chunk_set,
+                self._chunk_bytes,
+            )
+            if inserted is not None:
+                await upload.commit()
+                return
+            # Another writer's manifest committed after our look: keep it if it is sound.
+            if await self._holds_sound_copy(connection, digest, size):
+                await upload.rollback()
+                return
+        raise RuntimeError('another writer kept replacing the blob')  # pragma: no cover
+
+    async def _write_stream(self, ingest: Ingest, context: MediaContextLike) -> None:
+        """Collect up to one chunk in memory: a blob that fits is one row (``_write``); past that, chunks are
+        inserted as they fill, in one transaction committed with the manifest (see ``_upload``)."""
+        media_type, metadata = _row_facts(context)
+        chunk = self._chunk_bytes
+        buffer = bytearray()
+        source = aiter(ingest)
+        async for piece in source:
+            buffer += piece
+            if len(buffer) > chunk:
+                break
+        else:
+            await self._write(ingest.digest, bytes(buffer), context)
+            return
+
+        async def pieces() -> AsyncIterator[bytes]:
+            while True:
+                while len(buffer) > chunk:
+                    yield bytes(buffer[:chunk])
+                    del buffer[:chunk]
+                more = await anext(source, None)
+                if more is None:
+                    break
+                buffer.extend(more)
+            if buffer:
+                yield bytes(buffer)
+
+        await self._write_chunked(pieces(), lambda: ingest.digest, media_type, metadata)
+
+    async def _read(self, digest: str, context: MediaContextLike) -> bytes:
+        rows = await self._fetch(self._tables.locate, digest, _WHOLE)
+        if not rows:
+            raise self._not_found(digest)
+        inline, chunk_set = rows[0][1], rows[0][2]
+        if chunk_set is None:
+            return bytes(inline)
+        return b''.join([piece async for piece in self._chunk_set_pieces(digest, str(chunk_set), int(rows[0][4]))])
+
+    def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        return self._stream(digest, chunk_size)
+
+    async def _stream(self, digest: str, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        rows = await self._fetch(self._tables.locate, digest, _STREAM_WINDOW)
+        if not rows:
+            raise self._not_found(digest)
+        _, inline, chunk_set, _, size = rows[0]
+        if chunk_set is not None:
+            pieces = self._chunk_set_pieces(digest, str(chunk_set), int(size))
+        elif inline is not None:
+            pieces = _one(bytes(inline))
+        else:
+            pieces = self._inline_pieces(digest, int(size))
+        async with contextlib.aclosing(pieces):
+            async for piece in pieces:
+                view = memoryview(piece)
+                for start in range(0, len(piece), chunk_size):
+                    yield bytes(view[start : start + chunk_size])
+
+    async def _inline_pieces(self, digest: str, size: int) -> AsyncGenerator[bytes, None]:
+        """A large inline row (the harness's, up to 1 GB) a window at a time, never whole in memory."""
+        offset = 0
+        while offset < size:
+            async with self._connection() as connection:
+                piece = await connection.fetchval(self._tables.slice_inline(), digest, offset + 1, _STREAM_WINDOW)
+            if piece is None:
+                raise self._not_found(digest)
+            if not piece:
+                return  # shorter than it was: verification reports it
+            offset += len(piece)
+            yield bytes(piece)
+
+    async def _chunk_set_pieces(self, digest: str, chunk_set: str, size: int) -> AsyncGenerator[bytes, None]:
+        """The chunk rows of a set in order, a window per query; ``MediaNotFoundError`` when the set went away."""
+        per_page = max(1, _STREAM_WINDOW // self._chunk_bytes)
+        seq = 0
+        total = 0
+        while True:
+            async with self._connection() as connection:
+                page = await connection.fetch(self._tables.chunk_page(), chunk_set, seq, per_page)
+                if not page and total < size:
+                    alive = await connection.fetchval(self._tables.chunk_set_alive(), digest, chunk_set)
+                    if alive is None:
+                        raise self._not_found(digest)
+            if not page:
+                return
+            for row in page:
+                data = bytes(row[1])
+                total += len(data)
+                yield data
+            seq = int(page[-1][0]) + 1
+
+    async def _contains(self, digest: str, context: MediaContextLike) -> bool:
+        return bool(await self._fetch(self._tables.present, [digest]))
+
+    async def _contains_many(self, digests: list[str], max_concurrency: int) -> set[str]:
+        """One ``= ANY($1)`` query per 10,000 digests."""
+        found: set[str] = set()
+        for start in range(0, len(digests), _BATCH):
+            rows = await self._fetch(self._tables.present, digests[start : start + _BATCH])
+            found.update(str(row[0]) for row in rows)
+        return found
+
+    async def _read_metadata(self, digest: str, context: MediaContextLike) -> Mapping[str, str]:
+        rows = await self._fetch(self._tables.describe, digest)
+        if not rows:
+            raise self._not_found(digest)
+        return decode_metadata_json(rows[0][4], uri=media_uri(digest), where=self._describe())
+
+    async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
+        """From the row: ``octet_length(bytes)`` (or the chunked blob's recorded size), media type, ``written_at``."""
+        rows = await self._fetch(self._tables.describe, digest)
+        if not rows:
+            raise self._not_found(digest)
+        _, size, media_type, written_at, _ = rows[0]
+        return BlobStat(int(size), None if media_type is None else str(media_type), _unix_time(written_at))
+
+    # -- optional capabilities ---------------------------------------------------------
+
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        """Every blob in digest order, a page of 1,000 per query (keyset, no open cursor); no bytes read."""
+        after = ''
+        while page := await self._fetch(self._tables.blob_page, after, _LIST_PAGE):
+            for digest, size, written_at in page:
+                if digest != after and DIGEST_PATTERN.fullmatch(digest):  # a blob in both tables is listed once
+                    yield BlobInfo(media_uri(digest), int(size), _unix_time(written_at))
+                after = str(digest)
+
+    async def _list_digests(self) -> AsyncIterator[str]:
+        async for info in self._list_blobs():
+            yield info.uri.removeprefix('media+sha256://')
+
+    async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
+        """One statement per 10,000 digests: date the old rows and answer which are stored."""
+        found: set[str] = set()
+        async with self._connection() as connection:
+            await self._ready(connection)
+            for start in range(0, len(digests), _BATCH):
+                rows = await connection.fetch(
+                    self._tables.touch(), digests[start : start + _BATCH], time.time(), touch_before
+                )
+                found.update(str(row[0]) for row in rows)
+        return found
+
+    async def _delete_unless_touched(self, digests: list[str], written_before: float) -> list[str]:
+        """``DELETE ... WHERE written_at < $2 RETURNING sha256``: the age check and the delete are one statement."""
+        return await self._delete_rows(digests, written_before)
+
+    async def _delete(self, digest: str, context: MediaContextLike) -> bool:
+        return bool(await self._delete_rows([digest], None))
+
+    async def _delete_many(self, digests: list[str]) -> int:
+        return len(await self._delete_rows(digests, None))
+
+    async def _delete_rows(self, digests: list[str], written_before: float | None) -> list[str]:
+        """Delete (only rows written before ``written_before`` when given) and return the digests deleted."""
+        deleted: list[str] = []
+        older = written_before is not None
+        for start in range(0, len(digests), _BATCH):
+            batch = digests[start : start + _BATCH]
+            args: tuple[Any, ...] = (batch, written_before) if older else (batch,)
+            rows = await self._fetch(functools.partial(self._tables.delete, older_than=older), *args)
+            deleted.extend(dict.fromkeys(str(row[0]) for row in rows))
+        return deleted
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def _aclose(self) -> None:
+        """Close the pool when the store opened it from ``dsn=``; a caller's pool stays open."""
+        if self._owns_pool and self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()  # type: ignore[attr-defined]
+
+
+def _never_read() -> bytes:
+    raise AssertionError('the base reads a stored copy only when it is small')  # pragma: no cover
+
+
+async def _one(data: bytes) -> AsyncGenerator[bytes, None]:
+    yield data
+
+
+async def _slices(data: bytes, size: int) -> AsyncIterator[bytes]:
+    view = memoryview(data)
+    for start in range(0, len(data), size):
+        yield bytes(view[start : start + size])
+
+
+def _row_facts(context: MediaContextLike) -> tuple[str | None, str]:
+    """The ``media_type`` and ``metadata`` column values for a put (metadata JSON as the harness writes it)."""
+    return context_media_type(context), encode_metadata_json(context)
+
+
+def _unix_time(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+class _PoolToken:
+    """Names one pool whose address is unknown; alive as long as a store on it is (it holds the pool)."""
+
+    __slots__ = ('__weakref__', 'number', 'pool')
+
+    def __init__(self, pool: object, number: int) -> None:
+        self.pool = pool
+        self.number = number
+
+
+_pool_tokens: weakref.WeakValueDictionary[int, _PoolToken] = weakref.WeakValueDictionary()
+_pool_numbers = itertools.count()
+_pool_lock = threading.Lock()
+
+
+def _token_of(pool: object) -> _PoolToken:
+    with _pool_lock:
+        token = _pool_tokens.get(id(pool))
+        if token is None or token.pool is not pool:
+            token = _pool_tokens[id(pool)] = _PoolToken(pool, next(_pool_numbers))
+    return token
