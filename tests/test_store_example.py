@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from mediastash import BaseMediaStore, MediaContextLike
+from mediastash import BaseMediaStore, BlobStat, MediaContextLike
 from mediastash.context import context_metadata
 from mediastash.testing import StoreTests
 from mediastash.uri import parse_media_uri
@@ -41,6 +41,11 @@ class DictMediaStore(BaseMediaStore):
             raise self._not_found(digest)
         return dict(self.metadata[digest])
 
+    async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
+        if digest not in self.blobs:  # size without reading; no media type or write time is kept
+            raise self._not_found(digest)
+        return BlobStat(size=len(self.blobs[digest]), media_type=None, written_at=None)
+
     async def _delete(self, digest: str, context: MediaContextLike) -> bool:
         self.metadata.pop(digest, None)
         return self.blobs.pop(digest, None) is not None
@@ -51,6 +56,8 @@ class DictMediaStore(BaseMediaStore):
 
 
 class TestDictMediaStore(StoreTests):
+    records_media_types = False  # stat answers media_type=None
+
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> Any:
         return DictMediaStore(public_url=public_url)
 

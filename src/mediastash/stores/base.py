@@ -640,6 +640,27 @@ class BaseMediaStore(AsyncClosing, ABC):
             self._debug('stat', started, digest, f'{found.size} bytes')
         return found
 
+    @property
+    def unknown_media_type_reason(self) -> str:
+        """Why a blob of this store may have no recorded media type (``stat`` answered ``None``).
+
+        ``mediastash stats`` and ``ls --long`` print it under their tables.
+        Backends whose reason differs (a file layout that records none for
+        another writer's blobs, an upload without a Content-Type) override it.
+        """
+        if type(self)._stat is BaseMediaStore._stat and getattr(self, 'media_type_of', None) is None:
+            return f'{self!r} does not record media types'
+        return 'they were put without a media type'
+
+    async def require_storage(self) -> None:
+        """Raise ``StoreNotFoundError`` when the storage this store points at does not exist, creating nothing.
+
+        Read-only callers (``mediastash stats``, ``ls``, ``verify``, ``gc``)
+        call it after opening with ``create=False``. Default: nothing more to
+        check (``open_store`` already refused a missing folder or file).
+        """
+        self._check_open()
+
     # -- optional capabilities (present only when the backend supplies the primitive) ---
 
     @_maps_driver_errors('delete')

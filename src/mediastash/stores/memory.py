@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import MappingProxyType
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, Ingest
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, BlobStat, Ingest
 from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -71,6 +71,12 @@ class MemoryMediaStore(BaseMediaStore):
         if metadata is None or digest not in self._blobs:
             raise self._not_found(digest)
         return dict(metadata)
+
+    async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
+        data = self._blobs.get(digest)
+        if data is None:
+            raise self._not_found(digest)
+        return BlobStat(len(data), self._media_types.get(digest), self._written_at.get(digest))
 
     def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at ``put`` (``None`` when unknown)."""

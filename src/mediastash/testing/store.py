@@ -62,7 +62,7 @@ from mediastash.context import METADATA_LIMIT_BYTES
 from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BlobInfo
-from mediastash.stores.protocols import CollectableMediaStore
+from mediastash.stores.protocols import BlobStat, CollectableMediaStore, StatableMediaStore
 from mediastash.testing.counting import CountingMediaStore
 from mediastash.urls import PublicUrlResolver
 from mediastash.verify import verify_store
@@ -141,6 +141,13 @@ class StoreTests:
 
     written_at_resolution: ClassVar[float] = 0.0
     """Seconds by which the backend may round a blob's last-write time (S3 answers whole seconds: 1.0)."""
+
+    records_media_types: ClassVar[bool] = True
+    """Declare ``False`` for a backend that keeps no media type: ``stat`` must then answer ``None`` for it."""
+
+    stat_reads_blob: ClassVar[bool] = False
+    """Declare ``True`` when ``stat`` reads the blob (a backend relying on ``BaseMediaStore``'s default
+    ``_stat``): a corrupt blob then fails ``stat`` instead of being measured from what the backend records."""
 
     # -- what a backend's test module provides -----------------------------------------
 
@@ -405,6 +412,8 @@ class StoreTests:
         if _has(store, StreamingMediaStore):
             calls['put_stream'] = lambda: store.put_stream(chunked(b'after closing', 4))
             calls['get_stream'] = lambda: collect(store.get_stream(uri))
+        if _has(store, StatableMediaStore):
+            calls['stat'] = lambda: store.stat(uri)
         if _has(store, CollectableMediaStore):
             calls['iter_blobs'] = lambda: _blobs(store)
             calls['touch_many'] = lambda: store.touch_many([uri])
@@ -736,6 +745,72 @@ class StoreTests:
         assert not await store.exists(first)
         assert not await store.exists(second)
         assert await store.get(third) == b'many 2'
+
+    # -- optional: stat -----------------------------------------------------------------
+
+    async def test_stat_answers_size_media_type_and_time(self, store: Any) -> None:
+        store = _capable(store, StatableMediaStore, 'stat')
+        slack = self.written_at_resolution + 2.0
+        before = time.time()
+        typed = await store.put(b'typed bytes', context=MediaContext(media_type='image/png', metadata={'k': 'v'}))
+        untyped = await store.put(blob(70_000, seed=40))
+        empty = await store.put(b'')
+        after = time.time()
+        found = {uri: await store.stat(uri) for uri in (typed, untyped, empty)}
+        assert all(isinstance(answer, BlobStat) for answer in found.values())
+        assert [found[uri].size for uri in (typed, untyped, empty)] == [11, 70_000, 0]
+        assert found[typed].media_type == ('image/png' if self.records_media_types else None)
+        assert found[untyped].media_type is None and found[empty].media_type is None
+        for answer in found.values():
+            when = answer.written_at
+            assert when is None or before - slack <= when <= after + slack, (answer, before, after)
+        if _has(store, CollectableMediaStore):  # a store that keeps ages for the collector tells them here too
+            for uri, answer in found.items():
+                listed = await _written_at(store, uri)
+                assert answer.written_at is not None and listed is not None
+                assert abs(answer.written_at - listed) <= self.written_at_resolution, (uri, answer, listed)
+
+    async def test_stat_agrees_with_a_streamed_put(self, store: Any) -> None:
+        store = _capable(store, StatableMediaStore, 'stat')
+        if not _has(store, StreamingMediaStore):
+            pytest.skip(f'{type(store).__name__} cannot stream')
+        data = blob(90_000, seed=41)
+        uri = await store.put_stream(chunked(data, 7000), context=MediaContext(media_type='audio/wav'))
+        answer = await store.stat(uri)
+        assert answer.size == len(data)
+        assert answer.media_type == ('audio/wav' if self.records_media_types else None)
+
+    async def test_stat_of_a_missing_blob(self, store: Any) -> None:
+        store = _capable(store, StatableMediaStore, 'stat')
+        with pytest.raises(MediaNotFoundError) as caught:
+            await store.stat(MISSING_URI)
+        assert isinstance(caught.value, FileNotFoundError)
+        uri = await store.put(b'about to vanish behind the back')
+        await self.raw_delete(store, uri)
+        with pytest.raises(MediaNotFoundError):
+            await store.stat(uri)
+
+    @pytest.mark.parametrize('bad_uri', BAD_URIS, ids=repr)
+    async def test_stat_invalid_uri(self, store: Any, bad_uri: object) -> None:
+        store = _capable(store, StatableMediaStore, 'stat')
+        with pytest.raises(InvalidMediaURI) as caught:
+            await store.stat(bad_uri)
+        assert isinstance(caught.value, ValueError)
+
+    async def test_stat_does_not_read_the_blob(self, store: Any) -> None:
+        """A blob corrupted behind the store's back (same size) still stats from what the backend records;
+        a store that declares ``stat_reads_blob`` must refuse it instead of measuring wrong bytes."""
+        store = _capable(store, StatableMediaStore, 'stat')
+        data = blob(5000, seed=42)
+        uri = await store.put(data)
+        await self.raw_overwrite(store, uri, bytes(byte ^ 0xFF for byte in data))
+        if self.stat_reads_blob:
+            with pytest.raises(IntegrityError):
+                await store.stat(uri)
+            return
+        assert (await store.stat(uri)).size == len(data)
+        with pytest.raises(IntegrityError):  # the corruption is real: only stat left the bytes alone
+            await store.get(uri)
 
     # -- optional: garbage collection --------------------------------------------------
 

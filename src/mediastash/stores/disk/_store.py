@@ -55,7 +55,15 @@ from mediastash.errors import (
 )
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, DriverError, Ingest, errno_name
+from mediastash.stores.base import (
+    TOUCH_AFTER_SECONDS,
+    BaseMediaStore,
+    BlobInfo,
+    BlobStat,
+    DriverError,
+    Ingest,
+    errno_name,
+)
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -390,6 +398,31 @@ class DiskMediaStore(BaseMediaStore):
         if len(raw) > MEDIA_TYPE_LIMIT_BYTES or _CONTROL.search(media_type):
             raise CorruptMetadataError(uri, 'the media type file holds no media type', where=where)
         return media_type or None
+
+    async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
+        """The file's size and mtime (one ``stat``) and its ``.mediatype`` record; the blob is not read."""
+        key = self._key_for(digest, context)
+        found = await asyncio.to_thread(self._stat_sync, key, media_uri(digest))
+        if found is None:
+            raise self._not_found(digest)
+        return found
+
+    def _stat_sync(self, key: str, uri: str) -> BlobStat | None:
+        try:
+            info = self._path_for_key(key).stat()
+        except _NOT_THERE:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return BlobStat(info.st_size, self._read_media_type_sync(key, uri), info.st_mtime)
+
+    @property
+    def unknown_media_type_reason(self) -> str:
+        """Why a blob here may have no recorded media type (``mediastash stats`` and ``ls -l`` print it)."""
+        return (
+            'no media type was recorded for them: they were put without one, or written by pydantic-ai-harness '
+            '(which records none on disk) or an earlier mediastash; a put with a media type records it'
+        )
 
     def _update_sidecar(self, path: Path, context: MediaContextLike) -> None:
         """(Re)write the sidecar when the put carries metadata; leave it alone otherwise.

@@ -51,6 +51,7 @@ from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     BaseMediaStore,
     BlobInfo,
+    BlobStat,
     DriverError,
     Ingest,
     _maps_driver_errors,
@@ -406,6 +407,21 @@ class MongoMediaStore(BaseMediaStore):
         manifest = await self._manifests.find_one({'_id': digest}, {'media_type': 1})
         value = None if manifest is None else manifest.get('media_type')
         return value if isinstance(value, str) else None
+
+    async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
+        """The manifest's size, media type and age fields; no chunk read. A manifest without a recorded size
+        (written behind our back) has its blob read to measure it."""
+        fields = {'size': 1, 'size_bytes': 1, 'media_type': 1, **_AGE_FIELDS}
+        manifest = await self._manifests.find_one({'_id': digest}, fields)
+        if manifest is None:
+            raise self._not_found(digest)
+        recorded = [manifest.get(name) for name in ('size', 'size_bytes')]
+        if any(isinstance(value, int) and not isinstance(value, bool) for value in recorded):
+            size = manifest_size(manifest)
+        else:
+            size = len(await self._read_verified(digest, context))
+        media_type = manifest.get('media_type')
+        return BlobStat(size, media_type if isinstance(media_type, str) else None, manifest_written_at(manifest))
 
     # -- writing helpers ---------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from mediastash.stores.base import (
     VERIFY_ON_PUT_BYTES,
     BaseMediaStore,
     BlobInfo,
+    BlobStat,
     DriverError,
     Ingest,
     _maps_driver_errors,
@@ -94,6 +95,8 @@ _HEAD_RESOLUTION = 1.0
 _MAX_KNOWN_TTL = 86_400
 _AWS_HOSTS = ('.amazonaws.com', '.amazonaws.com.cn')
 _READ_CHUNK = 1 << 20
+_S3_DEFAULT_CONTENT_TYPE = 'binary/octet-stream'
+"""What S3 reports for an object uploaded without a Content-Type: no media type was recorded."""
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (
     aiohttp.ClientPayloadError,
     aiohttp.ClientConnectionError,
@@ -568,6 +571,21 @@ class S3MediaStore(BaseMediaStore):
         if head is None:
             raise self._not_found(digest)
         return decode_metadata(head.get('Metadata', {}))
+
+    async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
+        """One HEAD: ``ContentLength``, ``ContentType`` (S3's default for an upload without one reads as
+        not recorded) and ``LastModified``; no GET."""
+        head = await self._head(self._key_for(digest, context))
+        if head is None:
+            raise self._not_found(digest)
+        content_type = head.get('ContentType')
+        recorded = isinstance(content_type, str) and content_type not in ('', _S3_DEFAULT_CONTENT_TYPE)
+        return BlobStat(int(head.get('ContentLength') or 0), content_type if recorded else None, _last_modified(head))
+
+    @property
+    def unknown_media_type_reason(self) -> str:
+        """Why a blob here may have no recorded media type (``mediastash stats`` and ``ls -l`` print it)."""
+        return 'they were uploaded without a Content-Type'
 
     async def _head(self, key: str) -> Mapping[str, Any] | None:
         """The object's HEAD, or ``None`` when it is absent (``StoreNotFoundError`` when the bucket is)."""

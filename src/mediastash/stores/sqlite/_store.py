@@ -32,6 +32,7 @@ from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import (
     InvalidStoreConfiguration,
     StoreClosedError,
+    StoreNotFoundError,
     StoreOperationError,
     StorePermissionError,
     StoreUnavailableError,
@@ -42,6 +43,7 @@ from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     BaseMediaStore,
     BlobInfo,
+    BlobStat,
     DriverError,
     Ingest,
     _maps_driver_errors,
@@ -454,6 +456,34 @@ class SqliteMediaStore(BaseMediaStore):
         row = connection.execute(f'SELECT media_type FROM {self._quoted} WHERE sha256 = ?', (digest,)).fetchone()
         return None if row is None or row[0] is None else str(row[0])
 
+    async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
+        """``length(bytes)`` (read from the record header, not the bytes), ``media_type`` and ``created_at``."""
+        found = await self._run_read(self._select_stat, None, digest)
+        if found is None:
+            raise self._not_found(digest)
+        return found
+
+    @_maps_driver_errors('require_storage')
+    async def require_storage(self) -> None:
+        """``StoreNotFoundError`` when the database file has no table yet (nothing is created); what read-only
+        openers such as ``mediastash stats`` call. A caller's connection or a private database may lack it."""
+        if self._database is None or self._database in _PRIVATE_DATABASES or self._database.startswith('file:'):
+            return
+        if not await self._run_read(_has_table, False):
+            raise StoreNotFoundError(
+                'SQLite table', self._table, hint=f'the database {self._database!r} has none; nothing was created'
+            )
+
+    def _select_stat(self, connection: sqlite3.Connection, digest: str) -> BlobStat | None:
+        created_at = _CREATED_AT if self._has_created_at else 'NULL'
+        row = connection.execute(
+            f'SELECT length(bytes), media_type, {created_at} FROM {self._quoted} WHERE sha256 = ?', (digest,)
+        ).fetchone()
+        if row is None:
+            return None
+        size, media_type, written_at = row
+        return BlobStat(int(size or 0), None if media_type is None else str(media_type), _unix_time(written_at))
+
     # -- optional capabilities ---------------------------------------------------------
 
     async def _list_digests(self) -> AsyncIterator[str]:
@@ -668,6 +698,11 @@ def _write_transaction(connection: sqlite3.Connection) -> Iterator[None]:
         connection.execute(f'RELEASE {_SAVEPOINT}')
         raise
     connection.execute(f'RELEASE {_SAVEPOINT}')
+
+
+def _has_table(connection: sqlite3.Connection) -> bool:
+    """Asked through ``_run_read``, which answers ``False`` itself when there is no table."""
+    return True
 
 
 def _unix_time(value: object) -> float | None:
