@@ -11,7 +11,7 @@ once found is ``_batch``'s job.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
 __all__ = [
+    'Found',
     'JsonPayloadFinder',
     'Path',
     'TypedPayload',
@@ -58,6 +59,11 @@ def binary_size(data: str, threshold: int) -> int | None:
 # -- recognition: JSON trees -------------------------------------------------------------
 
 
+Found = Callable[[dict[str, Any], str, PayloadKind, str, int, str | None, int], dict[str, Any] | None]
+"""``found(node, moved_key, kind, source, size, media_type, depth)``: what replaces a payload dict
+(``depth``: the containers above it), or ``None`` to copy it as data."""
+
+
 class JsonPayloadFinder(TreeCopier):
     """A tree copy that recognises payload dicts and hands each to ``found``; the rule for JSON trees.
 
@@ -69,19 +75,8 @@ class JsonPayloadFinder(TreeCopier):
     """
 
     threshold: int
-
-    def found(
-        self,
-        node: dict[str, Any],
-        moved_key: str,
-        kind: PayloadKind,
-        source: str,
-        size: int,
-        media_type: str | None,
-        depth: int,
-    ) -> dict[str, Any] | None:
-        """What replaces a payload dict (at ``depth``), or ``None`` to copy it as data."""
-        raise NotImplementedError
+    found: Found
+    """What replaces a payload dict; subclasses define it (see ``Found``)."""
 
     def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         kind = node.get('kind')
