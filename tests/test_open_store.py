@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import subprocess
+import sys
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 from urllib.parse import quote
 
 import pytest
@@ -812,3 +814,174 @@ async def test_open_cached_store_creates_the_cache_once_the_store_was_found(home
 def test_a_refused_sqlite_url_makes_no_parent_folder(home: Path) -> None:
     assert 'table' in refused('sqlite:///new/media.db?table=1bad')
     assert os.listdir(Path.cwd()) == []
+
+
+# -- the registry and each backend's from_url (issue 18) ------------------------------------
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``mediastash.stores.registry`` with registrations undone after the test."""
+    from mediastash.stores import registry
+
+    monkeypatch.setattr(registry, '_registered', dict(registry._registered))
+    return registry
+
+
+class FolderMemoryStore(MemoryMediaStore):
+    """A store with only ``from_url`` (no ``plan_from_url``), as a minimal plug-in writes it."""
+
+    opened: ClassVar[list[str]] = []
+
+    @classmethod
+    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
+        cls.opened.append(url)
+        return cls(**overrides)
+
+
+def test_built_in_schemes_are_listed_without_importing_the_extras() -> None:
+    code = (
+        'import sys\nfrom mediastash.stores import available_schemes\n'
+        'print(available_schemes())\n'
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiobotocore', 'botocore', 'pymongo')))"
+    )
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    schemes, heavy = result.stdout.splitlines()
+    assert {'memory', 'file', 'sqlite', 's3', 'mongodb', 'mongodb+srv'} <= set(eval(schemes))
+    assert heavy == '[]'
+
+
+def test_store_class_of_each_built_in_scheme() -> None:
+    from mediastash.stores import store_class
+
+    expected = {
+        'memory': MemoryMediaStore,
+        'file': DiskMediaStore,
+        'sqlite': SqliteMediaStore,
+        's3': S3MediaStore,
+        'mongodb': MongoMediaStore,
+        'mongodb+srv': MongoMediaStore,
+        'S3': S3MediaStore,
+    }
+    for scheme, cls in expected.items():
+        assert store_class(scheme) is cls
+    with pytest.raises(InvalidStoreConfiguration, match="unknown store URL scheme 'ftp'"):
+        store_class('ftp')
+
+
+def test_an_unknown_scheme_names_the_extras_to_install() -> None:
+    message = refused('ftp://host/x')
+    assert 's3://<bucket>[/<key prefix>] (needs pip install "mediastash[s3]")' in message
+    assert 'mongodb://host[:port]/<database> (needs pip install "mediastash[mongo]")' in message
+    assert 'memory://' in message and 'sqlite:///' in message
+
+
+async def test_register_store_with_a_class_and_with_a_lazy_target(registry: Any, tmp_path: Path) -> None:
+    registry.register_store('folder-mem', FolderMemoryStore)
+    FolderMemoryStore.opened.clear()
+    store = open_store('folder-mem://anything', public_url=None)
+    assert type(store) is FolderMemoryStore
+    assert FolderMemoryStore.opened == ['folder-mem://anything']
+    await round_trip(store)
+    registry.register_store('lazy', 'tests.test_open_store:FolderMemoryStore')
+    assert registry.store_class('lazy') is FolderMemoryStore
+    assert 'lazy' in registry.available_schemes()
+    registry.register_store('gone', 'tests.no_such_module:Store')
+    message = refused('gone://x')
+    assert "'tests.no_such_module:Store'" in message and 'cannot be imported' in message
+
+
+def test_register_store_refuses_bad_arguments_without_echo(registry: Any) -> None:
+    from mediastash.errors import InvalidArgumentError
+
+    for scheme in ('x', 'Bad', f'{PASTED}', 'a b', ''):
+        with pytest.raises(InvalidArgumentError) as caught:
+            registry.register_store(scheme, FolderMemoryStore)
+        assert_nothing_secret(shown_to_the_user(caught.value))
+    for target in (object, 'no-colon', 42):
+        with pytest.raises(InvalidArgumentError, match='target'):
+            registry.register_store('okay', target)
+
+
+def test_a_registered_store_without_plan_from_url_is_built_only_after_every_check(registry: Any, home: Path) -> None:
+    registry.register_store('folder-mem', FolderMemoryStore)
+    FolderMemoryStore.opened.clear()
+    with pytest.raises(StoreNotFoundError):
+        open_cached_store('missing', cache='folder-mem://c', create=False)
+    with pytest.raises(InvalidStoreConfiguration):
+        open_cached_store('folder-mem://b', cache='sqlite:///cache/c.db?tabel=media')
+    assert FolderMemoryStore.opened == []
+    assert os.listdir(Path.cwd()) == []
+
+
+@pytest.mark.parametrize(
+    ('cls', 'url'),
+    [
+        (DiskMediaStore, 's3://bucket'),
+        (SqliteMediaStore, 'file:///tmp/x'),
+        (S3MediaStore, 'sqlite:///x.db'),
+        (MongoMediaStore, 's3://bucket'),
+        (MemoryMediaStore, 'mongodb://host/db'),
+        (S3MediaStore, f'{PASTED}://bucket'),
+    ],
+)
+def test_from_url_refuses_another_backends_url_without_echo(home: Path, cls: Any, url: str) -> None:
+    with pytest.raises(InvalidStoreConfiguration) as caught:
+        cls.from_url(url)
+    assert f'{cls.__name__}.from_url takes' in str(caught.value)
+    assert_nothing_secret(shown_to_the_user(caught.value))
+    assert os.listdir(Path.cwd()) == []
+
+
+async def test_from_url_of_each_backend(home: Path, aws_environment: S3Endpoint, bucket: str) -> None:
+    disk = DiskMediaStore.from_url('file://~/media?fsync=true')
+    assert type(disk) is DiskMediaStore and disk.directory == home / 'media'
+    await round_trip(disk)
+    assert type(DiskMediaStore.from_url(Path('plain'))) is DiskMediaStore
+    with pytest.raises(StoreNotFoundError):
+        DiskMediaStore.from_url('file:///nowhere/at/all', create=False)
+    sqlite = SqliteMediaStore.from_url('sqlite:///m.db?table=blobs')
+    assert (sqlite.database, sqlite.table) == ('m.db', 'blobs')
+    await round_trip(sqlite)
+    s3 = S3MediaStore.from_url(s3_url(aws_environment, bucket, '/p'))
+    assert (s3.bucket, s3.key_prefix) == (bucket, 'p/')
+    await round_trip(s3)
+    mongo = MongoMediaStore.from_url('mongodb+srv://cluster0.example.invalid/agents?collection=blobs')
+    assert (mongo.database, mongo.collection) == ('agents', 'blobs')
+    await mongo.aclose()
+    assert type(MemoryMediaStore.from_url('memory://')) is MemoryMediaStore
+
+
+async def test_from_url_builds_the_subclass_it_is_called_on(tmp_path: Path) -> None:
+    class MyDisk(DiskMediaStore):
+        pass
+
+    store = MyDisk.from_url(f'file://{tmp_path}/m')
+    assert type(store) is MyDisk
+    await round_trip(store)
+
+
+def test_plan_from_url_creates_nothing_until_opened(tmp_path: Path) -> None:
+    plan = DiskMediaStore.plan_from_url(str(tmp_path / 'a' / 'b'))
+    sqlite_plan = SqliteMediaStore.plan_from_url(f'sqlite:///{tmp_path}/c/d.db')
+    assert os.listdir(tmp_path) == []
+    assert plan.folders == (str(tmp_path / 'a' / 'b'),)
+    store = plan.open()
+    assert isinstance(store, DiskMediaStore) and (tmp_path / 'a' / 'b').is_dir()
+    sqlite_plan.open()
+    assert (tmp_path / 'c').is_dir()
+
+
+def test_a_failed_build_removes_only_the_empty_folders_it_made(tmp_path: Path) -> None:
+    from mediastash.stores import StorePlan
+
+    (tmp_path / 'kept').mkdir()
+
+    def build() -> None:
+        (tmp_path / 'kept' / 'new' / 'deeper').mkdir(parents=True)
+        raise RuntimeError('the build failed')
+
+    with pytest.raises(RuntimeError):
+        StorePlan(build, (str(tmp_path / 'kept' / 'new' / 'deeper'),)).open()
+    assert os.listdir(tmp_path) == ['kept']
+    assert os.listdir(tmp_path / 'kept') == []

@@ -16,6 +16,7 @@ from mediastash.stores.protocols import (
     StatableMediaStore,
     StreamingMediaStore,
 )
+from mediastash.stores.registry import StorePlan, available_schemes, register_store, store_class
 from mediastash.stores.sqlite import SqliteMediaStore
 from mediastash.stores.wrapper import WrapperMediaStore
 
@@ -50,8 +51,12 @@ __all__ = [
     'MemoryMediaStore',
     'SqliteMediaStore',
     'StatableMediaStore',
+    'StorePlan',
     'StreamingMediaStore',
     'WrapperMediaStore',
+    'available_schemes',
+    'register_store',
+    'store_class',
 ]
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import MappingProxyType
+from typing import Any, Self
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
+from mediastash.errors import InvalidStoreConfiguration
+from mediastash.stores._url import merged_options, split_url, url_scheme
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, BlobStat, Ingest
+from mediastash.stores.registry import StorePlan
 from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -22,6 +26,20 @@ class MemoryMediaStore(BaseMediaStore):
     last-write time (``time.time()`` of its first ``put`` or latest touch) is
     kept for ``iter_blobs``.
     """
+
+    @classmethod
+    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
+        """A new, empty store for ``memory://`` (no host, path or parameters); ``overrides`` win."""
+        return cls.plan_from_url(url, create=create, **overrides).open()
+
+    @classmethod
+    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
+        """``from_url`` checked but not opened (see ``StorePlan``)."""
+        parts = split_url(url, url_scheme(url, cls.__name__, ('memory',)))
+        if parts.netloc or parts.path or parts.query:
+            raise InvalidStoreConfiguration('memory:// takes no host, path or parameters')
+        merged = merged_options(cls, {}, overrides)
+        return StorePlan(lambda: cls(**merged))
 
     def __init__(self, *, public_url: PublicUrlResolver | None = None) -> None:
         super().__init__(public_url=public_url)

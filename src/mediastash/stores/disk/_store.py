@@ -33,7 +33,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, 
 from contextlib import aclosing
 from datetime import timedelta
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import aiofiles
 
@@ -64,6 +64,8 @@ from mediastash.stores.base import (
     Ingest,
     errno_name,
 )
+from mediastash.stores.disk._url import plan_disk
+from mediastash.stores.registry import StorePlan
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -129,6 +131,16 @@ class DiskMediaStore(BaseMediaStore):
     listed. Two instances on the same folder (after resolving symlinks) share
     one ``storage_key``.
     """
+
+    @classmethod
+    def from_url(cls, url: str | os.PathLike[str], *, create: bool = True, **overrides: Any) -> Self:
+        """The store a plain path or ``file://`` URL names; ``overrides`` (constructor arguments) win over it."""
+        return cls.plan_from_url(url, create=create, **overrides).open()
+
+    @classmethod
+    def plan_from_url(cls, url: str | os.PathLike[str], *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
+        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``)."""
+        return plan_disk(cls, url, create, overrides)
 
     def __init__(
         self,

@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
@@ -77,6 +77,8 @@ from mediastash.stores.mongo._layout import (
     stored_bytes,
     written_before,
 )
+from mediastash.stores.mongo._url import plan_mongo
+from mediastash.stores.registry import StorePlan
 from mediastash.uri import is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -126,6 +128,16 @@ class MongoMediaStore(BaseMediaStore):
     (``StoreUnavailableError``, ``StorePermissionError``) with pymongo's exception as
     the ``__cause__``.
     """
+
+    @classmethod
+    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
+        """The store a ``mongodb[+srv]://`` URL names; ``overrides`` (constructor arguments) win over it."""
+        return cls.plan_from_url(url, create=create, **overrides).open()
+
+    @classmethod
+    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
+        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``)."""
+        return plan_mongo(cls, url, create, overrides)
 
     def __init__(
         self,

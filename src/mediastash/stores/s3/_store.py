@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterator, M
 from contextlib import aclosing
 from datetime import datetime
 from enum import Enum
-from typing import IO, TYPE_CHECKING, Any, Literal, cast
+from typing import IO, TYPE_CHECKING, Any, Literal, Self, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
@@ -50,6 +50,7 @@ from mediastash.stores.base import (
     Ingest,
     _maps_driver_errors,
 )
+from mediastash.stores.registry import StorePlan
 from mediastash.stores.s3._errors import classify_sdk_error
 from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys
@@ -58,6 +59,7 @@ from mediastash.stores.s3._multipart import MIN_PART_SIZE, ReadRange, error_code
 from mediastash.stores.s3._presign import PresignedUrls, presign_get
 from mediastash.stores.s3._redact import redact_in_sdk_logs
 from mediastash.stores.s3._touch import refresh_object
+from mediastash.stores.s3._url import plan_s3
 from mediastash.uri import EMBEDDED_DIGEST_PATTERN, is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -176,6 +178,16 @@ class S3MediaStore(BaseMediaStore):
     ``delete`` ask the bucket once per store when a HEAD answers 404, since a
     HEAD cannot say which of bucket and key is missing).
     """
+
+    @classmethod
+    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
+        """The store an ``s3://`` URL names; ``overrides`` (constructor arguments) win over it."""
+        return cls.plan_from_url(url, create=create, **overrides).open()
+
+    @classmethod
+    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
+        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``)."""
+        return plan_s3(cls, url, create, overrides)
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Self, TypeVar
 
 from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import (
@@ -48,6 +48,8 @@ from mediastash.stores.base import (
     Ingest,
     _maps_driver_errors,
 )
+from mediastash.stores.registry import StorePlan
+from mediastash.stores.sqlite._url import plan_sqlite
 from mediastash.uri import DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -112,6 +114,16 @@ class SqliteMediaStore(BaseMediaStore):
     ``storage_key``; a ``:memory:`` or temporary database is private to its
     instance.
     """
+
+    @classmethod
+    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
+        """The store a ``sqlite://`` URL names; ``overrides`` (constructor arguments) win over it."""
+        return cls.plan_from_url(url, create=create, **overrides).open()
+
+    @classmethod
+    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
+        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``)."""
+        return plan_sqlite(cls, url, create, overrides)
 
     def __init__(
         self,

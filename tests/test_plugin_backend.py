@@ -1,0 +1,274 @@
+"""A third-party backend found only through its ``mediastash.stores`` entry point (issue 18).
+
+``tests/plugin_backend/`` holds the package ``plugstore`` and its
+``plugstore-0.1.dist-info`` (``plug = plugstore:PlugMediaStore``), as an
+installed distribution would leave them; mediastash never names it. The
+subprocesses get that folder on ``PYTHONPATH`` and nothing else: ``open_store``
+and every ``mediastash`` command must work on ``plug://`` URLs. The
+conformance suite runs on ``PlugMediaStore`` in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediastash import MediaContext, media_uri_for
+from mediastash.testing import StoreTests
+from mediastash.uri import parse_media_uri
+from mediastash.urls import PublicUrlResolver
+
+PLUGIN_PATH = Path(__file__).parent / 'plugin_backend'
+
+sys.path.insert(0, str(PLUGIN_PATH))
+try:
+    from plugstore import PlugMediaStore
+finally:
+    sys.path.remove(str(PLUGIN_PATH))
+
+
+def environment(*paths: Path) -> dict[str, str]:
+    """This process's environment with only ``paths`` (and the tests' own imports) on ``PYTHONPATH``."""
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([*map(str, paths), str(Path(__file__).parent.parent)])
+    env.pop('COVERAGE_PROCESS_START', None)
+    return env
+
+
+def run_python(code: str, *paths: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, '-c', code], env=environment(*paths), cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def cli(*args: str, cwd: Path, paths: tuple[Path, ...] = (PLUGIN_PATH,)) -> subprocess.CompletedProcess[str]:
+    """``mediastash ARGS`` in a fresh interpreter with ``paths`` on ``PYTHONPATH``."""
+    return subprocess.run(
+        [sys.executable, '-m', 'mediastash', *args],
+        env=environment(*paths),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def json_of(result: subprocess.CompletedProcess[str]) -> Any:
+    assert 'Traceback' not in result.stderr, result.stderr
+    return json.loads(result.stdout)
+
+
+# -- the conformance suite -----------------------------------------------------------------
+
+
+class TestPlugMediaStore(StoreTests):
+    async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> PlugMediaStore:
+        return PlugMediaStore(folder / 'blobs', public_url=public_url)
+
+    async def reopen_store(self, store: Any) -> PlugMediaStore:
+        return PlugMediaStore(store.folder)
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        path = store.folder / f'{parse_media_uri(uri)}.blob'
+        return path.read_bytes() if path.is_file() else None
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        (store.folder / f'{parse_media_uri(uri)}.blob').write_bytes(data)
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        (store.folder / f'{parse_media_uri(uri)}.blob').unlink()
+
+    async def raw_count(self, store: Any) -> int | None:
+        return len(list(store.folder.glob('*.blob')))
+
+    async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
+        if when is None:
+            raise NotImplementedError('a file always has an mtime')
+        os.utime(store.folder / f'{parse_media_uri(uri)}.blob', (when, when))
+
+
+# -- open_store ------------------------------------------------------------------------------
+
+OPEN = """
+import asyncio, sys
+from mediastash import MediaContext, StoreNotFoundError, open_store
+from mediastash.stores import available_schemes, store_class
+
+assert 'plugstore' not in sys.modules
+assert 'plug' in available_schemes(), available_schemes()
+assert 'plugstore' not in sys.modules, 'listing the schemes imported the plug-in'
+
+async def main():
+    async with open_store('plug://blobs') as store:
+        print(type(store).__module__, type(store).__name__)
+        print(await store.put(b'plugged in', context=MediaContext(media_type='text/plain')))
+    try:
+        open_store('plug://missing', create=False)
+    except StoreNotFoundError as error:
+        print('not found:', error.name)
+
+asyncio.run(main())
+"""
+
+
+def test_open_store_finds_the_plugin_through_its_entry_point(tmp_path: Path) -> None:
+    result = run_python(OPEN, PLUGIN_PATH, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    kind, uri, missing = result.stdout.splitlines()
+    assert kind == 'plugstore PlugMediaStore'
+    assert uri == media_uri_for(b'plugged in')
+    assert (tmp_path / 'blobs' / f'{parse_media_uri(uri)}.blob').read_bytes() == b'plugged in'
+    assert missing == 'not found: missing'
+    assert not (tmp_path / 'missing').exists()
+
+
+def test_without_the_distribution_the_scheme_is_unknown(tmp_path: Path) -> None:
+    result = cli('ls', 'plug://blobs', cwd=tmp_path, paths=())
+    assert result.returncode == 1
+    assert "unknown store URL scheme 'plug'" in result.stderr
+    assert 's3://<bucket>[/<key prefix>] (needs pip install "mediastash[s3]")' in result.stderr
+    assert 'Traceback' not in result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_unknown_scheme_lists_the_installed_plugin(tmp_path: Path) -> None:
+    result = cli('ls', 'nope://x', cwd=tmp_path)
+    assert result.returncode == 1
+    assert 'plug://... (plug-in)' in result.stderr
+    assert 'memory://' in result.stderr
+
+
+def write_distribution(folder: Path, name: str, entry_points: str, module: str | None = None) -> Path:
+    """A ``<name>-0.1.dist-info`` with ``entry_points`` (and, optionally, a module ``name.py``) in ``folder``."""
+    info = folder / f'{name}-0.1.dist-info'
+    info.mkdir(parents=True)
+    (info / 'METADATA').write_text(f'Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n')
+    (info / 'entry_points.txt').write_text(entry_points)
+    if module is not None:
+        (folder / f'{name}.py').write_text(module)
+    return folder
+
+
+def test_a_plugin_that_cannot_be_imported_is_named(tmp_path: Path) -> None:
+    site = write_distribution(tmp_path / 'site', 'brokenplug', '[mediastash.stores]\nbroken = brokenplug_gone:Store\n')
+    result = cli('ls', 'broken://x', cwd=tmp_path, paths=(site,))
+    assert result.returncode == 1
+    assert 'broken = brokenplug_gone:Store in brokenplug' in result.stderr
+    assert 'cannot be imported' in result.stderr
+    assert 'Traceback' not in result.stderr
+    assert not (tmp_path / 'x').exists()
+
+
+def test_a_plugin_entry_point_that_is_no_store_class_is_named(tmp_path: Path) -> None:
+    site = write_distribution(
+        tmp_path / 'site',
+        'notastore',
+        '[mediastash.stores]\nodd = notastore:Thing\n',
+        module='class Thing:\n    pass\n',
+    )
+    result = cli('ls', 'odd://x', cwd=tmp_path, paths=(site,))
+    assert result.returncode == 1
+    assert 'odd = notastore:Thing in notastore' in result.stderr
+    assert 'not a BaseMediaStore class' in result.stderr
+
+
+def test_two_plugins_claiming_one_scheme_are_refused_and_a_builtin_is_never_replaced(tmp_path: Path) -> None:
+    site = write_distribution(tmp_path / 'site', 'rival', '[mediastash.stores]\nplug = rival:Other\ns3 = rival:Other\n')
+    result = cli('ls', 'plug://blobs', cwd=tmp_path, paths=(PLUGIN_PATH, site))
+    assert result.returncode == 1
+    assert 'more than one installed plug-in declares the plug:// store scheme' in result.stderr
+    assert 'plugstore' in result.stderr and 'rival' in result.stderr
+    code = "from mediastash.stores import store_class\nprint(store_class('s3').__module__)"
+    assert run_python(code, site, cwd=tmp_path).stdout.strip() == 'mediastash.stores.s3._store'
+
+
+# -- every command -------------------------------------------------------------------------------
+
+
+async def fill(folder: Path) -> dict[str, bytes]:
+    """Three blobs in a plug store at ``folder``; their bytes by URI."""
+    blobs = {b'small text' * 10: 'text/plain', os.urandom(5000): 'image/png', os.urandom(300): None}
+    async with PlugMediaStore(folder) as store:
+        return {
+            await store.put(data, context=MediaContext(media_type=media_type)): data
+            for data, media_type in blobs.items()
+        }
+
+
+async def test_every_command_works_on_a_plugin_store(tmp_path: Path) -> None:
+    blobs = await fill(tmp_path / 'a')
+    uris = sorted(blobs)
+
+    listed = json_of(cli('ls', 'plug://a', '--json', cwd=tmp_path))
+    assert [item['uri'] for item in listed] == uris
+    long = cli('ls', 'plug://a', '--long', cwd=tmp_path)
+    assert long.returncode == 0, long.stderr
+    assert {line.split()[0] for line in long.stdout.splitlines()} == {'100', '300', '5,000'}
+
+    stats = json_of(cli('stats', 'plug://a', '--json', cwd=tmp_path))
+    assert (stats['store'], stats['blobs'], stats['bytes']) == ("PlugMediaStore('a')", 3, 100 + 5000 + 300)
+
+    assert json_of(cli('verify', 'plug://a', '--json', cwd=tmp_path))['ok'] == 3
+    (tmp_path / 'a' / f'{parse_media_uri(uris[0])}.blob').write_bytes(b'tampered')
+    corrupt = cli('verify', 'plug://a', '--json', cwd=tmp_path)
+    assert corrupt.returncode == 1
+    assert json_of(corrupt)['corrupt'] == [uris[0]]
+    (tmp_path / 'a' / f'{parse_media_uri(uris[0])}.blob').write_bytes(blobs[uris[0]])
+
+    synced = json_of(cli('sync', 'plug://a', 'plug://b', '--json', cwd=tmp_path))
+    assert (synced['copied'], synced['failed']) == (3, 0)
+    for uri, data in blobs.items():
+        assert (tmp_path / 'b' / f'{parse_media_uri(uri)}.blob').read_bytes() == data
+
+    assert json_of(cli('diff', 'plug://a', 'plug://b', '--json', cwd=tmp_path)) == {
+        'only_in_source': [],
+        'only_in_destination': [],
+    }
+    (tmp_path / 'b' / f'{parse_media_uri(uris[1])}.blob').unlink()
+    differ = cli('diff', 'plug://a', 'plug://b', '--json', cwd=tmp_path)
+    assert differ.returncode == 1
+    assert json_of(differ) == {'only_in_source': [uris[1]], 'only_in_destination': []}
+
+    (tmp_path / 'roots.txt').write_text(uris[2] + '\n')
+    old = time.time() - 7 * 86400
+    for uri in uris:
+        os.utime(tmp_path / 'a' / f'{parse_media_uri(uri)}.blob', (old, old))
+    swept = json_of(
+        cli(
+            'gc',
+            '--store',
+            'plug://a',
+            '--roots',
+            'uris:roots.txt',
+            '--grace',
+            '1h',
+            '--delete',
+            '--json',
+            cwd=tmp_path,
+        )
+    )
+    assert sorted(swept['deleted_uris']) == sorted(uris[:2])
+    assert sorted(path.stem for path in (tmp_path / 'a').glob('*.blob')) == [parse_media_uri(uris[2])]
+
+
+def test_read_only_commands_create_no_plugin_storage(tmp_path: Path) -> None:
+    for command in (['ls', 'plug://gone'], ['stats', 'plug://gone'], ['verify', 'plug://gone']):
+        result = cli(*command, cwd=tmp_path)
+        assert result.returncode == 1
+        assert 'gone' in result.stderr and 'Traceback' not in result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('url', ['plug:/blobs', 'plug:blobs', 'plug//blobs'])
+def test_a_plugin_scheme_without_its_slashes_is_a_typo(tmp_path: Path, url: str) -> None:
+    result = cli('ls', url, cwd=tmp_path)
+    assert result.returncode == 1
+    assert 'plug://' in result.stderr and 'Nothing was created' in result.stderr
+    assert os.listdir(tmp_path) == []
