@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import MappingProxyType
@@ -47,6 +48,16 @@ class MemoryMediaStore(BaseMediaStore):
         self._metadata: dict[str, Mapping[str, str]] = {}
         self._media_types: dict[str, str | None] = {}
         self._written_at: dict[str, float | None] = {}
+
+    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[MemoryMediaStore]:
+        """A new, empty ``MemoryMediaStore`` for ``label``, emptied and closed after the block.
+
+        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
+        """
+        from mediastash.stores._scratch import scratch_lifecycle, scratch_name
+
+        name = scratch_name(label)
+        return scratch_lifecycle(MemoryMediaStore(), name=name, where='a MemoryMediaStore of its own')
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         now = time.time()

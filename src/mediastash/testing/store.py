@@ -59,10 +59,17 @@ from mediastash import (
     restore_media,
 )
 from mediastash.context import METADATA_LIMIT_BYTES
+from mediastash.known_blobs import deletion_generation, storage_key_of
 from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BlobInfo
-from mediastash.stores.protocols import BlobStat, CollectableMediaStore, StatableMediaStore
+from mediastash.stores.protocols import (
+    BlobStat,
+    CacheAwareMediaStore,
+    CollectableMediaStore,
+    ScratchableMediaStore,
+    StatableMediaStore,
+)
 from mediastash.testing.counting import CountingMediaStore
 from mediastash.urls import PublicUrlResolver
 from mediastash.verify import verify_store
@@ -1077,6 +1084,62 @@ class StoreTests:
         await stream.aclose()
         assert first == data[:1000]
         assert await store.get(uri) == data
+
+    # -- optional: scratch namespaces (what tune measures in) -----------------------------
+
+    async def raw_storage_snapshot(self, store: Any) -> object | None:
+        """Everything the backend holds around ``store`` (files under its folder, tables of its database, keys of
+        its bucket, collections of its database), compared before and after a scratch namespace; ``None`` (the
+        default) when it cannot be read: the check is then skipped."""
+        return None
+
+    async def test_scratch_namespace_is_fresh_isolated_and_removed(self, store: Any) -> None:
+        store = _capable(store, ScratchableMediaStore, 'make scratch namespaces')
+        kept = await store.put(b'user data, there before', context=MediaContext(media_type='text/plain'))
+        before = await self.raw_storage_snapshot(store)
+        async with store.scratch_namespace('1') as first, store.scratch_namespace('2') as second:
+            one: Any = first
+            two: Any = second
+            assert _has(one, MediaStore) and _has(two, MediaStore)
+            assert one is not store and two is not one
+            for scratch in (one, two):
+                assert not await scratch.exists(kept)  # fresh: nothing of the store's is visible
+                if _has(scratch, ListableMediaStore):
+                    assert [uri async for uri in scratch.iter_uris()] == []
+            mine = await one.put(b'written in namespace 1')
+            theirs = await two.put(blob(70_000, seed=50))
+            assert await one.get(mine) == b'written in namespace 1'
+            assert not await two.exists(mine) and not await one.exists(theirs)
+            assert not await store.exists(mine) and not await store.exists(theirs)
+            generations = None
+            if _has(one, CacheAwareMediaStore):
+                keys = {storage_key_of(one), storage_key_of(two), storage_key_of(store)}
+                assert len(keys) == 3, 'each namespace is storage of its own (its own storage_key)'
+                generations = {storage_key_of(scratch): scratch.deletion_generation for scratch in (one, two)}
+        if generations is not None:  # blobs were deleted through the store, so known-blob caches forget them
+            assert all(deletion_generation(key) > seen for key, seen in generations.items())
+        assert await store.get(kept) == b'user data, there before'
+        assert not await store.exists(mine) and not await store.exists(theirs)
+        if _has(store, ListableMediaStore):
+            assert [uri async for uri in store.iter_uris()] == [kept]
+        if before is not None:
+            assert await self.raw_storage_snapshot(store) == before, 'a namespace left something behind'
+
+    async def test_scratch_namespace_is_removed_after_a_failed_block(self, store: Any) -> None:
+        store = _capable(store, ScratchableMediaStore, 'make scratch namespaces')
+        kept = await store.put(b'kept through a failed sweep')
+        before = await self.raw_storage_snapshot(store)
+
+        async def failing_block() -> None:
+            async with store.scratch_namespace('3') as scratch:
+                await scratch.put(b'written before the failure')
+                raise LookupError('the block failed')
+
+        with pytest.raises(LookupError, match='the block failed'):
+            await failing_block()
+        assert await store.get(kept) == b'kept through a failed sweep'
+        if before is not None:
+            assert await self.raw_storage_snapshot(store) == before, 'a namespace left something behind'
 
 
 async def _blobs(store: Any) -> list[Any]:

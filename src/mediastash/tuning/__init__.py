@@ -19,7 +19,14 @@ from mediastash.tuning._inputs import (
     load_step_store,
     synthetic_history,
 )
-from mediastash.tuning._namespaces import MemoryNamespaces, NamespaceCleanupError, Namespaces, UrlNamespaces
+from mediastash.tuning._namespaces import (
+    MemoryNamespaces,
+    NamespaceCleanupError,
+    Namespaces,
+    NamespacesUnsupportedError,
+    StoreNamespaces,
+    UrlNamespaces,
+)
 from mediastash.tuning._plot import PlotError, check_plot_target, plot_sweep
 from mediastash.tuning._results import (
     DYNAMODB_ITEM_LIMIT,
@@ -42,9 +49,11 @@ __all__ = [
     'MemoryNamespaces',
     'NamespaceCleanupError',
     'Namespaces',
+    'NamespacesUnsupportedError',
     'PlotError',
     'Recommendation',
     'RoundTripMismatch',
+    'StoreNamespaces',
     'ThresholdRow',
     'UrlNamespaces',
     'check_plot_target',

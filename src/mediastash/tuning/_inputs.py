@@ -21,7 +21,6 @@ from typing import Any, Literal
 
 from mediastash._path_kinds import PathKind, PathKindError, classify, file_step_store_runs
 from mediastash.errors import MediaStashError
-from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import MediaStore
 
 __all__ = [
@@ -51,7 +50,7 @@ class History:
 
 def synthetic_history(*, steps: int = 50, seed: int = 0) -> History:
     """The walker benchmark's history: ``steps`` round trips, 40 MiB of distinct images, four large tool outputs."""
-    from mediastash.testing.histories import MiB, agent_history
+    from mediastash._histories import MiB, agent_history
 
     return History(f'synthetic ({steps} steps)', agent_history(steps=steps, image_bytes_total=40 * MiB, seed=seed))
 
@@ -165,13 +164,15 @@ async def load_step_store(path: Path, *, media_store: MediaStore | None = None) 
         raise HistoryInputError(
             f'reading the step store {path} needs pydantic-ai-harness: pip install "mediastash[harness]"'
         ) from None
+    from mediastash.open_store import open_store
+
     folder = _check_step_store(path) == 'folder'
 
     def opened(media: Any) -> Any:
         return FileStepStore(path, media_store=media) if folder else SqliteStepStore(database=path, media_store=media)
 
     plain = opened(None)
-    reading = MemoryMediaStore() if media_store is None else media_store  # empty: any envelope asks for --media
+    reading = open_store('memory://') if media_store is None else media_store  # empty: any envelope asks for --media
     wrapper = OffloadingStepStore(plain, media_store=reading, known_blobs=False)
     layered = OffloadingStepStore(
         opened('auto' if media_store is None else media_store), media_store=reading, known_blobs=False

@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from mediastash._counting import CountingMediaStore
+from mediastash._histories import step_snapshots
 from mediastash._units import format_threshold
 from mediastash.errors import MediaStashError
-from mediastash.testing.counting import CountingMediaStore
-from mediastash.testing.histories import step_snapshots
 from mediastash.tuning._inputs import History
 from mediastash.tuning._namespaces import Namespaces
 from mediastash.tuning._results import DYNAMODB_ITEM_LIMIT, MONGODB_DOCUMENT_LIMIT, ThresholdRow

@@ -166,6 +166,15 @@ class DiskMediaStore(BaseMediaStore):
         """The folder the store writes to, as given (a leading ``~`` expanded to the home folder)."""
         return self._root
 
+    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[DiskMediaStore]:
+        """A fresh, empty store on a new sub-folder of its folder for ``label``, emptied and removed after the block.
+
+        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
+        """
+        from mediastash.stores.disk._scratch import scratch_namespace
+
+        return scratch_namespace(self, label)
+
     def _describe(self) -> str:
         return f'DiskMediaStore({str(self._root)!r})'
 

@@ -20,6 +20,7 @@ deleted too; new writes always use this layout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import logging
@@ -201,6 +202,15 @@ class MongoMediaStore(BaseMediaStore):
     def chunk_size_bytes(self) -> int:
         """The largest piece one chunk document holds (new writes only)."""
         return self._chunk_size
+
+    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[MongoMediaStore]:
+        """A fresh, empty store on new collections of its database for ``label``, emptied and removed after the block.
+
+        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
+        """
+        from mediastash.stores.mongo._scratch import scratch_namespace
+
+        return scratch_namespace(self, label)
 
     def _describe(self) -> str:
         return f'MongoMediaStore(database={self._database_name!r}, collection={self._collection_name!r})'

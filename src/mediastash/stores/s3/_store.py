@@ -275,6 +275,15 @@ class S3MediaStore(BaseMediaStore):
     def key_prefix(self) -> str:
         return self._key_prefix
 
+    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[S3MediaStore]:
+        """A fresh, empty store on a new key prefix under its own for ``label``, emptied and removed after the block.
+
+        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
+        """
+        from mediastash.stores.s3._scratch import scratch_namespace
+
+        return scratch_namespace(self, label)
+
     def _describe(self) -> str:
         where = f', endpoint_url={_public_endpoint(self._endpoint_url)!r}' if self._endpoint_url else ''
         prefix = f', key_prefix={self._key_prefix!r}' if self._key_prefix else ''

@@ -171,6 +171,15 @@ class SqliteMediaStore(BaseMediaStore):
         """The table holding the blobs."""
         return self._table
 
+    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[SqliteMediaStore]:
+        """A fresh, empty store on a new table of its database for ``label``, emptied and removed after the block.
+
+        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
+        """
+        from mediastash.stores.sqlite._scratch import scratch_namespace
+
+        return scratch_namespace(self, label)
+
     def _describe(self) -> str:
         source = repr(self._database) if self._database is not None else 'connection'
         return f'SqliteMediaStore({source}, table={self._table!r})'
