@@ -551,11 +551,11 @@ async def test_cleanup_failures_are_reported_without_hiding_the_sweeps_error(tmp
         with pytest.raises(ValueError, match='the sweep failed'):
             await failing_sweep(namespaces)
         assert len(namespaces.leftovers) == 1
-        assert 'could not remove the sweep namespace mediastash-tune-' in namespaces.leftovers[0]
+        assert 'could not remove the scratch namespace mediastash-tune-' in namespaces.leftovers[0]
         namespace = namespaces.namespace('2')
         store = await namespace.__aenter__()
         sabotage(store)
-        with pytest.raises(NamespaceCleanupError, match='could not remove the sweep namespace'):
+        with pytest.raises(NamespaceCleanupError, match='could not remove the scratch namespace'):
             await namespace.__aexit__(None, None, None)
 
 
