@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import SplitResult, unquote_plus, urlsplit
 
 from mediastash.errors import InvalidStoreConfiguration
@@ -34,6 +35,7 @@ SCHEME = re.compile(r'([A-Za-z][A-Za-z0-9+.-]*)://')
 _SHOWN_NAME = re.compile(r'[a-z_][A-Za-z0-9_]{0,39}')
 """Query parameter names quoted in errors; anything else (a pasted key, say) is not repeated."""
 _SECRET_WORDS = ('secret', 'password', 'passwd', 'token', 'credential', 'access_key', 'accesskey', 'signature', 'x-amz')
+N = TypeVar('N', int, float)
 _TRUE = frozenset({'1', 'true', 'yes', 'on'})
 _FALSE = frozenset({'0', 'false', 'no', 'off'})
 
@@ -106,21 +108,20 @@ def boolean(name: str, value: str) -> bool:
 
 def integer(name: str, value: str) -> int:
     """The integer value of parameter ``name`` (its range is the store constructor's to check)."""
-    try:
-        return int(value)
-    except ValueError:
-        raise InvalidStoreConfiguration(
-            f'URL parameter {name}= must be an integer (digits only); the value given is not shown'
-        ) from None
+    return _converted(name, value, int, 'an integer (digits only)')
 
 
 def number(name: str, value: str) -> float:
     """The number value of parameter ``name`` (its range is the store constructor's to check)."""
+    return _converted(name, value, float, 'a number (such as 30 or 0.5)')
+
+
+def _converted(name: str, value: str, convert: Callable[[str], N], accepts: str) -> N:
     try:
-        return float(value)
+        return convert(value)
     except ValueError:
         raise InvalidStoreConfiguration(
-            f'URL parameter {name}= must be a number (such as 30 or 0.5); the value given is not shown'
+            f'URL parameter {name}= must be {accepts}; the value given is not shown'
         ) from None
 
 
