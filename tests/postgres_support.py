@@ -8,9 +8,13 @@ it): then they fail, so a missing server is never a silent pass.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import uuid
+from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -150,3 +154,55 @@ class RawTables:
 async def raw_connection(dsn: str) -> Any:
     """A connection of the test's own, independent of any store's pool."""
     return await asyncpg.connect(dsn)
+
+
+class CountingProxy:
+    """A TCP forwarder in front of the server that counts the bytes clients send it (``sent``)."""
+
+    def __init__(self, dsn: str) -> None:
+        parts = urlsplit(dsn)
+        self._upstream = (parts.hostname or '127.0.0.1', parts.port or 5432)
+        self._parts = parts
+        self.sent = 0
+        self.dsn = ''
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> CountingProxy:
+        self._server = await asyncio.start_server(self._serve, '127.0.0.1', 0)
+        port = self._server.sockets[0].getsockname()[1]
+        user = self._parts.netloc.rpartition('@')[0]
+        self.dsn = urlunsplit(self._parts._replace(netloc=f'{user}@127.0.0.1:{port}'))
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_reader, server_writer = await asyncio.open_connection(*self._upstream)
+        upstream = asyncio.ensure_future(self._pipe(client_reader, server_writer, count=True))
+        downstream = asyncio.ensure_future(self._pipe(server_reader, client_writer, count=False))
+        self._tasks.update((upstream, downstream))
+        try:
+            await asyncio.wait([upstream, downstream], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (upstream, downstream):
+                task.cancel()
+                self._tasks.discard(task)
+            client_writer.close()
+            server_writer.close()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, count: bool) -> None:
+        while data := await reader.read(65536):
+            if count:
+                self.sent += len(data)
+            writer.write(data)
+            await writer.drain()

@@ -11,7 +11,7 @@ hands over once between listing and deleting: A saves a snapshot with two
 released blobs the listing saw as old and unreferenced, and the collector must
 spare both. Afterwards every snapshot A kept must restore.
 
-Disk, SQLite and MongoDB run with the default intervals: released blobs are
+Disk, SQLite, MongoDB and PostgreSQL run with the default intervals: released blobs are
 backdated two hours behind the store's back and the grace period is 90
 minutes. S3's ``LastModified`` cannot be backdated, so its variant runs in
 real time: A's store touches blobs older than one second on a repeated put
@@ -90,6 +90,10 @@ def open_media(spec: dict[str, Any]) -> Any:
         return DiskMediaStore(spec['path'])
     if kind == 'sqlite':
         return SqliteMediaStore(database=spec['path'])
+    if kind == 'postgres':
+        from mediastash.stores.postgres import PostgresMediaStore
+
+        return PostgresMediaStore(dsn=spec['dsn'], table=spec['table'])
     if kind == 'mongo':
         from mediastash import MongoMediaStore
 
@@ -118,6 +122,16 @@ async def backdate(media: Any, spec: dict[str, Any], uris: list[str], when: floa
             await raw.manifests.update_many({'_id': {'$in': digests}}, {'$set': {'written_at': stamp}})
         finally:
             await client.close()
+    elif spec['kind'] == 'postgres':
+        from tests.postgres_support import raw_connection
+
+        connection = await raw_connection(spec['dsn'])
+        try:
+            await connection.execute(
+                f'UPDATE "{spec["table"]}" SET written_at = $1 WHERE sha256 = ANY($2::text[])', when, digests
+            )
+        finally:
+            await connection.close()
     else:
         raise AssertionError('S3 runs in real time')
 
@@ -196,13 +210,22 @@ async def _write(
 # -- process B (this one) ------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=['disk', 'sqlite', 'mongo', 's3'])
+@pytest.fixture(params=['disk', 'sqlite', 'mongo', 'postgres', 's3'])
 async def spec(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
     kind = request.param
     if kind == 'disk':
         yield {'kind': 'disk', 'path': str(tmp_path / 'media')}
     elif kind == 'sqlite':
         yield {'kind': 'sqlite', 'path': str(tmp_path / 'media.db')}
+    elif kind == 'postgres':
+        from tests.postgres_support import RawTables, raw_connection, unique_table
+
+        dsn: str = request.getfixturevalue('postgres_dsn')
+        table = unique_table('gc')
+        yield {'kind': 'postgres', 'dsn': dsn, 'table': table}
+        connection = await raw_connection(dsn)
+        await RawTables(connection, table).drop()
+        await connection.close()
     elif kind == 'mongo':
         from tests.mongo_support import TEST_DATABASE, RawCollections, raw_client, unique_name
 

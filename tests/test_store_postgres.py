@@ -7,6 +7,11 @@ The server comes from ``MEDIASTASH_POSTGRES_DSN`` (see ``tests/postgres_support.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +19,19 @@ from typing import Any
 import asyncpg
 import pytest
 
-from mediastash.stores.postgres import PostgresMediaStore
-from mediastash.testing.store import StoreTests
+from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for
+from mediastash.errors import (
+    InvalidArgumentError,
+    InvalidStoreConfiguration,
+    StoreClosedError,
+    StorePermissionError,
+    StoreUnavailableError,
+)
+from mediastash.stores.postgres import MAX_CHUNK_SIZE_BYTES, PostgresMediaStore
+from mediastash.testing.store import StoreTests, blob, collect
 from mediastash.urls import PublicUrlResolver
-from tests.postgres_support import RawTables, postgres_dsn, raw_connection, unique_table
+from tests.postgres_support import CountingProxy, RawTables, postgres_dsn, raw_connection, unique_table
+from tests.s3_servers import free_port
 
 __all__ = ['postgres_dsn']  # the session fixture, imported so pytest finds it here
 
@@ -89,3 +103,503 @@ class TestPostgresStoreDsn(TestPostgresStorePool):
 
     def open(self, table: str, public_url: PublicUrlResolver | None = None) -> PostgresMediaStore:
         return PostgresMediaStore(dsn=self.dsn, table=table, public_url=public_url, **self.options())
+
+
+# -- fixtures for the store-specific tests ----------------------------------------------
+
+
+@pytest.fixture
+async def connection(postgres_dsn: str) -> AsyncIterator[Any]:
+    connection = await raw_connection(postgres_dsn)
+    yield connection
+    await connection.close()
+
+
+@pytest.fixture
+async def pool(postgres_dsn: str) -> AsyncIterator[Any]:
+    pool = await asyncpg.create_pool(postgres_dsn, min_size=0, max_size=8)
+    yield pool
+    await pool.close()
+
+
+@pytest.fixture
+async def tables(connection: Any) -> AsyncIterator[list[str]]:
+    """Table names handed to a test; dropped (with their side tables) afterwards."""
+    created: list[str] = []
+    yield created
+    for name in created:
+        await RawTables(connection, name).drop()
+
+
+@pytest.fixture
+def make(pool: Any, connection: Any, tables: list[str]) -> Any:
+    """``make(table=None, **options)`` -> (store on the shared pool, raw access to its tables)."""
+
+    def factory(*, table: str | None = None, **options: Any) -> tuple[PostgresMediaStore, RawTables]:
+        if table is None:
+            table = unique_table()
+            tables.append(table)
+        return PostgresMediaStore(pool, table=table, **options), RawTables(connection, table)
+
+    return factory
+
+
+def harness_store(pool: Any, table: str) -> Any:
+    media = pytest.importorskip('pydantic_ai_harness.media')
+    return media.PostgresMediaStore(pool, table=table)
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('table', ['Media', '1media', 'a' * 64, 'me-dia', 'media; DROP TABLE x', '', 7])
+def test_bad_table_names_are_refused_without_echoing_them(table: object) -> None:
+    with pytest.raises(InvalidStoreConfiguration, match='invalid PostgreSQL table name') as raised:
+        PostgresMediaStore(dsn='postgresql://127.0.0.1/db', table=table)  # type: ignore[arg-type]
+    assert str(table) not in str(raised.value) or table in ('', 7)
+
+
+@pytest.mark.parametrize('size', [0, -1, True, 1.5, MAX_CHUNK_SIZE_BYTES + 1])
+def test_bad_chunk_sizes_are_refused(size: object) -> None:
+    with pytest.raises((InvalidArgumentError, InvalidStoreConfiguration), match='chunk_size_bytes'):
+        PostgresMediaStore(dsn='postgresql://127.0.0.1/db', chunk_size_bytes=size)  # type: ignore[arg-type]
+
+
+def test_exactly_one_connection_source(pool: Any) -> None:
+    with pytest.raises(InvalidStoreConfiguration, match=r'exactly one of pool= .* or dsn='):
+        PostgresMediaStore()
+    with pytest.raises(InvalidStoreConfiguration, match='exactly one of pool='):
+        PostgresMediaStore(pool, dsn='postgresql://127.0.0.1/db')
+    with pytest.raises(InvalidStoreConfiguration, match='postgresql:// or postgres://') as raised:
+        PostgresMediaStore(dsn='mysql://user:hunter2@host/db')
+    assert 'hunter2' not in str(raised.value)
+
+
+def test_password_never_appears_in_repr_or_storage_key() -> None:
+    store = PostgresMediaStore(dsn='postgresql://alice:s3cr%40t-pw@db.example:6543/app?sslmode=disable', table='m')
+    assert repr(store) == "PostgresMediaStore(db.example:6543/app, table='public.m')"
+    assert store.storage_key == ('postgres', ('db.example', 6543, 'app'), 'public', 'm')
+    assert 's3cr' not in repr(store) and 'alice' not in repr(store) and 's3cr' not in str(store.storage_key)
+
+
+async def test_unreachable_server_and_wrong_password_are_store_errors_without_secrets(
+    postgres_dsn: str, connection: Any
+) -> None:
+    port = free_port()
+    store = PostgresMediaStore(dsn=f'postgresql://bob:pa55word-x@127.0.0.1:{port}/nothing', table='m')
+    try:
+        with pytest.raises(StoreUnavailableError) as raised:
+            await store.exists(media_uri_for(b'x'))
+        assert 'pa55word-x' not in str(raised.value) and 'bob' not in str(raised.value)
+    finally:
+        await store.aclose()
+    # A role that must give a password (the test server trusts every local role, so use one that cannot log in).
+    role = unique_table('r')
+    await connection.execute(f'CREATE ROLE {role} NOLOGIN')
+    try:
+        address = postgres_dsn.split('@', 1)[1]
+        denied = PostgresMediaStore(dsn=f'postgresql://{role}:pa55word-y@{address}', table='m')
+        try:
+            with pytest.raises(StorePermissionError) as refused:
+                await denied.exists(media_uri_for(b'x'))
+            assert 'pa55word-y' not in str(refused.value)
+        finally:
+            await denied.aclose()
+    finally:
+        await connection.execute(f'DROP ROLE {role}')
+
+
+async def test_callers_pool_stays_open_and_dsn_pool_is_closed(pool: Any, postgres_dsn: str, tables: list[str]) -> None:
+    table = unique_table()
+    tables.append(table)
+    store = PostgresMediaStore(pool, table=table)
+    uri = await store.put(b'kept in a pool the caller owns')
+    await store.aclose()
+    assert not pool.is_closing()
+    async with pool.acquire() as conn:
+        assert await conn.fetchval('SELECT 1') == 1
+    owned = PostgresMediaStore(dsn=postgres_dsn, table=table)
+    assert await owned.get(uri) == b'kept in a pool the caller owns'
+    inner = owned._pool
+    assert inner is not None
+    await owned.aclose()
+    assert inner.is_closing()
+    with pytest.raises(StoreClosedError):
+        await owned.get(uri)
+
+
+async def test_stores_on_one_table_share_a_storage_key_whatever_the_pool(
+    pool: Any, postgres_dsn: str, tables: list[str]
+) -> None:
+    table = unique_table()
+    tables.append(table)
+    on_pool = PostgresMediaStore(pool, table=table)
+    on_dsn = PostgresMediaStore(dsn=postgres_dsn, table=table)
+    try:
+        assert on_pool.storage_key == on_dsn.storage_key
+        assert on_pool.storage_key != PostgresMediaStore(pool, table=table, schema='other').storage_key
+        assert on_pool.storage_key != PostgresMediaStore(pool, table=table + 'x').storage_key
+    finally:
+        await on_dsn.aclose()
+
+
+def test_importing_mediastash_does_not_import_the_driver() -> None:
+    code = 'import sys, mediastash, mediastash.stores; assert "asyncpg" not in sys.modules, "asyncpg imported"'
+    subprocess.run([sys.executable, '-c', code], check=True)
+
+
+# -- layout and harness interoperability ------------------------------------------------------
+
+
+async def test_small_blob_is_one_harness_row_and_large_one_is_chunked(make: Any) -> None:
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    small = blob(64 * 1024, seed=1)
+    large = blob(64 * 1024 + 1, seed=2)
+    small_uri = await store.put(small, context=MediaContext(media_type='image/png', metadata={'k': 'v'}))
+    large_uri = await store.put(large)
+    row = await raw.row(small_uri)
+    assert row is not None and bytes(row['bytes']) == small and row['size_bytes'] == len(small)
+    assert row['media_type'] == 'image/png' and row['metadata'] == '{"k": "v"}' and row['written_at'] > 0
+    assert await raw.row(large_uri) is None
+    manifest = await raw.manifest(large_uri)
+    assert manifest is not None and manifest['size_bytes'] == len(large) and manifest['chunk_bytes'] == 64 * 1024
+    assert await raw.chunk_rows() == 2
+    assert await raw.columns() == ['sha256', 'media_type', 'bytes', 'size_bytes', 'metadata', 'written_at']
+    assert await store.get(large_uri) == large
+
+
+async def test_harness_reads_what_we_write_and_we_read_what_it_writes(make: Any, pool: Any) -> None:
+    """Differential, both ways, on one table: same bytes, same columns, same metadata JSON."""
+    media = pytest.importorskip('pydantic_ai_harness.media')
+    ours, raw = make()
+    theirs = harness_store(pool, ours.table)
+    cases = [
+        (blob(300_000, seed=3), media.MediaContext(media_type='image/png', metadata={'tenant': 'acme', 'é': 'ü'})),
+        (b'', media.MediaContext()),
+        ('tool output ✓'.encode(), media.MediaContext(media_type='text/plain')),
+    ]
+    for data, context in cases:
+        uri = await ours.put(data, context=context)
+        assert await theirs.get(uri) == data
+        assert await theirs.exists(uri)
+        assert dict(await theirs.get_metadata(uri)) == dict(context.metadata)
+    for index, (data, context) in enumerate(cases):
+        other = data + bytes([index])
+        uri = await theirs.put(other, context=context)
+        assert await ours.get(uri) == other
+        assert dict(await ours.get_metadata(uri)) == dict(context.metadata)
+        stat = await ours.stat(uri)
+        assert (stat.size, stat.media_type, stat.written_at) == (len(other), context.media_type, None)
+        assert b''.join(await collect(ours.get_stream(uri, chunk_size=7000))) == other
+    # The rows each library wrote look the same apart from written_at.
+    mine = await raw.row(media_uri_for(cases[0][0]))
+    twin_uri = await theirs.put(cases[0][0] + b'\x00', context=cases[0][1])
+    twin = await raw.row(twin_uri)
+    assert (mine['media_type'], mine['metadata']) == (twin['media_type'], twin['metadata'])
+    assert twin['written_at'] is None and mine['written_at'] is not None
+
+
+async def test_harness_table_is_read_without_change_and_first_write_adds_what_it_needs(
+    pool: Any, connection: Any, make: Any
+) -> None:
+    """Reads never run DDL (issue 17, item 7): a harness table keeps its columns and gets no side tables."""
+    table = unique_table()
+    store, raw = make(table=table)
+    theirs = harness_store(pool, table)
+    await raw.drop()
+    try:
+        uri = await theirs.put(b'written by the harness')
+        before = await raw.columns()
+        assert 'written_at' not in before
+        assert await store.get(uri) == b'written by the harness'
+        assert await store.exists(uri) and await store.exists_many([uri]) == {uri}
+        assert (await store.stat(uri)).written_at is None
+        assert [info.written_at async for info in store.iter_blobs()] == [None]
+        assert await store.get_metadata(uri) == {}
+        assert await store.verify() is not None
+        assert await store.delete_unless_touched([uri], written_before=time.time() + 10**6) == frozenset()
+        assert await raw.columns() == before
+        assert await raw.tables_like(table) == [table]
+        # The first write adds written_at and the side tables; the harness still reads and writes.
+        new = await store.put(b'written by mediastash')
+        assert await raw.columns() == [*before, 'written_at']
+        assert await raw.tables_like(table) == sorted([table, f'{table}_chunked', f'{table}_chunks'])
+        assert await theirs.get(new) == b'written by mediastash'
+        again = await theirs.put(b'the harness, after our first write')
+        assert await store.get(again) == b'the harness, after our first write'
+    finally:
+        await raw.drop()
+
+
+async def test_reads_of_a_missing_table_create_nothing(make: Any) -> None:
+    store, raw = make()
+    uri = media_uri_for(b'never stored')
+    assert not await store.exists(uri)
+    with pytest.raises(MediaNotFoundError):
+        await store.get(uri)
+    with pytest.raises(MediaNotFoundError):
+        await store.stat(uri)
+    assert [info async for info in store.iter_blobs()] == []
+    assert await store.delete_many([uri]) == 0
+    assert await raw.tables_like(raw.table) == []
+
+
+async def test_harness_row_tampered_with_sql_raises_then_heals_on_put(make: Any, pool: Any, connection: Any) -> None:
+    store, raw = make()
+    theirs = harness_store(pool, store.table)
+    data = blob(200_000, seed=4)
+    uri = await theirs.put(data)
+    await connection.execute(
+        f'UPDATE {raw.main} SET bytes = overlay(bytes placing $2 from 1000) WHERE sha256 = $1',
+        uri.removeprefix('media+sha256://'),
+        b'\x00\x01',
+    )
+    with pytest.raises(IntegrityError):
+        await store.get(uri)
+    with pytest.raises(IntegrityError):
+        await collect(store.get_stream(uri))
+    # A fresh instance heals it too: the server hashes the small stored copy before skipping the write.
+    fresh, _ = make(table=store.table)
+    assert await fresh.put(data) == uri
+    assert await store.get(uri) == data and await theirs.get(uri) == data
+
+
+async def test_chunked_blob_tampered_with_sql_raises_then_heals_on_put(make: Any, connection: Any) -> None:
+    store, raw = make(chunk_size_bytes=1 << 20)
+    data = blob(3 * (1 << 20) + 5, seed=5)
+    uri = await store.put(data)
+    manifest = await raw.manifest(uri)
+    await connection.execute(
+        f'UPDATE {raw.chunks} SET bytes = $2 WHERE chunk_set = $1 AND seq = 1',
+        manifest['chunk_set'],
+        b'\x07' * (1 << 20),
+    )
+    with pytest.raises(IntegrityError):
+        await store.get(uri)
+    assert await store.put(data) == uri  # this instance saw it fail: the copy is replaced
+    assert await store.get(uri) == data
+    assert await raw.chunk_rows() == 4  # the old chunk set went with the old manifest
+
+
+async def test_put_of_a_stored_blob_sends_no_body_and_dates_it(make: Any, postgres_dsn: str) -> None:
+    """Counted at a TCP proxy: a fresh store's put of stored bytes sends the server no body, yet dates the row."""
+    store, raw = make()
+    data = blob(256 * 1024, seed=6)
+    uri = await store.put(data)
+    await raw.set_written_at(uri, 1000.0)
+    async with CountingProxy(postgres_dsn) as proxy:
+        proxied = await asyncpg.create_pool(proxy.dsn, min_size=1, max_size=1)
+        try:
+            fresh = PostgresMediaStore(proxied, table=store.table)
+            assert await fresh.exists(uri)  # connect and look at the tables first
+            sent = proxy.sent
+            assert await fresh.put(data) == uri
+            assert proxy.sent - sent < 4096, f'{proxy.sent - sent} bytes sent for a put of stored bytes'
+            other = blob(256 * 1024, seed=7)
+            sent = proxy.sent
+            await fresh.put(other)
+            assert proxy.sent - sent > len(other)  # a new blob's body does travel
+        finally:
+            await proxied.close()
+    assert (await raw.row(uri))['written_at'] > time.time() - 60
+
+
+# -- streaming in bounded memory -------------------------------------------------------------
+
+STREAM_PROBE = """
+import asyncio, hashlib, json, random, sys
+from mediastash.stores.postgres import PostgresMediaStore
+
+def status(field):
+    for line in open('/proc/self/status'):
+        if line.startswith(field + ':'):
+            return int(line.split()[1]) * 1024
+    raise LookupError(field)
+
+def reset_peak():  # VmHWM restarts from the current RSS
+    with open('/proc/self/clear_refs', 'w') as file:
+        file.write('5')
+
+async def main(dsn, table, mib):
+    store = PostgresMediaStore(dsn=dsn, table=table)
+    await store.put(b'warm up: the pool and the tables exist')
+    piece = random.Random(0).randbytes(1 << 20)
+
+    async def chunks():
+        for index in range(mib):
+            yield index.to_bytes(8, 'big') + piece[8:]
+
+    base = status('VmRSS'); reset_peak()
+    uri = await store.put_stream(chunks())
+    put_peak = status('VmHWM') - base
+    base = status('VmRSS'); reset_peak()
+    hasher, size = hashlib.sha256(), 0
+    async for chunk in store.get_stream(uri):
+        hasher.update(chunk)
+        size += len(chunk)
+    get_peak = status('VmHWM') - base
+    await store.aclose()
+    print(json.dumps({'uri': uri, 'digest': hasher.hexdigest(), 'size': size, 'put': put_peak, 'get': get_peak}))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+async def test_256_mib_stream_in_bounded_memory(postgres_dsn: str, tables: list[str], connection: Any) -> None:
+    """put_stream and get_stream of 256 MiB in a fresh process: each stays within 64 MiB over its baseline
+    (about 34 MiB and 20 MiB measured with 4 MiB chunks). Takes a few seconds on a loaded machine."""
+    mib = 256
+    table = unique_table()
+    tables.append(table)
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, '-c', STREAM_PROBE, postgres_dsn, table, str(mib)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found['size'] == mib << 20 and found['uri'] == 'media+sha256://' + found['digest']
+    assert found['put'] < 64 * MiB, f'put_stream peaked {found["put"] / MiB:.1f} MiB over its baseline'
+    assert found['get'] < 64 * MiB, f'get_stream peaked {found["get"] / MiB:.1f} MiB over its baseline'
+    raw = RawTables(connection, table)
+    manifest = await raw.manifest(found['uri'])
+    assert manifest['size_bytes'] == mib << 20 and await raw.chunk_rows() == mib // 4
+
+
+# -- concurrent writers in several processes -------------------------------------------------------
+
+WRITER = """
+import asyncio, random, sys, time
+from mediastash.stores.postgres import PostgresMediaStore
+
+async def main(dsn, table, start, streamed):
+    small = random.Random(1).randbytes(30_000)
+    large = random.Random(2).randbytes(5 * 64 * 1024 + 17)
+    store = PostgresMediaStore(dsn=dsn, table=table, chunk_size_bytes=64 * 1024)
+    await store.exists('media+sha256://' + '0' * 64)  # connected before the start line
+    await asyncio.sleep(max(0.0, start - time.time()))
+
+    async def pieces():
+        for offset in range(0, len(large), 10_000):
+            yield large[offset : offset + 10_000]
+
+    uris = await asyncio.gather(
+        *(store.put(small) for _ in range(4)),
+        *(store.put_stream(pieces()) if streamed else store.put(large) for _ in range(4)),
+    )
+    assert await store.get(uris[0]) == small and await store.get(uris[-1]) == large
+    await store.aclose()
+    print(uris[0], uris[-1])
+
+asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == 'stream'))
+"""
+
+
+async def test_concurrent_writers_in_several_processes_store_one_row(
+    postgres_dsn: str, tables: list[str], connection: Any
+) -> None:
+    table = unique_table()
+    tables.append(table)
+    start = time.time() + 3.0
+    writers = [
+        asyncio.create_subprocess_exec(
+            sys.executable,
+            '-c',
+            WRITER,
+            postgres_dsn,
+            table,
+            str(start),
+            'stream' if index % 2 else 'put',
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for index in range(4)
+    ]
+    processes = [await writer for writer in writers]
+    outputs = [await process.communicate() for process in processes]
+    assert all(process.returncode == 0 for process in processes), [err.decode() for _, err in outputs]
+    assert len({out for out, _ in outputs}) == 1, 'every writer got the same two URIs'
+    raw = RawTables(connection, table)
+    assert await connection.fetchval(f'SELECT count(*) FROM {raw.main}') == 1
+    assert await connection.fetchval(f'SELECT count(*) FROM {raw.chunked}') == 1
+    assert await raw.chunk_rows() == 6, 'one chunk set: every other writer rolled its chunks back'
+    small_uri, large_uri = outputs[0][0].decode().split()
+    store = PostgresMediaStore(dsn=postgres_dsn, table=table)
+    try:
+        assert len(await store.get(small_uri)) == 30_000 and len(await store.get(large_uri)) == 5 * 64 * 1024 + 17
+    finally:
+        await store.aclose()
+
+
+# -- pydantic-ai-harness's PostgresStepStore: under our wrapper, and with our store as its media_store= -----
+
+
+def _history() -> tuple[list[Any], list[bytes]]:
+    m = pytest.importorskip('pydantic_ai.messages')
+    image = b'\x89PNG\r\n\x1a\n' + blob(600 * 1024, seed=50)
+    photo = b'\xff\xd8\xff\xe0' + blob(90 * 1024, seed=51)
+    tool_text = 'Ünïcode tool output — ' + 'y' * 120_000
+    messages = [
+        m.ModelRequest(
+            parts=[
+                m.UserPromptPart(
+                    content=[
+                        'Compare these pictures.',
+                        m.BinaryContent(data=image, media_type='image/png'),
+                        m.BinaryContent(data=photo, media_type='image/jpeg'),
+                    ]
+                )
+            ]
+        ),
+        m.ModelResponse(parts=[m.ToolCallPart(tool_name='ocr', args={'page': 1}, tool_call_id='c1')]),
+        m.ModelRequest(parts=[m.ToolReturnPart(tool_name='ocr', content=tool_text, tool_call_id='c1')]),
+        m.ModelResponse(parts=[m.TextPart(content='The first is a chart, the second a cat.')]),
+    ]
+    return messages, [image, photo, tool_text.encode()]
+
+
+def _dumped(messages: Any) -> Any:
+    m = pytest.importorskip('pydantic_ai.messages')
+    return m.ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+
+
+@pytest.mark.parametrize('wrapped', [True, False], ids=['OffloadingStepStore', 'harness-media_store'])
+async def test_harness_postgres_step_store_round_trips_with_our_store(
+    wrapped: bool, pool: Any, make: Any, tables: list[str], connection: Any
+) -> None:
+    steps = pytest.importorskip('pydantic_ai_harness.step_persistence')
+    from mediastash.integrations import OffloadingStepStore
+
+    media, raw = make(chunk_size_bytes=256 * 1024)
+    steps_table = unique_table('steps')
+    tables.append(steps_table)
+    if wrapped:
+        inner = steps.PostgresStepStore(pool, table=steps_table, media_store=None)
+        step_store: Any = OffloadingStepStore(inner, media_store=media)
+    else:
+        step_store = steps.PostgresStepStore(pool, table=steps_table, media_store=media)
+    messages, payloads = _history()
+    await step_store.register_run(steps.RunRecord(run_id='run-pg', agent_name='interop'))
+    snapshot = steps.ContinuableSnapshot(run_id='run-pg', step_index=3, messages=messages, agent_name='interop')
+    await step_store.save_snapshot(snapshot)
+    await step_store.save_snapshot(snapshot)  # every step re-saves the history: no new blobs
+    restored = await step_store.latest_snapshot(run_id='run-pg')
+    assert restored is not None
+    assert _dumped(restored.messages) == _dumped(messages)
+    expected = {media_uri_for(payload) for payload in payloads}
+    assert {uri async for uri in media.iter_uris()} == expected
+    assert await raw.count() == 3
+    assert await media.get(media_uri_for(payloads[0])) == payloads[0]  # 600 KiB: chunked
+    assert await raw.manifest(media_uri_for(payloads[0])) is not None
+    # The snapshot rows hold markers, not the payloads.
+    stored = await connection.fetch(
+        'SELECT table_name FROM information_schema.tables WHERE table_name LIKE $1', f'{steps_table}%'
+    )
+    names = sorted(str(row[0]) for row in stored)
+    assert names, 'the step store made its tables'
+    for name in names:
+        size = await connection.fetchval(f'SELECT coalesce(max(length(t::text)), 0) FROM "{name}" AS t')
+        assert size < 20_000, f'{name} holds a row of {size} characters: a payload was not offloaded'

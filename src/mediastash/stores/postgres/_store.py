@@ -36,7 +36,7 @@ from mediastash.urls import PublicUrlResolver
 
 __all__ = ['DEFAULT_CHUNK_SIZE_BYTES', 'MAX_CHUNK_SIZE_BYTES', 'PostgresMediaStore', 'PostgresPool']
 
-DEFAULT_CHUNK_SIZE_BYTES: Final = 8 << 20
+DEFAULT_CHUNK_SIZE_BYTES: Final = 4 << 20
 """Blobs up to this size are one row of the harness's table; larger ones are chunk rows of this size."""
 MAX_CHUNK_SIZE_BYTES: Final = 256 << 20
 _STREAM_WINDOW: Final = 8 << 20
@@ -200,7 +200,9 @@ class PostgresMediaStore(BaseMediaStore):
                     if layout.main and not layout.written_at:
                         await connection.execute(self._tables.add_written_at())
                     await connection.execute(self._tables.create_chunked())
-                    await connection.execute(self._tables.create_chunks())
+                    if not layout.chunked:
+                        await connection.execute(self._tables.create_chunks())
+                        await connection.execute(self._tables.store_chunks_uncompressed())
             self._layout = _LAYOUT_COMPLETE
 
     def _forget_layout(self, exc: BaseException) -> bool:
@@ -331,19 +333,7 @@ class PostgresMediaStore(BaseMediaStore):
             await self._write(ingest.digest, bytes(buffer), context)
             return
 
-        async def pieces() -> AsyncIterator[bytes]:
-            while True:
-                while len(buffer) > chunk:
-                    yield bytes(buffer[:chunk])
-                    del buffer[:chunk]
-                more = await anext(source, None)
-                if more is None:
-                    break
-                buffer.extend(more)
-            if buffer:
-                yield bytes(buffer)
-
-        await self._write_chunked(pieces(), lambda: ingest.digest, media_type, metadata)
+        await self._write_chunked(_rechunked(source, buffer, chunk), lambda: ingest.digest, media_type, metadata)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         rows = await self._fetch(self._tables.locate, digest, _WHOLE)
@@ -491,6 +481,29 @@ class PostgresMediaStore(BaseMediaStore):
 
 def _never_read() -> bytes:
     raise AssertionError('the base reads a stored copy only when it is small')  # pragma: no cover
+
+
+async def _rechunked(source: AsyncIterator[bytes], first: bytearray, size: int) -> AsyncIterator[bytes]:
+    """``first`` and then ``source`` cut into pieces of ``size`` bytes (the last one shorter).
+
+    The caller's pieces are kept as they are and joined once per chunk, so a chunk costs one exact-size copy
+    (a growing buffer over-allocates, and the allocator keeps what it grew)."""
+    held: list[bytes] = [bytes(first)]
+    first.clear()
+    count = len(held[0])
+    while True:
+        while count > size:
+            joined = b''.join(held)
+            held = [joined[size:]]
+            count = len(held[0])
+            yield joined[:size]
+        more = await anext(source, None)
+        if more is None:
+            break
+        held.append(more)
+        count += len(more)
+    if count:
+        yield b''.join(held)
 
 
 async def _one(data: bytes) -> AsyncGenerator[bytes, None]:
