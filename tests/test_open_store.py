@@ -839,13 +839,16 @@ class FolderMemoryStore(MemoryMediaStore):
         return cls(**overrides)
 
 
+LIST_SCHEMES = """
+import sys
+from mediastash.stores import available_schemes
+print(available_schemes())
+print(sorted(name for name in sys.modules if name.split('.')[0] in ('aiobotocore', 'botocore', 'pymongo')))
+"""
+
+
 def test_built_in_schemes_are_listed_without_importing_the_extras() -> None:
-    code = (
-        'import sys\nfrom mediastash.stores import available_schemes\n'
-        'print(available_schemes())\n'
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiobotocore', 'botocore', 'pymongo')))"
-    )
-    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, '-c', LIST_SCHEMES], capture_output=True, text=True, check=True)
     schemes, heavy = result.stdout.splitlines()
     assert {'memory', 'file', 'sqlite', 's3', 'mongodb', 'mongodb+srv'} <= set(eval(schemes))
     assert heavy == '[]'
