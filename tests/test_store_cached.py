@@ -27,8 +27,9 @@ from mediastash import (
     media_uri_for,
     restore_media,
 )
-from mediastash.errors import InvalidStoreConfiguration
+from mediastash.errors import InvalidArgumentError, InvalidMediaURI, InvalidStoreConfiguration, StoreClosedError
 from mediastash.open_store import open_cached_store
+from mediastash.stores.protocols import StatableMediaStore
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
 from mediastash.testing.histories import KiB, MiB, agent_history
@@ -444,3 +445,52 @@ async def test_open_cached_store_takes_a_store_object_and_checks_its_options(tmp
         open_cached_store(tmp_path / 'remote', cache='memory://', cache_max_bytes=-1)
     with pytest.raises(InvalidStoreConfiguration):
         open_cached_store(tmp_path / 'remote', cache='nosuch://x')
+
+
+# -- the store rules come from the same place as BaseMediaStore's ----------------------------------
+
+
+async def test_a_bad_uri_is_named_before_the_closed_state(tmp_path: Path) -> None:
+    """As on every BaseMediaStore: an invalid URI is the caller's mistake, whatever the store's state."""
+    store = _cached(tmp_path)
+    uri = await store.put(b'stored before closing')
+    await store.aclose()
+    calls: dict[str, Callable[[str], Awaitable[object]]] = {
+        'get': store.get,
+        'exists': store.exists,
+        'delete': store.delete,
+        'get_metadata': store.get_metadata,
+        'public_url': store.public_url,
+        'stat': store.stat,
+        'delete_many': lambda one: store.delete_many([one]),
+        'exists_many': lambda one: store.exists_many([one]),
+        'get_stream': lambda one: collect(store.get_stream(one)),
+    }
+    for call in calls.values():
+        with pytest.raises(InvalidMediaURI):
+            await call('not a media uri')
+        with pytest.raises(StoreClosedError, match='CachedMediaStore'):
+            await call(uri)
+    assert (tmp_path / 'backing').exists()
+
+
+async def test_a_bad_chunk_size_is_refused_like_the_base_refuses_it(tmp_path: Path) -> None:
+    async with _cached(tmp_path) as store:
+        uri = await store.put(b'streamed')
+        with pytest.raises(InvalidArgumentError, match='chunk_size'):
+            await collect(store.get_stream(uri, chunk_size=0))
+
+
+def test_a_bad_max_bytes_is_named_without_its_value(tmp_path: Path) -> None:
+    for bad in (-98765, 1.5, True):
+        with pytest.raises(InvalidArgumentError, match='max_bytes') as caught:
+            _cached(tmp_path, max_bytes=bad)
+        assert '98765' not in str(caught.value)
+
+
+async def test_stat_is_the_backing_store_s(tmp_path: Path) -> None:
+    async with _cached(tmp_path) as store:
+        uri = await store.put(b'\x89PNG cached', context=MediaContext(media_type='image/png'))
+        assert isinstance(store, StatableMediaStore)
+        assert await store.stat(uri) == await store.backing.stat(uri)  # type: ignore[attr-defined]
+        assert (await store.stat(uri)).media_type == 'image/png'

@@ -13,10 +13,44 @@ from pathlib import Path
 
 import pytest
 
-from mediastash import DiskMediaStore, StoreUnavailableError
+from mediastash import DiskMediaStore, MemoryMediaStore, SqliteMediaStore, StoreOperationError, StoreUnavailableError
 from mediastash.cli._ui import describe_error
 from tests.s3_servers import free_port
 from tests.test_cli_ops import SECRET, assert_user_error, run
+
+
+class ClosingFails(MemoryMediaStore):
+    """A store whose connection breaks while it is closed (what a client's close can raise)."""
+
+    async def _aclose(self) -> None:
+        raise ConnectionResetError(104, 'Connection reset by peer')
+
+
+async def test_aclose_maps_a_driver_error() -> None:
+    store = ClosingFails()
+    with pytest.raises(StoreUnavailableError) as caught:
+        await store.aclose()
+    assert (caught.value.operation, caught.value.reason) == ('aclose', 'ECONNRESET')
+    assert isinstance(caught.value.__cause__, ConnectionResetError)
+    assert store.closed
+    await store.aclose()  # closed already: nothing left to fail
+
+
+async def test_leaving_a_with_block_maps_a_driver_error_of_the_close() -> None:
+    with pytest.raises(StoreUnavailableError, match='aclose'):
+        async with ClosingFails() as store:
+            await store.put(b'kept until the close failed')
+
+
+async def test_sqlite_require_storage_maps_a_file_that_is_no_database(tmp_path: Path) -> None:
+    path = tmp_path / 'history.json'
+    path.write_text('[{"not": "a database"}]')
+    async with SqliteMediaStore(database=str(path)) as store:
+        with pytest.raises(StoreOperationError) as caught:
+            await store.require_storage()
+    assert caught.value.operation == 'require_storage'
+    assert 'file is not a database' in str(caught.value)
+    assert path.read_text() == '[{"not": "a database"}]'
 
 
 def test_the_cli_words_store_errors_and_local_files_only() -> None:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,9 +29,13 @@ from mediastash import (
     externalize_media,
     media_uri_for,
 )
+from mediastash.context import EMPTY_CONTEXT
+from mediastash.errors import InvalidMediaURI, StoreClosedError
+from mediastash.stores.protocols import StatableMediaStore
 from mediastash.testing.counting import CountingMediaStore
 from mediastash.testing.store import StoreTests, chunked, collect
 from mediastash.uri import media_uri
+from tests.memory_support import drop_blob, overwrite_blob, raw_bytes, set_written_at
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -158,6 +163,107 @@ async def test_counting_store_closes_the_store_it_wraps() -> None:
     assert inner.closed
 
 
+class TestCountingStore(StoreTests):
+    """The conformance suite through the counting wrapper, over a memory store reached behind its back."""
+
+    async def make_store(self, folder: Path, *, public_url: Any = None) -> CountingMediaStore:
+        return CountingMediaStore(MemoryMediaStore(public_url=public_url))
+
+    async def raw_read(self, store: Any, uri: str) -> bytes | None:
+        return raw_bytes(store.inner, uri)
+
+    async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
+        overwrite_blob(store.inner, uri, data)
+
+    async def raw_delete(self, store: Any, uri: str) -> None:
+        drop_blob(store.inner, uri)
+
+    async def raw_count(self, store: Any) -> int | None:
+        return len([uri async for uri in store.inner.iter_uris()])
+
+    async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
+        set_written_at(store.inner, uri, when)
+
+
+class ForeignStore:
+    """A ``MediaStore`` written without mediastash's base: no closed state and no URI checks of its own."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.asked: list[str] = []
+        self.closed = False
+
+    async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        uri = media_uri_for(data)
+        self.blobs[uri] = bytes(data)
+        return uri
+
+    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
+        self.asked.append(uri)
+        return self.blobs[uri]
+
+    async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        self.asked.append(uri)
+        return uri in self.blobs
+
+    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
+        self.asked.append(uri)
+        return None
+
+    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
+        self.asked.append(uri)
+        return {}
+
+    async def aclose(self) -> None:
+        self.closed = True  # and goes on answering: the wrapper must refuse by itself
+
+
+async def test_a_wrapper_keeps_the_store_rules_over_a_store_without_them() -> None:
+    """Closed state and URI checks come from the rules BaseMediaStore uses, not from the wrapped store."""
+    inner = ForeignStore()
+    store = CountingMediaStore(inner)
+    uri = await store.put(b'kept')
+    for bad in (lambda: store.get('media+sha256://nothex'), lambda: store.exists_many([uri, 'not a uri'])):
+        with pytest.raises(InvalidMediaURI):
+            await bad()
+    assert inner.asked == []  # refused before anything was handed on
+    await store.aclose()
+    assert store.closed and inner.closed
+    calls = {
+        'put': lambda: store.put(b'after closing'),
+        'get': lambda: store.get(uri),
+        'exists': lambda: store.exists(uri),
+        'exists_many': lambda: store.exists_many([uri]),
+        'touch_many': lambda: store.touch_many([uri]),
+        'get_metadata': lambda: store.get_metadata(uri),
+        'public_url': lambda: store.public_url(uri),
+    }
+    for call in calls.values():
+        with pytest.raises(StoreClosedError, match='CountingMediaStore'):
+            await call()
+    assert inner.asked == []
+    with pytest.raises(InvalidMediaURI):  # a bad URI is still named first, as BaseMediaStore does
+        await store.get('not a uri')
+    await store.aclose()  # twice is fine
+    with pytest.raises(StoreClosedError):
+        async with store:
+            pass  # pragma: no cover
+
+
+async def test_wrappers_forward_stat_exactly_when_the_wrapped_store_has_it() -> None:
+    inner = MemoryMediaStore()
+    store = CountingMediaStore(inner)
+    assert isinstance(store, StatableMediaStore)
+    uri = await store.put(b'\x89PNG stat me', context=MediaContext(media_type='image/png'))
+    found = await store.stat(uri)
+    assert found == await inner.stat(uri)
+    assert (found.size, found.media_type) == (len(b'\x89PNG stat me'), 'image/png')
+    assert store.calls['stat'] == 1
+    bare = CountingMediaStore(ForeignStore())
+    assert not isinstance(bare, StatableMediaStore)
+    assert bare.stat is None
+
+
 # -- imports -------------------------------------------------------------------------------
 
 
@@ -188,6 +294,20 @@ def test_counting_histories_and_the_demo_do_not_need_pytest() -> None:
     """)
         == 'False False'
     )
+
+
+def test_the_kit_re_exports_the_private_modules_unchanged() -> None:
+    """``mediastash.testing`` keeps its public names; the objects live in private modules production code uses."""
+    import mediastash._counting
+    import mediastash._histories
+    import mediastash.testing.counting
+    import mediastash.testing.histories
+
+    assert mediastash.testing.CountingMediaStore is mediastash._counting.CountingMediaStore
+    assert mediastash.testing.counting.CountingMediaStore is mediastash._counting.CountingMediaStore
+    assert mediastash.testing.histories.__all__ == mediastash._histories.__all__
+    for name in mediastash._histories.__all__:
+        assert getattr(mediastash.testing.histories, name) is getattr(mediastash._histories, name), name
 
 
 def test_store_tests_is_loaded_on_first_use() -> None:

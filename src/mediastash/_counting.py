@@ -15,7 +15,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
-from mediastash.stores.protocols import MediaStore
+from mediastash.stores.protocols import BlobStat, MediaStore
 from mediastash.stores.wrapper import WrapperMediaStore
 
 __all__ = ['CountingMediaStore']
@@ -89,6 +89,10 @@ class CountingMediaStore(WrapperMediaStore):
         return await super().get_metadata(uri, context=context)
 
     # -- optional capabilities (None when the inner store lacks them, see WrapperMediaStore) --
+
+    async def stat(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> BlobStat:
+        self.calls['stat'] += 1
+        return await super().stat(uri, context=context)
 
     async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
         self.calls['delete'] += 1

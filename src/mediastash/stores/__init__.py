@@ -3,7 +3,7 @@
 import importlib
 from typing import TYPE_CHECKING
 
-from mediastash.stores.base import BaseMediaStore, BlobInfo, BlobStat, ChunkedMediaStore, DriverError, Ingest
+from mediastash.stores.base import BaseMediaStore, BlobInfo, BlobStat, DriverError, Ingest
 from mediastash.stores.cached import CachedMediaStore
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
@@ -13,6 +13,7 @@ from mediastash.stores.protocols import (
     DeletableMediaStore,
     ListableMediaStore,
     MediaStore,
+    ScratchableMediaStore,
     StatableMediaStore,
     StreamingMediaStore,
 )
@@ -41,7 +42,6 @@ __all__ = [
     'CacheAwareMediaStore',
     'CachedMediaStore',
     'CollectableMediaStore',
-    'ChunkedMediaStore',
     'DeletableMediaStore',
     'DiskMediaStore',
     'DriverError',
@@ -49,6 +49,7 @@ __all__ = [
     'ListableMediaStore',
     'MediaStore',
     'MemoryMediaStore',
+    'ScratchableMediaStore',
     'SqliteMediaStore',
     'StatableMediaStore',
     'StorePlan',

@@ -32,25 +32,23 @@ from collections.abc import (
     Mapping,
 )
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
-from mediastash._checks import positive_int
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import (
     IntegrityError,
     MediaNotFoundError,
     MediaStashError,
-    StoreClosedError,
     StoreOperationError,
     StorePermissionError,
     StoreUnavailableError,
 )
 from mediastash.known_blobs import deletion_generation, note_deletion
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verified_stream, verify_digest
+from mediastash.stores._rules import AsyncClosing, StoreRules
 from mediastash.stores.protocols import BlobInfo, BlobStat
-from mediastash.uri import media_uri, parse_media_uri
+from mediastash.uri import media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
 if TYPE_CHECKING:
@@ -64,7 +62,6 @@ __all__ = [
     'BaseMediaStore',
     'BlobInfo',
     'BlobStat',
-    'ChunkedMediaStore',
     'DriverError',
     'Ingest',
 ]
@@ -230,25 +227,7 @@ async def _caller_stream(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
         yield chunk
 
 
-class AsyncClosing:
-    """``async with`` for anything with an ``aclose`` coroutine: the block's end closes it."""
-
-    async def aclose(self) -> None:
-        """Release what the object owns."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class BaseMediaStore(AsyncClosing, ABC):
+class BaseMediaStore(StoreRules, ABC):
     """Template for content-addressed stores (see the module docstring for what a backend supplies).
 
     Every public method raises ``StoreClosedError`` after ``aclose``; every
@@ -263,7 +242,6 @@ class BaseMediaStore(AsyncClosing, ABC):
 
     def __init__(self, *, public_url: PublicUrlResolver | None = None) -> None:
         self._public_url = public_url
-        self._closed = False
         self._instance_key: Hashable = ('instance', type(self).__name__, next(_instances))
         self._suspects: BoundedLRU[str, bool] = BoundedLRU(max_items=_SUSPECT_LIMIT)
 
@@ -450,9 +428,6 @@ class BaseMediaStore(AsyncClosing, ABC):
         """Yield the stored bytes unverified, at most ``chunk_size`` at a time; raise ``MediaNotFoundError``."""
         raise NotImplementedError
 
-    async def _aclose(self) -> None:
-        """Release what the store owns (connections, clients, threads). Called once."""
-
     def _storage_identity(self) -> Hashable | None:
         """The storage this instance points at (folder, database, bucket and prefix, collection).
 
@@ -461,10 +436,6 @@ class BaseMediaStore(AsyncClosing, ABC):
         private to this instance (an in-memory dict, a ``:memory:`` database).
         """
         return None
-
-    def _describe(self) -> str:
-        """Short, secret-free description used in error messages."""
-        return type(self).__name__
 
     def _classify_error(self, exc: Exception) -> DriverError | None:
         """What an error raised inside a store call means; ``None`` leaves it as it is.
@@ -514,31 +485,13 @@ class BaseMediaStore(AsyncClosing, ABC):
         lifetime = getattr(self._public_url, 'expires_in', None)
         return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
 
-    @property
-    def closed(self) -> bool:
-        """True once ``aclose`` was called."""
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f'{self._describe()} is closed')
-
-    def _open_digest(self, uri: str) -> str:
-        """The digest of ``uri`` (``InvalidMediaURI`` first), once the store is known to be open."""
-        digest = parse_media_uri(uri)
-        self._check_open()
-        return digest
-
+    @_maps_driver_errors('aclose')
     async def aclose(self) -> None:
-        """Close the store and release what it owns. Safe to call twice; later calls raise ``StoreClosedError``."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._aclose()
+        """Close the store and release what it owns (``_aclose``, called once). Safe to call twice.
 
-    async def __aenter__(self) -> Self:
-        self._check_open()
-        return self
+        A driver's error while closing leaves as a ``StoreOperationError``, as from every other call.
+        """
+        await super().aclose()
 
     def __repr__(self) -> str:
         described = self._describe()  # secret-free by contract; a bare class name gets its parentheses
@@ -596,8 +549,7 @@ class BaseMediaStore(AsyncClosing, ABC):
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
     ) -> frozenset[str]:
         """The subset of ``uris`` that is stored, in one batched check (every URI validated first)."""
-        digests = {parse_media_uri(uri): uri for uri in uris}
-        self._check_open()
+        digests = self._open_digests(uris)
         if not digests:
             return frozenset()
         started = _started()
@@ -676,8 +628,7 @@ class BaseMediaStore(AsyncClosing, ABC):
     @_maps_driver_errors('delete_many')
     async def delete_many(self, uris: Iterable[str]) -> int:
         """Delete several blobs (every URI validated before anything is removed); how many were removed."""
-        digests = list(dict.fromkeys(parse_media_uri(uri) for uri in uris))
-        self._check_open()
+        digests = list(self._open_digests(uris))
         if not digests:
             return 0
         started = _started()
@@ -705,8 +656,7 @@ class BaseMediaStore(AsyncClosing, ABC):
     ) -> frozenset[str]:
         """``exists_many`` that also marks the found blobs as in use: a blob last written more than
         ``touch_after`` seconds ago gets its last-write time set to now (see ``docs/gc.md``)."""
-        digests = {parse_media_uri(uri): uri for uri in uris}
-        self._check_open()
+        digests = self._open_digests(uris)
         if not digests:
             return frozenset()
         found = await self._touch_many(list(digests), time.time() - touch_after, max_concurrency)
@@ -727,8 +677,7 @@ class BaseMediaStore(AsyncClosing, ABC):
         it (SQLite, MongoDB, disk); see ``docs/gc.md`` for S3. Returns the URIs
         deleted. Only garbage collection should call this.
         """
-        digests = list(dict.fromkeys(parse_media_uri(uri) for uri in uris))
-        self._check_open()
+        digests = list(self._open_digests(uris))
         if not digests:
             return frozenset()
         deleted = await self._noting_deletion(self._delete_unless_touched(digests, written_before))
@@ -759,9 +708,7 @@ class BaseMediaStore(AsyncClosing, ABC):
         self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
     ) -> AsyncIterator[bytes]:
         """Yield the blob in pieces of at most ``chunk_size`` bytes, verified (see ``StreamingMediaStore``)."""
-        digest = parse_media_uri(uri)
-        positive_int('chunk_size', chunk_size)
-        self._check_open()
+        digest = self._open_stream(uri, chunk_size)
         raw = self._raw_chunks(digest, context, chunk_size)
         verified = verified_stream(digest, raw, where=self._describe())
         try:
@@ -806,7 +753,3 @@ def errno_name(exc: BaseException) -> str:
     if isinstance(code, int) and code in errno.errorcode:
         return errno.errorcode[code]
     return type(exc).__name__
-
-
-class ChunkedMediaStore(BaseMediaStore):
-    """Kept for backends written against earlier releases: ``BaseMediaStore`` now does what it did."""

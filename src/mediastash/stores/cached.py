@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Mapping
-from typing import Any, Final, Literal, Self
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable
+from typing import Any, Final, Literal
 
-from mediastash._checks import positive_int
+from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
@@ -97,8 +97,8 @@ class CachedMediaStore(WrapperMediaStore):
     ) -> None:
         if write not in _WRITE_MODES:
             raise ValueError(f"write must be 'through' or 'around', got {write!r}")
-        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0):
-            raise ValueError(f'max_bytes must be a non-negative int or None, got {max_bytes!r}')
+        if max_bytes is not None:
+            non_negative_int('max_bytes', max_bytes)
         if isinstance(trust_seconds, bool) or not isinstance(trust_seconds, int | float) or not trust_seconds >= 0:
             raise ValueError(f'trust_seconds must be a non-negative number, got {trust_seconds!r}')
         if not isinstance(cache, DeletableMediaStore):
@@ -111,7 +111,6 @@ class CachedMediaStore(WrapperMediaStore):
         self.cache = cache
         self.max_bytes = max_bytes
         self.write = write
-        self._closed = False
         self._evicted: list[str] = []
         self._lru: BoundedLRU[str, None] | None = None
         self._index_lock: asyncio.Lock | None = None
@@ -130,19 +129,10 @@ class CachedMediaStore(WrapperMediaStore):
         """Every ``get`` is verified: by the stores that verify, here for those that do not."""
         return True
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f'{self!r} is closed')
-
     # -- reads --------------------------------------------------------------------------
 
     async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
-        digest = parse_media_uri(uri)
-        self._check_open()
+        digest = self._open_digest(uri)
         data = await self._cached(uri, digest, context)
         if data is not None:
             return data
@@ -176,8 +166,7 @@ class CachedMediaStore(WrapperMediaStore):
         return data
 
     async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        digest = parse_media_uri(uri)
-        self._check_open()
+        digest = self._open_digest(uri)
         asked = self._asking()
         if self._trusted(digest, asked[1]):
             return True
@@ -189,8 +178,7 @@ class CachedMediaStore(WrapperMediaStore):
     async def exists_many(
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
     ) -> frozenset[str]:
-        wanted = {parse_media_uri(uri): uri for uri in uris}
-        self._check_open()
+        wanted = self._open_digests(uris)
         asked = self._asking()
         trusted = frozenset(uri for digest, uri in wanted.items() if self._trusted(digest, asked[1]))
         rest = [uri for uri in wanted.values() if uri not in trusted]
@@ -228,10 +216,10 @@ class CachedMediaStore(WrapperMediaStore):
         self._confirmed.pop(digest)
         return False
 
-    def _unconfirm(self, uris: Iterable[str]) -> None:
+    def _unconfirm(self, digests: Iterable[str]) -> None:
         """Drop the confirmations of blobs about to be deleted."""
-        for uri in uris:
-            self._confirmed.pop(parse_media_uri(uri))
+        for digest in digests:
+            self._confirmed.pop(digest)
 
     def _asking(self) -> tuple[tuple[int, object], float]:
         """Taken just before a question to ``backing``: the deletion generation and the time."""
@@ -251,9 +239,7 @@ class CachedMediaStore(WrapperMediaStore):
         return self._stream(uri, context, chunk_size)
 
     async def _stream(self, uri: str, context: MediaContextLike, chunk_size: int) -> AsyncIterator[bytes]:
-        digest = parse_media_uri(uri)
-        positive_int('chunk_size', chunk_size)
-        self._check_open()
+        digest = self._open_stream(uri, chunk_size)
         cache: Any = self.cache
         if isinstance(self.cache, StreamingMediaStore) and await self._stream_verified(uri, digest, chunk_size):
             stream = cache.get_stream(uri, context=context, chunk_size=chunk_size)
@@ -334,25 +320,24 @@ class CachedMediaStore(WrapperMediaStore):
     # -- deletions (in both stores) -----------------------------------------------------
 
     async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        self._check_open()
-        digest = parse_media_uri(uri)
+        digest = self._open_digest(uri)
         self._confirmed.pop(digest)
         deleted = await super().delete(uri, context=context)
         await self._discard(uri, digest)
         return deleted
 
     async def delete_many(self, uris: Iterable[str]) -> int:
-        self._check_open()
-        listed = list(dict.fromkeys(uris))
-        self._unconfirm(listed)
+        wanted = self._open_digests(uris)
+        listed = list(wanted.values())
+        self._unconfirm(wanted)
         removed = await super().delete_many(listed)
         await self._discard_many(listed)
         return removed
 
     async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]:
-        self._check_open()
-        listed = list(dict.fromkeys(uris))
-        self._unconfirm(listed)  # before: a deletion must never be hidden by a confirmation, even briefly
+        wanted = self._open_digests(uris)
+        listed = list(wanted.values())
+        self._unconfirm(wanted)  # before: a deletion must never be hidden by a confirmation, even briefly
         deleted = await super().delete_unless_touched(listed, written_before=written_before)
         await self._discard_many(deleted)
         return deleted
@@ -449,14 +434,6 @@ class CachedMediaStore(WrapperMediaStore):
 
     # -- the rest goes to the backing store ---------------------------------------------
 
-    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
-        self._check_open()
-        return await super().get_metadata(uri, context=context)
-
-    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
-        self._check_open()
-        return await super().public_url(uri, context=context)
-
     async def touch_many(
         self,
         uris: Iterable[str],
@@ -464,27 +441,19 @@ class CachedMediaStore(WrapperMediaStore):
         touch_after: float = TOUCH_AFTER_SECONDS,
         max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
     ) -> frozenset[str]:
-        self._check_open()
         asked = self._asking()
         found = await super().touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency)
         self._confirm((parse_media_uri(uri) for uri in found), asked)
         return found
 
-    async def aclose(self) -> None:
-        """Close the backing store and the cache (safe to call twice)."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _aclose(self) -> None:
+        """Close the backing store and the cache (``aclose`` calls this once)."""
         try:
-            await super().aclose()
+            await super()._aclose()
         finally:
             close = getattr(self.cache, 'aclose', None)
             if close is not None:
                 await close()
-
-    async def __aenter__(self) -> Self:
-        self._check_open()
-        return self
 
     def __repr__(self) -> str:
         return f'CachedMediaStore({self.inner!r}, cache={self.cache!r})'

@@ -155,19 +155,3 @@ class MemoryMediaStore(BaseMediaStore):
         view = memoryview(data)
         for start in range(0, len(data), chunk_size):
             yield bytes(view[start : start + chunk_size])
-
-    def corrupt_for_tests(self, uri: str, data: bytes) -> None:
-        """Replace stored bytes behind the store's back (used by the conformance suite)."""
-        self._blobs[parse_media_uri(uri)] = data
-
-    def raw_for_tests(self, uri: str) -> bytes | None:
-        """The stored bytes without verification, or ``None`` (used by the conformance suite)."""
-        return self._blobs.get(parse_media_uri(uri))
-
-    def drop_for_tests(self, uri: str) -> None:
-        """Lose the stored bytes behind the store's back, as a vanished file would (conformance suite)."""
-        self._blobs.pop(parse_media_uri(uri), None)
-
-    def set_written_at_for_tests(self, uri: str, when: float | None) -> None:
-        """Set a blob's last-write time behind the store's back; ``None`` makes its age unknown (conformance suite)."""
-        self._written_at[parse_media_uri(uri)] = when

@@ -3,7 +3,9 @@
 Counting, logging, latency-injecting or caching stores are wrappers. The
 wrapper forwards the walker's extras (``verifies_reads``, ``storage_key``,
 ``deletion_generation``, ``exists_many``) and advertises exactly the optional
-capabilities of the store it wraps.
+capabilities of the store it wraps. It keeps the rules of every mediastash
+store (``StoreRules``, shared with ``BaseMediaStore``): its own closed state,
+and URIs and chunk sizes checked before a call is handed on.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ from typing import Any
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.known_blobs import storage_key_of
-from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS, AsyncClosing, BlobInfo
+from mediastash.stores._rules import StoreRules
+from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
 from mediastash.stores.protocols import (
+    BlobInfo,
+    BlobStat,
     CollectableMediaStore,
     DeletableMediaStore,
     ListableMediaStore,
     MediaStore,
+    StatableMediaStore,
     StreamingMediaStore,
     exists_in,
 )
@@ -31,6 +37,7 @@ _OPTIONAL_METHODS = (
     (DeletableMediaStore, ('delete', 'delete_many')),
     (ListableMediaStore, ('iter_uris',)),
     (StreamingMediaStore, ('put_stream', 'get_stream')),
+    (StatableMediaStore, ('stat',)),
 )
 
 
@@ -49,12 +56,14 @@ def _without(cls: type, missing: tuple[str, ...]) -> type:
         return variant
 
 
-class WrapperMediaStore(AsyncClosing):
+class WrapperMediaStore(StoreRules):
     """A ``MediaStore`` that hands every call to ``inner``.
 
     Override a method and call ``super()`` to observe or change one call. A
     wrapper that changes the bytes ``get`` returns must set
-    ``verifies_reads = False`` so the walks check them again.
+    ``verifies_reads = False`` so the walks check them again. ``aclose``
+    closes the wrapper (every later call raises ``StoreClosedError``) and
+    ``inner``; override ``_aclose`` to release more.
     """
 
     def __init__(self, inner: MediaStore) -> None:
@@ -86,6 +95,12 @@ class WrapperMediaStore(AsyncClosing):
     def deletion_generation(self) -> object:
         return getattr(self.inner, 'deletion_generation', None)
 
+    @property
+    def unknown_media_type_reason(self) -> str:
+        """The wrapped store's reason (see ``BaseMediaStore.unknown_media_type_reason``)."""
+        reason = getattr(self.inner, 'unknown_media_type_reason', None)
+        return reason if isinstance(reason, str) else f'{self.inner!r} does not record media types'
+
     async def touch_many(
         self,
         uris: Iterable[str],
@@ -93,72 +108,95 @@ class WrapperMediaStore(AsyncClosing):
         touch_after: float = TOUCH_AFTER_SECONDS,
         max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
     ) -> frozenset[str]:
+        wanted = list(self._open_digests(uris).values())
         touch = getattr(self.inner, 'touch_many', None)
         if touch is None:
-            return await exists_in(self.inner, uris, max_concurrency=max_concurrency)
-        return frozenset(await touch(uris, touch_after=touch_after, max_concurrency=max_concurrency))
+            return await exists_in(self.inner, wanted, max_concurrency=max_concurrency)
+        return frozenset(await touch(wanted, touch_after=touch_after, max_concurrency=max_concurrency))
 
     def iter_blobs(self) -> AsyncIterator[BlobInfo]:
+        self._check_open()
         inner: Any = self.inner
         return inner.iter_blobs()  # type: ignore[no-any-return]
 
     async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]:
+        wanted = list(self._open_digests(uris).values())
         inner: Any = self.inner
-        return frozenset(await inner.delete_unless_touched(uris, written_before=written_before))
+        return frozenset(await inner.delete_unless_touched(wanted, written_before=written_before))
 
     async def exists_many(
         self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
     ) -> frozenset[str]:
-        return await exists_in(self.inner, uris, max_concurrency=max_concurrency)
+        wanted = list(self._open_digests(uris).values())
+        return await exists_in(self.inner, wanted, max_concurrency=max_concurrency)
 
     # -- MediaStore ---------------------------------------------------------------------
 
     async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        self._check_open()
         return await self.inner.put(data, context=context)
 
     async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
+        self._open_digest(uri)
         return await self.inner.get(uri, context=context)
 
     async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        self._open_digest(uri)
         return await self.inner.exists(uri, context=context)
 
     async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
+        self._open_digest(uri)
         return await self.inner.public_url(uri, context=context)
 
     async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
+        self._open_digest(uri)
         return await self.inner.get_metadata(uri, context=context)
 
     # -- optional capabilities (set to None in __init__ when ``inner`` lacks them) -------
 
+    async def stat(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> BlobStat:
+        self._open_digest(uri)
+        inner: Any = self.inner
+        found: BlobStat = await inner.stat(uri, context=context)
+        return found
+
     async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
+        self._open_digest(uri)
         inner: Any = self.inner
         return bool(await inner.delete(uri, context=context))
 
     async def delete_many(self, uris: Iterable[str]) -> int:
+        wanted = list(self._open_digests(uris).values())
         inner: Any = self.inner
-        return int(await inner.delete_many(uris))
+        return int(await inner.delete_many(wanted))
 
     def iter_uris(self) -> AsyncIterator[str]:
+        self._check_open()
         inner: Any = self.inner
         return inner.iter_uris()  # type: ignore[no-any-return]
 
     async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        self._check_open()
         inner: Any = self.inner
         return str(await inner.put_stream(chunks, context=context))
 
     def get_stream(
         self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
     ) -> AsyncIterator[bytes]:
+        self._open_stream(uri, chunk_size)
         inner: Any = self.inner
         return inner.get_stream(uri, context=context, chunk_size=chunk_size)  # type: ignore[no-any-return]
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    async def aclose(self) -> None:
+    async def _aclose(self) -> None:
         """Close the wrapped store (when it can be closed)."""
         close = getattr(self.inner, 'aclose', None)
         if close is not None:
             await close()
+
+    def _describe(self) -> str:
+        return repr(self)
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}({self.inner!r})'
