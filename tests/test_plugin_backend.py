@@ -35,9 +35,10 @@ finally:
 
 
 def environment(*paths: Path) -> dict[str, str]:
-    """This process's environment with only ``paths`` (and the tests' own imports) on ``PYTHONPATH``."""
+    """This process's environment with ``paths``, this checkout's ``src`` and the tests on ``PYTHONPATH``."""
     env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join([*map(str, paths), str(Path(__file__).parent.parent)])
+    root = Path(__file__).parent.parent
+    env['PYTHONPATH'] = os.pathsep.join([*map(str, paths), str(root / 'src'), str(root)])
     env.pop('COVERAGE_PROCESS_START', None)
     return env
 
@@ -272,3 +273,23 @@ def test_a_plugin_scheme_without_its_slashes_is_a_typo(tmp_path: Path, url: str)
     assert result.returncode == 1
     assert 'plug://' in result.stderr and 'Nothing was created' in result.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_tune_measures_in_scratch_namespaces_of_a_plugin_store(tmp_path: Path) -> None:
+    """The plug-in's own ``scratch_namespace`` (the ``ScratchableMediaStore`` capability) is all tune needs."""
+    from pydantic_ai.messages import BinaryContent, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+
+    pictures = [BinaryContent(data=os.urandom(size), media_type='image/png') for size in (8 << 10, 32 << 10)]
+    history = [ModelRequest(parts=[UserPromptPart(content=['two pictures', *pictures])])]
+    (tmp_path / 'history.json').write_bytes(ModelMessagesTypeAdapter.dump_json(history))
+    kept = PlugMediaStore(tmp_path / 'a')
+    (tmp_path / 'a' / 'note.txt').write_text('not a blob')
+    before = sorted(path.name for path in (tmp_path / 'a').iterdir())
+    result = cli(
+        'tune', 'history.json', '--store', 'plug://a', '--thresholds', '4KiB,16KiB,64KiB', '--json', cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {row['threshold_bytes']: row for row in json_of(result)['rows']}
+    assert {threshold: row['blobs'] for threshold, row in rows.items()} == {4 << 10: 2, 16 << 10: 1, 64 << 10: 0}
+    assert rows[4 << 10]['media_bytes'] == (8 << 10) + (32 << 10)
+    assert sorted(path.name for path in kept.folder.iterdir()) == before  # every scratch folder is gone
