@@ -20,7 +20,7 @@ from mediastash.stores.registry import StorePlan
 if TYPE_CHECKING:
     from mediastash.stores.mongo._store import MongoMediaStore
 
-__all__ = ['OWN_OPTIONS', 'driver_url', 'plan_mongo']
+__all__ = ['OWN_OPTIONS', 'plan_mongo']
 
 M = TypeVar('M', bound='MongoMediaStore')
 
@@ -66,17 +66,6 @@ def plan_mongo(store: type[M], url: str, create: bool, overrides: dict[str, Any]
         arguments['db_url'] = db_url
     merged = merged_options(store, arguments, overrides)
     return StorePlan(lambda: store(**merged))
-
-
-def driver_url(url: str) -> str:
-    """``url`` without the options only mediastash reads (``OWN_OPTIONS``): what the driver's client takes."""
-    base, mark, query = url.partition('?')
-    if not mark:
-        return url
-    kept = [
-        piece for piece in re.split('[&;]', query) if piece and unquote_plus(piece.partition('=')[0]) not in OWN_OPTIONS
-    ]
-    return base + ('?' + '&'.join(kept) if kept else '')
 
 
 def _check_driver_option(name: str, piece: str) -> None:
