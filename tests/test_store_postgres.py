@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for
+from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for, open_store
 from mediastash.errors import (
     InvalidArgumentError,
     InvalidStoreConfiguration,
@@ -603,3 +604,139 @@ async def test_harness_postgres_step_store_round_trips_with_our_store(
     for name in names:
         size = await connection.fetchval(f'SELECT coalesce(max(length(t::text)), 0) FROM "{name}" AS t')
         assert size < 20_000, f'{name} holds a row of {size} characters: a payload was not offloaded'
+
+
+# -- URLs, the registry and the CLI ----------------------------------------------------------------
+
+
+def test_from_url_reads_table_schema_and_options() -> None:
+    store = PostgresMediaStore.from_url(
+        'postgresql://alice@db.example:6543/app?table=blobs&schema=media_schema&chunk_size_bytes=65536&sslmode=disable'
+    )
+    assert (store.table, store.schema, store.chunk_size_bytes) == ('blobs', 'media_schema', 65536)
+    assert store.storage_key == ('postgres', ('db.example', 6543, 'app'), 'media_schema', 'blobs')
+    assert store._dsn == 'postgresql://alice@db.example:6543/app?sslmode=disable'
+    alias = open_store('postgres://db.example/app')
+    assert isinstance(alias, PostgresMediaStore)
+    assert alias.storage_key == ('postgres', ('db.example', 5432, 'app'), 'public', 'media')
+
+
+@pytest.mark.parametrize(
+    ('url', 'needle'),
+    [
+        ('postgresql://bob:hunter2-pw@db/app', 'must not carry a password'),
+        ('postgresql://db/app?password=hunter2-pw', 'must not carry the credential parameter'),
+        ('postgresql://db/app?sslpassword=hunter2-pw', 'must not carry the credential parameter'),
+        ('postgresql://db/app?hunter2-pw=1', 'unknown postgresql:// URL parameter (name not shown)'),
+        ('postgresql://db/app?table=Hunter2_pw', 'invalid PostgreSQL table name'),
+        ('postgresql://db/app?chunk_size_bytes=hunter2-pw', 'must be an integer'),
+        ('postgresql:///app', 'names no host'),
+        ('postgresql://db', 'names no database'),
+        ('postgresql://db:hunter2/app', 'port that is not a number'),
+    ],
+)
+def test_bad_urls_are_refused_without_echoing_them(url: str, needle: str) -> None:
+    with pytest.raises(InvalidStoreConfiguration) as raised:
+        open_store(url)
+    assert needle in str(raised.value)
+    assert 'hunter2' not in str(raised.value).lower()
+
+
+async def test_from_url_with_a_callers_pool(pool: Any, make: Any, postgres_dsn: str) -> None:
+    store, _ = make()
+    uri = await store.put(b'through the URL')
+    again = PostgresMediaStore.from_url(f'{postgres_dsn}?table={store.table}', pool=pool)
+    assert again._dsn is None and again.storage_key == store.storage_key
+    assert await again.get(uri) == b'through the URL'
+    await again.aclose()
+    assert not pool.is_closing()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m mediastash ARGS`` with a password in the environment that must never be printed."""
+    env = {**os.environ, 'PGPASSWORD': CLI_SECRET}
+    env.pop('COLUMNS', None)
+    done = subprocess.run(
+        [sys.executable, '-m', 'mediastash', *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert CLI_SECRET not in done.stdout and CLI_SECRET not in done.stderr
+    return done
+
+
+CLI_SECRET = 'pg-secret-5e1d'
+
+
+async def test_cli_ls_stats_verify_gc_sync_on_a_postgresql_url(
+    make: Any, pool: Any, postgres_dsn: str, tmp_path: Path
+) -> None:
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    url = f'{postgres_dsn}?table={store.table}&chunk_size_bytes=65536'
+    kept = await store.put(blob(100_000, seed=60), context=MediaContext(media_type='image/png'))  # chunked
+    old = await store.put(b'an orphan, written long ago', context=MediaContext(media_type='text/plain'))
+    young = await store.put(b'an orphan, written just now')
+    harness = await harness_store(pool, store.table).put(b'the harness wrote me: unknown age')
+    await raw.set_written_at(kept, 1000.0)
+    await raw.set_written_at(old, 1000.0)
+    everything = sorted([kept, old, young, harness])
+
+    listing = run_cli('ls', url)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.split() == everything
+    long = json.loads(run_cli('ls', '--long', '--json', url).stdout)
+    by_uri = {entry['uri']: entry for entry in long}
+    assert by_uri[kept]['size'] == 100_000 and by_uri[kept]['media_type'] == 'image/png'
+    stats = run_cli('stats', '--json', url)
+    assert stats.returncode == 0, stats.stderr
+    report = json.loads(stats.stdout)
+    assert report['blobs'] == 4, report
+
+    verified = run_cli('verify', url)
+    assert verified.returncode == 0, verified.stderr + verified.stdout
+    await raw.overwrite(old, b'AN ORPHAN, WRITTEN LONG AGO')
+    broken = run_cli('verify', url)
+    assert broken.returncode != 0 and old in broken.stdout + broken.stderr
+    await raw.overwrite(old, b'an orphan, written long ago')
+
+    copy = tmp_path / 'copy.db'
+    synced = run_cli('sync', url, f'sqlite:///{copy}')
+    assert synced.returncode == 0, synced.stderr
+    back_table = unique_table()
+    back = f'{postgres_dsn}?table={back_table}'
+    try:
+        assert run_cli('sync', f'sqlite:///{copy}', back).returncode == 0
+        assert run_cli('ls', back).stdout.split() == everything
+        copied = {entry['uri']: entry for entry in json.loads(run_cli('ls', '--long', '--json', back).stdout)}
+        assert copied[kept]['media_type'] == 'image/png' and copied[old]['media_type'] == 'text/plain'
+    finally:
+        await RawTables(raw.connection, back_table).drop()
+
+    roots = tmp_path / 'roots.txt'
+    roots.write_text(kept + '\n')
+    collected = run_cli('gc', '--store', url, '--roots', f'uris:{roots}', '--grace', '1h', '--delete', '--json')
+    assert collected.returncode == 0, collected.stderr
+    assert json.loads(collected.stdout)['deleted_uris'] == [old]
+    assert run_cli('ls', url).stdout.split() == sorted([kept, young, harness])
+
+
+async def test_cli_on_a_missing_table_creates_nothing(postgres_dsn: str, connection: Any) -> None:
+    table = unique_table()
+    done = run_cli('stats', f'{postgres_dsn}?table={table}')
+    assert done.returncode == 1 and 'does not exist' in done.stderr, done.stderr
+    assert await RawTables(connection, table).tables_like(table) == []
+
+
+async def test_tune_measures_in_scratch_tables_and_drops_them(
+    make: Any, connection: Any, postgres_dsn: str, tmp_path: Path
+) -> None:
+    messages_module = pytest.importorskip('pydantic_ai.messages')
+    messages, _ = _history()
+    history = tmp_path / 'history.json'
+    history.write_bytes(messages_module.ModelMessagesTypeAdapter.dump_json(messages))
+    store, raw = make()
+    kept = await store.put(b'user data, there before')
+    done = run_cli('tune', str(history), '--store', f'{postgres_dsn}?table={store.table}', '--thresholds', '4KiB,1MiB')
+    assert done.returncode == 0, done.stderr
+    leftovers = await connection.fetch("SELECT tablename FROM pg_tables WHERE tablename LIKE 'mediastash_tune%'")
+    assert leftovers == []
+    assert await store.get(kept) == b'user data, there before'
+    assert await raw.count() == 1

@@ -97,6 +97,8 @@ _BUILT_IN: dict[str, tuple[str, str | None]] = {
     's3': ('mediastash.stores.s3:S3MediaStore', 's3'),
     'mongodb': ('mediastash.stores.mongo:MongoMediaStore', 'mongo'),
     'mongodb+srv': ('mediastash.stores.mongo:MongoMediaStore', 'mongo'),
+    'postgresql': ('mediastash.stores.postgres:PostgresMediaStore', 'postgres'),
+    'postgres': ('mediastash.stores.postgres:PostgresMediaStore', 'postgres'),
 }
 _FORMS = {
     'memory': 'memory://',
@@ -105,6 +107,8 @@ _FORMS = {
     's3': 's3://<bucket>[/<key prefix>]',
     'mongodb': 'mongodb://host[:port]/<database>',
     'mongodb+srv': 'mongodb+srv://host/<database>',
+    'postgresql': 'postgresql://[user@]host[:port]/<database>[?table=media]',
+    'postgres': 'postgres://[user@]host[:port]/<database>[?table=media]',
 }
 """How the built-in schemes are written, for errors; a plug-in's is ``<scheme>://...``."""
 

@@ -10,13 +10,13 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Hashable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, Self
 
 import asyncpg
 
 from mediastash._checks import positive_int
 from mediastash.context import MediaContextLike, context_media_type
-from mediastash.errors import InvalidStoreConfiguration
+from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
@@ -31,6 +31,7 @@ from mediastash.stores.postgres._address import Address, address_of, parse_dsn_a
 from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
 from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables
 from mediastash.stores.postgres._upload import ChunkUpload
+from mediastash.stores.registry import StorePlan
 from mediastash.uri import DIGEST_PATTERN, media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -126,6 +127,38 @@ class PostgresMediaStore(BaseMediaStore):
         self._pool_token = None if address is not None else _token_of(pool)
         self._layout: Layout | None = None  # cached once complete
         self._schema_lock = asyncio.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
+        """The store a ``postgresql://`` or ``postgres://`` URL names; ``overrides`` (constructor arguments) win."""
+        return cls.plan_from_url(url, create=create, **overrides).open()
+
+    @classmethod
+    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
+        """``from_url`` checked but not opened (see ``StorePlan``); nothing is contacted."""
+        from mediastash.stores.postgres._url import plan_postgres
+
+        return plan_postgres(cls, url, create, overrides)
+
+    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[PostgresMediaStore]:
+        """A fresh, empty store on new tables of this store's schema for ``label``, dropped after the block.
+
+        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
+        """
+        from mediastash.stores.postgres._scratch import scratch_namespace
+
+        return scratch_namespace(self, label)
+
+    async def require_storage(self) -> None:
+        """``StoreNotFoundError`` when the table does not exist (nothing is created): what read-only openers such
+        as ``mediastash stats`` call."""
+        self._check_open()
+        async with self._connection() as connection:
+            layout = await self._read_layout(connection)
+        if not (layout.main or layout.chunked):
+            raise StoreNotFoundError(
+                'PostgreSQL table', f'{self.schema}.{self.table}', hint='nothing was created'
+            )
 
     @property
     def table(self) -> str:
