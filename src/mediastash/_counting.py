@@ -10,12 +10,14 @@ kit; ``mediastash.testing`` re-exports it unchanged.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from typing import Any, Final
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
-from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
-from mediastash.stores.protocols import BlobStat, MediaStore
+from mediastash.stores.protocols import MediaStore
 from mediastash.stores.wrapper import WrapperMediaStore
 
 __all__ = ['CountingMediaStore']
@@ -46,7 +48,7 @@ class CountingMediaStore(WrapperMediaStore):
         """Calls of every method together."""
         return sum(self.calls.values())
 
-    # -- MediaStore ---------------------------------------------------------------------
+    # -- the writes, which also measure their bytes (every other call is counted below) ----
 
     async def put(self, data: bytes, *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
         self.calls['put'] += 1
@@ -55,56 +57,6 @@ class CountingMediaStore(WrapperMediaStore):
         self.bytes_put += size
         self.put_sizes[uri] = size
         return uri
-
-    async def get(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bytes:
-        self.calls['get'] += 1
-        return await super().get(uri, context=context)
-
-    async def exists(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        self.calls['exists'] += 1
-        return await super().exists(uri, context=context)
-
-    async def exists_many(
-        self, uris: Iterable[str], *, max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY
-    ) -> frozenset[str]:
-        self.calls['exists_many'] += 1
-        return await super().exists_many(uris, max_concurrency=max_concurrency)
-
-    async def touch_many(
-        self,
-        uris: Iterable[str],
-        *,
-        touch_after: float = TOUCH_AFTER_SECONDS,
-        max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
-    ) -> frozenset[str]:
-        self.calls['touch_many'] += 1
-        return await super().touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency)
-
-    async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None:
-        self.calls['public_url'] += 1
-        return await super().public_url(uri, context=context)
-
-    async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]:
-        self.calls['get_metadata'] += 1
-        return await super().get_metadata(uri, context=context)
-
-    # -- optional capabilities (None when the inner store lacks them, see WrapperMediaStore) --
-
-    async def stat(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> BlobStat:
-        self.calls['stat'] += 1
-        return await super().stat(uri, context=context)
-
-    async def delete(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> bool:
-        self.calls['delete'] += 1
-        return await super().delete(uri, context=context)
-
-    async def delete_many(self, uris: Iterable[str]) -> int:
-        self.calls['delete_many'] += 1
-        return await super().delete_many(uris)
-
-    def iter_uris(self) -> AsyncIterator[str]:
-        self.calls['iter_uris'] += 1
-        return super().iter_uris()
 
     async def put_stream(self, chunks: AsyncIterable[bytes], *, context: MediaContextLike = EMPTY_CONTEXT) -> str:
         self.calls['put_stream'] += 1
@@ -122,8 +74,40 @@ class CountingMediaStore(WrapperMediaStore):
         self.put_sizes[uri] = size
         return uri
 
-    def get_stream(
-        self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT, chunk_size: int = 1 << 20
-    ) -> AsyncIterator[bytes]:
-        self.calls['get_stream'] += 1
-        return super().get_stream(uri, context=context, chunk_size=chunk_size)
+
+_COUNTED: Final = (
+    'get',
+    'exists',
+    'exists_many',
+    'touch_many',
+    'public_url',
+    'get_metadata',
+    'stat',
+    'delete',
+    'delete_many',
+    'iter_uris',
+    'get_stream',
+)
+"""The calls counted as they are forwarded unchanged (``put`` and ``put_stream`` also measure their bytes)."""
+
+
+def _counting(name: str) -> Callable[..., Any]:
+    """``WrapperMediaStore``'s method ``name``, counting each call in ``calls[name]`` first (failed ones too)."""
+    forward = getattr(WrapperMediaStore, name)
+    if inspect.iscoroutinefunction(forward):
+
+        async def counted_call(self: CountingMediaStore, /, *args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return await forward(self, *args, **kwargs)
+
+        return functools.wraps(forward)(counted_call)
+
+    def counted(self: CountingMediaStore, /, *args: Any, **kwargs: Any) -> Any:
+        self.calls[name] += 1
+        return forward(self, *args, **kwargs)
+
+    return functools.wraps(forward)(counted)
+
+
+for _name in _COUNTED:  # set after the class: type checkers keep WrapperMediaStore's signatures
+    setattr(CountingMediaStore, _name, _counting(_name))

@@ -13,9 +13,10 @@ copy says nothing about whether the backing store still holds a blob, so
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Hashable, Iterable
 from typing import Any, Final, Literal
 
 from mediastash._checks import non_negative_int
@@ -24,7 +25,7 @@ from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
 from mediastash.known_blobs import DEFAULT_TRUST_SECONDS, deletion_generation, storage_key_of
 from mediastash.stores._blob import verify_digest
-from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
+from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY
 from mediastash.stores.protocols import (
     CollectableMediaStore,
     DeletableMediaStore,
@@ -305,12 +306,7 @@ class CachedMediaStore(WrapperMediaStore):
         size = memoryview(data).nbytes
         if self.max_bytes is not None and size > self.max_bytes:
             return
-        try:
-            await self.cache.put(data, context=context)
-        except (asyncio.CancelledError, StoreClosedError):
-            raise
-        except Exception:
-            logger.warning('the cache could not keep %s', uri, exc_info=True)
+        if not await _best_effort(lambda: self.cache.put(data, context=context), 'the cache could not keep %s', uri):
             return
         lru = await self._index()
         if lru is not None:
@@ -346,12 +342,7 @@ class CachedMediaStore(WrapperMediaStore):
         """Remove the cached copy of one blob (best effort)."""
         await self._forget(digest)
         cache: Any = self.cache
-        try:
-            await cache.delete(uri)
-        except (asyncio.CancelledError, StoreClosedError):
-            raise
-        except Exception:
-            logger.warning('the cache could not delete %s', uri, exc_info=True)
+        await _best_effort(lambda: cache.delete(uri), 'the cache could not delete %s', uri)
 
     async def _discard_many(self, uris: Iterable[str]) -> None:
         listed = list(uris)
@@ -360,12 +351,7 @@ class CachedMediaStore(WrapperMediaStore):
         for uri in listed:
             await self._forget(parse_media_uri(uri))
         cache: Any = self.cache
-        try:
-            await cache.delete_many(listed)
-        except (asyncio.CancelledError, StoreClosedError):
-            raise
-        except Exception:
-            logger.warning('the cache could not delete %d blobs', len(listed), exc_info=True)
+        await _best_effort(lambda: cache.delete_many(listed), 'the cache could not delete %d blobs', len(listed))
 
     # -- the size bound -----------------------------------------------------------------
 
@@ -398,12 +384,8 @@ class CachedMediaStore(WrapperMediaStore):
             return
         evicted, self._evicted = self._evicted, []
         cache: Any = self.cache
-        try:
-            await cache.delete_many([media_uri(digest) for digest in evicted])
-        except (asyncio.CancelledError, StoreClosedError):
-            raise
-        except Exception:
-            logger.warning('the cache could not evict %d blobs', len(evicted), exc_info=True)
+        uris = [media_uri(digest) for digest in evicted]
+        await _best_effort(lambda: cache.delete_many(uris), 'the cache could not evict %d blobs', len(evicted))
 
     async def _note_hit(self, uri: str, digest: str, size: int) -> None:
         lru = await self._index()
@@ -416,12 +398,8 @@ class CachedMediaStore(WrapperMediaStore):
             await self._evict()
         touch = getattr(self.cache, 'touch_many', None)
         if touch is not None:
-            try:
-                await touch([uri], touch_after=HIT_TOUCH_AFTER)
-            except (asyncio.CancelledError, StoreClosedError):
-                raise
-            except Exception:
-                logger.debug('the cache could not refresh %s', uri, exc_info=True)
+            refresh = functools.partial(touch, [uri], touch_after=HIT_TOUCH_AFTER)
+            await _best_effort(refresh, 'the cache could not refresh %s', uri, level=logging.DEBUG)
 
     async def _forget(self, digest: str) -> None:
         if self._lru is not None:
@@ -434,15 +412,10 @@ class CachedMediaStore(WrapperMediaStore):
 
     # -- the rest goes to the backing store ---------------------------------------------
 
-    async def touch_many(
-        self,
-        uris: Iterable[str],
-        *,
-        touch_after: float = TOUCH_AFTER_SECONDS,
-        max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
-    ) -> frozenset[str]:
+    async def touch_many(self, uris: Iterable[str], **options: Any) -> frozenset[str]:
+        """``WrapperMediaStore.touch_many`` (same options), remembering what the backing store holds."""
         asked = self._asking()
-        found = await super().touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency)
+        found = await super().touch_many(uris, **options)
         self._confirm((parse_media_uri(uri) for uri in found), asked)
         return found
 
@@ -457,3 +430,21 @@ class CachedMediaStore(WrapperMediaStore):
 
     def __repr__(self) -> str:
         return f'CachedMediaStore({self.inner!r}, cache={self.cache!r})'
+
+
+async def _best_effort(
+    call: Callable[[], Awaitable[object]], message: str, *args: object, level: int = logging.WARNING
+) -> bool:
+    """Run one call to the cache; its failure is logged (``message % args``), not raised. True when it worked.
+
+    A failing cache must never fail a call the backing store can answer; a
+    cancellation or a closed store still propagates.
+    """
+    try:
+        await call()
+    except (asyncio.CancelledError, StoreClosedError):
+        raise
+    except Exception:
+        logger.log(level, message, *args, exc_info=True)
+        return False
+    return True
