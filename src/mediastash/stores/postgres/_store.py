@@ -47,6 +47,9 @@ _BATCH: Final = 10_000
 """Digests per ``= ANY($1)`` statement."""
 _WHOLE: Final = 1 << 62
 _LAYOUT_COMPLETE: Final = Layout(main=True, written_at=True, chunked=True)
+_SOUND: Final = object()
+_ABSENT: Final = object()
+_UNSOUND: Final = object()
 
 
 class PostgresPool(Protocol):
@@ -156,9 +159,7 @@ class PostgresMediaStore(BaseMediaStore):
         async with self._connection() as connection:
             layout = await self._read_layout(connection)
         if not (layout.main or layout.chunked):
-            raise StoreNotFoundError(
-                'PostgreSQL table', f'{self.schema}.{self.table}', hint='nothing was created'
-            )
+            raise StoreNotFoundError('PostgreSQL table', f'{self.schema}.{self.table}', hint='nothing was created')
 
     @property
     def table(self) -> str:
@@ -269,17 +270,28 @@ class PostgresMediaStore(BaseMediaStore):
         async with self._connection() as connection:
             await self._ready(connection)
             for _ in range(3):
-                if await self._holds_sound_copy(connection, digest, len(data)):
+                found = await self._stored_copies(connection, digest, len(data))
+                if found is _SOUND:
                     return
+                if found is _ABSENT:  # the common first put: one statement, no transaction
+                    if await self._insert_inline(connection, digest, data, media_type, metadata):
+                        return
+                    continue  # another writer's row landed meanwhile: look at it
                 async with connection.transaction():
-                    facts = await self._take_unsound(connection, digest)
-                    row_type, row_metadata = facts or (media_type, metadata)
-                    inserted = await connection.fetchval(
-                        self._tables.insert_inline(), digest, row_type, data, len(data), row_metadata, time.time()
-                    )
-                if inserted is not None:
+                    row_type, row_metadata = await self._take_unsound(connection, digest) or (media_type, metadata)
+                    inserted = await self._insert_inline(connection, digest, data, row_type, row_metadata)
+                if inserted:
                     return
             raise RuntimeError('another writer kept replacing the blob')  # pragma: no cover
+
+    async def _insert_inline(
+        self, connection: Any, digest: str, data: bytes, media_type: str | None, metadata: str
+    ) -> bool:
+        """Insert the blob as one row of the harness's table; ``False`` when a row was there already."""
+        inserted = await connection.fetchval(
+            self._tables.insert_inline(), digest, media_type, data, len(data), metadata, time.time()
+        )
+        return inserted is not None
 
     async def _rewrite(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         """Replace the stored copy (suspect to this instance): ``_write`` already does, as the digest is suspect."""
@@ -287,9 +299,16 @@ class PostgresMediaStore(BaseMediaStore):
 
     async def _holds_sound_copy(self, connection: Any, digest: str, size: int) -> bool:
         """True when a stored copy passes the base's cheap checks; marks it in use (``written_at``) meanwhile."""
+        return await self._stored_copies(connection, digest, size) is _SOUND
+
+    async def _stored_copies(self, connection: Any, digest: str, size: int) -> object:
+        """``_SOUND`` when a stored copy passes the base's cheap checks, ``_ABSENT`` when none is stored, else
+        ``_UNSOUND``; one statement, which also marks stored copies in use (``written_at``)."""
         now = time.time()
         rows = await connection.fetch(self._tables.probe(), digest, VERIFY_ON_PUT_BYTES, now, now - TOUCH_AFTER_SECONDS)
-        return any(self._copy_is_sound(digest, size, int(row[0]), row[1]) for row in rows)
+        if not rows:
+            return _ABSENT
+        return _SOUND if any(self._copy_is_sound(digest, size, int(row[0]), row[1]) for row in rows) else _UNSOUND
 
     def _copy_is_sound(self, digest: str, size: int, stored_size: int, stored_digest: str | None) -> bool:
         """The base's check on a stored copy (``_stored_copy_is_sound``); a copy small enough to be hashed was
