@@ -319,6 +319,41 @@ def test_disk_media_types_survive_sync_and_unknown_ones_are_explained(tmp_path: 
     assert sqlite_stats['unknown_media_type_reason'] == 'they were put without a media type'
 
 
+def test_sync_copies_the_media_types_every_source_recorded(seeded: Seeded, tmp_path: Path) -> None:
+    """sync asks the source's public stat for the media type: an S3 object's Content-Type reaches the copy too
+    (sync left it out while it looked for a media_type_of method, which S3 has not)."""
+    database = tmp_path / 'copy.db'
+    synced = run('sync', seeded.url, f'sqlite:///{database}', '--quiet', env=seeded.env)
+    assert synced.returncode == 0, synced.stderr
+    copy = SqliteMediaStore(database=database)
+    recorded = {uri: asyncio.run(copy.media_type_of(uri)) for uri in seeded.uris}
+    assert recorded == {uri: media_type for uri, (_, media_type) in zip(seeded.uris, BLOBS, strict=True)}
+
+
+def test_the_cli_names_no_store_class_and_reaches_no_private_store_attribute() -> None:
+    """cli/ asks stores only through public capabilities (stat, iter_uris, require_storage, ...)."""
+    import ast
+
+    import mediastash.cli
+
+    backends = {'disk', 'sqlite', 's3', 'mongo', 'memory', 'postgres'}
+    classes = {'DiskMediaStore', 'SqliteMediaStore', 'S3MediaStore', 'MongoMediaStore', 'MemoryMediaStore'}
+    for path in sorted(Path(mediastash.cli.__file__).parent.glob('*.py')):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                parts = node.module.split('.')
+                assert parts[:2] != ['mediastash', 'stores'] or not backends & set(parts), (path.name, node.module)
+                assert not classes & {alias.name for alias in node.names}, (path.name, node.module)
+            named = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            assert named not in classes, (path.name, named)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == 'store':
+                assert not node.attr.startswith('_'), (path.name, node.attr)
+            if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'getattr' and len(node.args) >= 2:
+                name = node.args[1]
+                assert not (isinstance(name, ast.Constant) and str(name.value).startswith('_')), path.name
+
+
 def test_read_only_commands_leave_a_disk_store_untouched(tmp_path: Path) -> None:
     """ls, stats, verify and diff keep an old crash leftover; verify --repair sweeps it (issue 17, item 7)."""
     folder, other = tmp_path / 'blobs', tmp_path / 'other'
@@ -569,12 +604,14 @@ def test_user_errors_are_one_line_and_create_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [history]
 
     # A file that is no database, and a database without the store's table (which is not created).
-    assert_user_error(run('ls', f'sqlite:///{history}'), 'SQLite: file is not a database')
+    assert_user_error(run('ls', f'sqlite:///{history}'), 'SqliteMediaStore(', 'file is not a database')
     other = tmp_path / 'other.db'
     with contextlib.closing(sqlite3.connect(other)) as connection:
         connection.execute('CREATE TABLE notes (text)')
         connection.commit()
-    assert_user_error(run('stats', f'sqlite:///{other}?table=blobs'), "no table 'blobs'", 'nothing was created')
+    assert_user_error(
+        run('stats', f'sqlite:///{other}?table=blobs'), "SQLite table 'blobs' does not exist", 'nothing was created'
+    )
     with contextlib.closing(sqlite3.connect(other)) as connection:
         assert connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == [('notes',)]
 

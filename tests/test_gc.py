@@ -851,7 +851,7 @@ def test_cli_refuses_a_database_without_the_store_table(tmp_path: Path) -> None:
     (tmp_path / 'keep.txt').write_text('# nothing\n')
     result = run_cli('gc', '--store', 'sqlite:///other.db', '--roots', 'uris:keep.txt', cwd=tmp_path)
     assert result.returncode == 1 and 'Traceback' not in result.stderr
-    assert "no table 'media'" in result.stderr
+    assert "SQLite table 'media' does not exist" in result.stderr
 
 
 # -- the examples of docs/gc.md ----------------------------------------------------------------------

@@ -24,6 +24,7 @@ from mediastash.stores.protocols import (
     CollectableMediaStore,
     ListableMediaStore,
     MediaStore,
+    StatableMediaStore,
     StreamingMediaStore,
     exists_in,
 )
@@ -122,7 +123,10 @@ async def diff_stores(source: MediaStore, destination: MediaStore) -> StoreDiff:
 
 
 async def media_type_of(store: MediaStore, uri: str) -> str | None:
-    """The media type the store recorded for the blob, where it offers ``media_type_of`` (sync or async)."""
+    """The media type the store recorded for the blob: its ``stat`` answer (no bytes read), else its
+    ``media_type_of`` (sync or async) for a store without ``stat``; ``None`` when neither is there."""
+    if isinstance(store, StatableMediaStore):
+        return (await store.stat(uri)).media_type
     method = getattr(store, 'media_type_of', None)
     if method is None:
         return None

@@ -10,13 +10,9 @@ change nothing in the store (not even a crash leftover).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import inspect
 import json
-import sqlite3
 import sys
-import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +25,18 @@ from mediastash.cli._output import check_output, write_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import MediaNotFoundError
 from mediastash.stores.base import BaseMediaStore
-from mediastash.stores.disk import DiskMediaStore
-from mediastash.stores.protocols import DeletableMediaStore, ListableMediaStore, MediaStore, StreamingMediaStore
-from mediastash.stores.sqlite import SqliteMediaStore
+from mediastash.stores.protocols import (
+    BlobStat,
+    DeletableMediaStore,
+    ListableMediaStore,
+    MediaStore,
+    StatableMediaStore,
+)
 from mediastash.uri import parse_media_uri
 from mediastash.verify import VerifyReport, verify_store
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES
 
-__all__ = ['SIZE_BUCKETS', 'BlobFacts', 'BlobLookup', 'VerifyReport', 'register', 'size_histogram', 'verify_blobs']
+__all__ = ['SIZE_BUCKETS', 'VerifyReport', 'register', 'size_histogram', 'verify_blobs']
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -45,11 +45,8 @@ SIZE_BUCKETS: tuple[int, ...] = (KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, Mi
 """Upper bounds (exclusive) of the ``stats`` size histogram: powers of 4 from 1 KiB; the last bucket is open."""
 
 _LOOKUP_JOBS = 16
-"""Size and media-type lookups in flight for ``stats`` and ``ls --long``."""
+"""``stat`` calls in flight for ``stats`` and ``ls --long``."""
 _DEFAULT_VERIFY_JOBS = 4
-_VERIFY_CHUNK = 1 << 20
-_S3_DEFAULT_CONTENT_TYPE = 'binary/octet-stream'
-"""What S3 reports for an object uploaded without a Content-Type: the media type was not recorded."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -141,29 +138,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
 
 @contextlib.asynccontextmanager
 async def _opened(url: str, *, create: bool) -> AsyncIterator[BaseMediaStore]:
-    """The store behind ``url``, closed when the block ends."""
+    """The store behind ``url``, closed when the block ends; with ``create=False`` its storage must exist."""
     from mediastash.open_store import open_store
 
     async with open_store(url, create=create) as store:
-        if not create and isinstance(store, SqliteMediaStore) and _is_database_file(store.database):
-            await asyncio.to_thread(_require_table, store)
+        require = getattr(store, 'require_storage', None)
+        if not create and require is not None:
+            await require()  # e.g. a SQLite file without the store's table: refused, nothing created
         yield store
-
-
-def _require_table(store: SqliteMediaStore) -> None:
-    """Refuse a database without the store's table before the store would create it (read-only commands)."""
-    assert store.database is not None
-    with contextlib.closing(_read_only_connection(store.database)) as connection:
-        row = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (store.table,)
-        ).fetchone()
-    if row is None:
-        raise UserError(f'no table {store.table!r} in the SQLite database {store.database!r}; nothing was created')
-
-
-def _read_only_connection(database: str) -> sqlite3.Connection:
-    location = Path(database).resolve().as_uri() + '?mode=ro'
-    return sqlite3.connect(location, uri=True, check_same_thread=False)
 
 
 def _listable(store: MediaStore) -> ListableMediaStore:
@@ -184,160 +166,14 @@ async def _list_uris(store: MediaStore, ui: Ui) -> list[str]:
     return uris
 
 
-async def _list_sized(store: MediaStore, ui: Ui) -> dict[str, int | None]:
-    """Every listed URI, sorted, with its size when the listing tells it (``iter_blobs``), else ``None``."""
-    blobs = getattr(store, 'iter_blobs', None)
-    if blobs is None:
-        return dict.fromkeys(await _list_uris(store, ui))
-    sizes: dict[str, int | None] = {}
-    with ui.progress('listing') as step:
-        async for info in blobs():
-            sizes[info.uri] = info.size
-            step.advance()
-    return dict(sorted(sizes.items()))
-
-
 # -- sizes and media types -------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class BlobFacts:
-    """A stored blob's size in bytes and the media type its store recorded (``None``: not recorded)."""
-
-    size: int
-    media_type: str | None
-
-
-class BlobLookup(contextlib.AbstractAsyncContextManager['BlobLookup']):
-    """Look up blob sizes and media types by the cheapest route the store offers.
-
-    Disk: the file's size and the ``.mediatype`` file's content. SQLite: ``length()``
-    of the row on a read-only side connection. S3: one HEAD
-    (``Content-Length``, ``Content-Type``). MongoDB: the manifest's ``size``
-    and ``media_type``. Any other store (memory included): the size its
-    listing gave, else the blob is read (streamed when it can), and the
-    media type from its ``media_type_of`` when it has one. A blob that is
-    not stored raises ``MediaNotFoundError``.
-    """
-
-    def __init__(self, store: MediaStore) -> None:
-        self._store = store
-        self._sqlite: sqlite3.Connection | None = None
-        self._sqlite_lock = threading.Lock()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._sqlite is not None:
-            self._sqlite.close()
-            self._sqlite = None
-
-    async def facts(self, uri: str, listed_size: int | None = None) -> BlobFacts:
-        """Size and media type of the blob under ``uri``; ``listed_size``: the size a listing gave, if any."""
-        store = self._store
-        digest = parse_media_uri(uri)
-        if isinstance(store, DiskMediaStore):
-            size = listed_size if listed_size is not None else await asyncio.to_thread(self._file_size, store, uri)
-            return BlobFacts(size, await store.media_type_of(uri))
-        if isinstance(store, SqliteMediaStore) and _is_database_file(store.database):
-            return await asyncio.to_thread(self._sqlite_row, store, uri, digest)
-        s3 = sys.modules.get('mediastash.stores.s3')
-        if s3 is not None and isinstance(store, s3.S3MediaStore):
-            return await self._s3_head(store, uri)
-        mongo = sys.modules.get('mediastash.stores.mongo')
-        if mongo is not None and isinstance(store, mongo.MongoMediaStore):
-            facts = await self._mongo_manifest(store, uri, digest)
-            if facts is not None:
-                return facts
-        size = listed_size if listed_size is not None else await _read_size(store, uri)
-        return BlobFacts(size, await _recorded_media_type(store, uri))
-
-    def unknown_media_type_reason(self) -> str:
-        """Why this store may hold blobs without a media type (for the note under ``stats`` and ``ls -l``)."""
-        store = self._store
-        if isinstance(store, DiskMediaStore):
-            return (
-                'no media type was recorded for them: they were put without one, or written by pydantic-ai-harness '
-                '(which records none on disk) or an earlier mediastash; a put with a media type records it'
-            )
-        s3 = sys.modules.get('mediastash.stores.s3')
-        if s3 is not None and isinstance(store, s3.S3MediaStore):
-            return 'they were uploaded without a Content-Type'
-        if getattr(store, 'media_type_of', None) is None:
-            return f'{store!r} does not record media types'
-        return 'they were put without a media type'
-
-    @staticmethod
-    def _file_size(store: DiskMediaStore, uri: str) -> int:
-        try:
-            return store.path_for(uri).stat().st_size
-        except (FileNotFoundError, NotADirectoryError):
-            raise MediaNotFoundError(uri, where=repr(store)) from None
-
-    def _sqlite_row(self, store: SqliteMediaStore, uri: str, digest: str) -> BlobFacts:
-        with self._sqlite_lock:
-            if self._sqlite is None:
-                assert store.database is not None
-                self._sqlite = _read_only_connection(store.database)
-            # length() of a BLOB reads the record header, not the bytes.
-            row = self._sqlite.execute(
-                f'SELECT length(bytes), media_type FROM "{store.table}" WHERE sha256 = ?', (digest,)
-            ).fetchone()
-        if row is None:
-            raise MediaNotFoundError(uri, where=repr(store))
-        return BlobFacts(int(row[0] or 0), None if row[1] is None else str(row[1]))
-
-    @staticmethod
-    async def _s3_head(store: Any, uri: str) -> BlobFacts:
-        # The store's own HEAD (same client, retries and error handling); no public equivalent yet.
-        head = await store._head(store.key_for(uri))
-        if head is None:
-            raise MediaNotFoundError(uri, where=repr(store))
-        content_type = head.get('ContentType')
-        recorded = isinstance(content_type, str) and content_type not in ('', _S3_DEFAULT_CONTENT_TYPE)
-        return BlobFacts(int(head.get('ContentLength', 0)), content_type if recorded else None)
-
-    @staticmethod
-    async def _mongo_manifest(store: Any, uri: str, digest: str) -> BlobFacts | None:
-        # The manifest records size and media type; ``None`` when it lacks a size (the caller then reads).
-        manifests = getattr(store, '_manifests', None)
-        if manifests is None:
-            return None
-        manifest = await manifests.find_one({'_id': digest}, {'size': 1, 'media_type': 1})
-        if manifest is None:
-            raise MediaNotFoundError(uri, where=repr(store))
-        size, media_type = manifest.get('size'), manifest.get('media_type')
-        if not isinstance(size, int) or isinstance(size, bool):
-            return None
-        return BlobFacts(size, media_type if isinstance(media_type, str) else None)
-
-
-def _is_database_file(database: str | None) -> bool:
-    return database is not None and database not in ('', ':memory:') and not database.startswith('file:')
-
-
-async def _read_size(store: MediaStore, uri: str) -> int:
-    if isinstance(store, StreamingMediaStore):
-        size = 0
-        async for chunk in store.get_stream(uri, chunk_size=_VERIFY_CHUNK):
-            size += len(chunk)
-        return size
-    return len(await store.get(uri))
-
-
-async def _recorded_media_type(store: MediaStore, uri: str) -> str | None:
-    lookup = getattr(store, 'media_type_of', None)
-    if lookup is None:
-        return None
-    value = lookup(uri)
-    if inspect.isawaitable(value):
-        value = await value
-    return value if isinstance(value, str) else None
-
-
-@dataclass(frozen=True, slots=True)
 class _Measured:
-    """Facts of every listed blob that was still there, the URIs that vanished, and why a type may be unknown."""
+    """``stat`` of every listed blob that was still there, the URIs that vanished, and why a type may be unknown."""
 
-    found: dict[str, BlobFacts]
+    found: dict[str, BlobStat]
     vanished: list[str]
     unknown_reason: str
 
@@ -346,23 +182,27 @@ class _Measured:
         return sum(facts.media_type is None for facts in self.found.values())
 
 
-async def _facts_of_all(store: MediaStore, listed: dict[str, int | None], ui: Ui) -> _Measured:
-    """Facts of every listed URI (in listing order), and the URIs that vanished since they were listed."""
-    found: dict[str, BlobFacts] = {}
+async def _stat_all(store: MediaStore, uris: list[str], ui: Ui) -> _Measured:
+    """The store's ``stat`` of every URI (in the order given), and the URIs that vanished since they were listed."""
+    if not isinstance(store, StatableMediaStore):
+        raise UserError(f'{store!r} cannot tell the size and media type of a blob (it has no stat)')
+    found: dict[str, BlobStat] = {}
     vanished: list[str] = []
-    async with BlobLookup(store) as lookup:
-        with ui.progress('reading sizes', total=len(listed)) as step:
+    with ui.progress('reading sizes', total=len(uris)) as step:
 
-            async def one(uri: str) -> None:
-                try:
-                    found[uri] = await lookup.facts(uri, listed[uri])
-                except MediaNotFoundError:
-                    vanished.append(uri)
-                step.advance()
+        async def one(uri: str) -> None:
+            try:
+                found[uri] = await store.stat(uri)
+            except MediaNotFoundError:
+                vanished.append(uri)
+            step.advance()
 
-            await for_each(list(listed), _LOOKUP_JOBS, one)
-    in_order = {uri: found[uri] for uri in listed if uri in found}
-    return _Measured(in_order, sorted(vanished), lookup.unknown_media_type_reason())
+        await for_each(uris, _LOOKUP_JOBS, one)
+    in_order = {uri: found[uri] for uri in uris if uri in found}
+    reason = getattr(store, 'unknown_media_type_reason', None)
+    if not isinstance(reason, str):
+        reason = f'{store!r} does not record media types'
+    return _Measured(in_order, sorted(vanished), reason)
 
 
 # -- stats -----------------------------------------------------------------------------------
@@ -388,7 +228,7 @@ def size_histogram(sizes: Sequence[int]) -> list[dict[str, Any]]:
 async def _stats(args: argparse.Namespace, ui: Ui) -> int:
 
     async with _opened(args.url, create=False) as store:
-        measured = await _facts_of_all(store, await _list_sized(store, ui), ui)
+        measured = await _stat_all(store, await _list_uris(store, ui), ui)
         label = repr(store)
     found, vanished = measured.found, measured.vanished
     unknown_reason = measured.unknown_reason if measured.unknown_types else None
@@ -500,7 +340,7 @@ async def _ls(args: argparse.Namespace, ui: Ui) -> int:
                 ui.line(uri)
             ui.json([{'uri': uri} for uri in uris])
             return 0
-        measured = await _facts_of_all(store, await _list_sized(store, ui), ui)
+        measured = await _stat_all(store, await _list_uris(store, ui), ui)
     rows = list(measured.found.items())
     width = max((len(f'{facts.size:,}') for _, facts in rows), default=1)
     type_width = max((len(facts.media_type or 'unknown') for _, facts in rows), default=7)
