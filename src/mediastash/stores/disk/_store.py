@@ -55,16 +55,9 @@ from mediastash.errors import (
 )
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
-from mediastash.stores.base import (
-    TOUCH_AFTER_SECONDS,
-    BaseMediaStore,
-    BlobInfo,
-    BlobStat,
-    DriverError,
-    Ingest,
-    errno_name,
-)
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, DriverError, Ingest, errno_name
 from mediastash.stores.disk._url import plan_disk
+from mediastash.stores.protocols import BlobStat
 from mediastash.stores.registry import StorePlan
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
