@@ -161,6 +161,12 @@ class Tables:
             parts.append(f'SELECT sha256, size_bytes, written_at FROM {self.chunked} WHERE sha256 > $1')
         return f'SELECT sha256, size, written_at FROM ({" UNION ALL ".join(parts)}) AS blobs ORDER BY sha256 LIMIT $2'
 
+    def read_inline(self, layout: Layout) -> str:
+        """The bytes of the inline blob ``$1`` (a row, or none; no row at all without the table)."""
+        if not layout.main:
+            return 'SELECT NULL::bytea WHERE $1::text IS NULL'
+        return f'SELECT bytes FROM {self.main} WHERE sha256 = $1'
+
     def slice_inline(self) -> str:
         """Bytes ``$3`` long from 1-based offset ``$2`` of the inline blob ``$1`` (a row, or none)."""
         return f'SELECT substring(bytes FROM $2 FOR $3) FROM {self.main} WHERE sha256 = $1'

@@ -388,6 +388,11 @@ class PostgresMediaStore(BaseMediaStore):
         await self._write_chunked(_rechunked(source, buffer, chunk), lambda: ingest.digest, media_type, metadata)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
+        """The inline row by its key first (the statement the harness runs: most blobs are there), else the
+        chunked blob."""
+        inline = await self._fetch(self._tables.read_inline, digest)
+        if inline:
+            return bytes(inline[0][0])
         rows = await self._fetch(self._tables.locate, digest, _WHOLE)
         if not rows:
             raise self._not_found(digest)
