@@ -29,6 +29,7 @@ from collections.abc import (
     Coroutine,
     Hashable,
     Iterable,
+    Iterator,
     Mapping,
 )
 from dataclasses import dataclass
@@ -127,30 +128,32 @@ def _maps_driver_errors(operation: str) -> Callable[[_Method], _Method]:
             @functools.wraps(method)
             async def stream(self: BaseMediaStore, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
                 async with contextlib.aclosing(method(self, *args, **kwargs)) as items:
-                    try:
+                    with _mapped(self, operation):
                         async for item in items:
                             yield item
-                    except Exception as exc:
-                        mapped = self._store_error(operation, exc)
-                        if mapped is None:
-                            raise
-                        raise mapped from exc
 
             return stream  # type: ignore[return-value]
 
         @functools.wraps(method)
         async def call(self: BaseMediaStore, *args: Any, **kwargs: Any) -> Any:
-            try:
+            with _mapped(self, operation):
                 return await method(self, *args, **kwargs)
-            except Exception as exc:
-                mapped = self._store_error(operation, exc)
-                if mapped is None:
-                    raise
-                raise mapped from exc
 
         return call  # type: ignore[return-value]
 
     return decorate
+
+
+@contextlib.contextmanager
+def _mapped(store: BaseMediaStore, operation: str) -> Iterator[None]:
+    """Raise the ``StoreOperationError`` ``store`` maps an error of the block to (the error as its cause)."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = store._store_error(operation, exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
 
 
 # Public capability method -> the primitive that provides it. A subclass that does
