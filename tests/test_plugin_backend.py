@@ -293,3 +293,24 @@ def test_tune_measures_in_scratch_namespaces_of_a_plugin_store(tmp_path: Path) -
     assert {threshold: row['blobs'] for threshold, row in rows.items()} == {4 << 10: 2, 16 << 10: 1, 64 << 10: 0}
     assert rows[4 << 10]['media_bytes'] == (8 << 10) + (32 << 10)
     assert sorted(path.name for path in kept.folder.iterdir()) == before  # every scratch folder is gone
+
+
+async def test_ls_long_stats_and_sync_use_the_media_types_the_plugin_records(tmp_path: Path) -> None:
+    """The CLI and sync ask the store's public ``stat`` (no backend named), so a plug-in's media types show."""
+    await fill(tmp_path / 'a')
+    long = cli('ls', 'plug://a', '--long', cwd=tmp_path)
+    assert long.returncode == 0, long.stderr
+    assert {tuple(line.split()[:2]) for line in long.stdout.splitlines()} == {
+        ('100', 'text/plain'),
+        ('5,000', 'image/png'),
+        ('300', 'unknown'),
+    }
+    stats = json_of(cli('stats', 'plug://a', '--json', cwd=tmp_path))
+    assert {row['media_type']: row['bytes'] for row in stats['media_types']} == {
+        'text/plain': 100,
+        'image/png': 5000,
+        None: 300,
+    }
+    assert json_of(cli('sync', 'plug://a', 'plug://b', '--json', cwd=tmp_path))['copied'] == 3
+    record = json.loads((tmp_path / 'b' / f'{parse_media_uri(media_uri_for(b"small text" * 10))}.json').read_text())
+    assert record['media_type'] == 'text/plain'
