@@ -97,8 +97,10 @@ _HEAD_RESOLUTION = 1.0
 _MAX_KNOWN_TTL = 86_400
 _AWS_HOSTS = ('.amazonaws.com', '.amazonaws.com.cn')
 _READ_CHUNK = 1 << 20
-_S3_DEFAULT_CONTENT_TYPE = 'binary/octet-stream'
-"""What S3 reports for an object uploaded without a Content-Type: no media type was recorded."""
+_DEFAULT_CONTENT_TYPES = frozenset({'', 'binary/octet-stream', 'application/octet-stream'})
+"""What S3 services report for an object uploaded without a Content-Type (AWS and moto: ``binary/octet-stream``;
+SeaweedFS and others: ``application/octet-stream``): read as no media type recorded, since a HEAD cannot tell them
+from a put that gave one, and they say nothing about the bytes."""
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (
     aiohttp.ClientPayloadError,
     aiohttp.ClientConnectionError,
@@ -594,13 +596,13 @@ class S3MediaStore(BaseMediaStore):
         return decode_metadata(head.get('Metadata', {}))
 
     async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
-        """One HEAD: ``ContentLength``, ``ContentType`` (S3's default for an upload without one reads as
-        not recorded) and ``LastModified``; no GET."""
+        """One HEAD: ``ContentLength``, ``ContentType`` (a service's default for an upload without one reads
+        as not recorded: ``_DEFAULT_CONTENT_TYPES``) and ``LastModified``; no GET."""
         head = await self._head(self._key_for(digest, context))
         if head is None:
             raise self._not_found(digest)
         content_type = head.get('ContentType')
-        recorded = isinstance(content_type, str) and content_type not in ('', _S3_DEFAULT_CONTENT_TYPE)
+        recorded = isinstance(content_type, str) and content_type not in _DEFAULT_CONTENT_TYPES
         return BlobStat(int(head.get('ContentLength') or 0), content_type if recorded else None, _last_modified(head))
 
     @property
