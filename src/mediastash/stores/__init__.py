@@ -23,6 +23,7 @@ from mediastash.stores.wrapper import WrapperMediaStore
 
 if TYPE_CHECKING:  # `X as X` re-exports them for type checkers without listing them in __all__
     from mediastash.stores.mongo import MongoMediaStore as MongoMediaStore
+    from mediastash.stores.postgres import PostgresMediaStore as PostgresMediaStore
     from mediastash.stores.s3 import PresignedUrls as PresignedUrls
     from mediastash.stores.s3 import S3MediaStore as S3MediaStore
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # `X as X` re-exports them for type checkers without listing 
 # first use, so `import mediastash` neither needs nor pays for aiobotocore / pymongo.
 _OPTIONAL = {
     'MongoMediaStore': ('mediastash.stores.mongo', 'mongo'),
+    'PostgresMediaStore': ('mediastash.stores.postgres', 'postgres'),
     'S3MediaStore': ('mediastash.stores.s3', 's3'),
     'PresignedUrls': ('mediastash.stores.s3', 's3'),
 }
