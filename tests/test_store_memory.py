@@ -115,8 +115,6 @@ class TestMinimalStore(StoreTests):
     heals_on_put = False  # an idempotent _write and no _delete: the base cannot replace a corrupt copy
     records_media_types = False  # no media_type_of: stat answers media_type=None
     stat_reads_blob = True  # no _stat: the base's default reads the blob
-    records_media_types = False  # no media_type_of: stat answers media_type=None
-    stat_reads_blob = True  # no _stat: the base's default reads the blob
 
     async def make_store(self, folder: Path, *, public_url: PublicUrlResolver | None = None) -> MinimalStore:
         return MinimalStore(public_url=public_url)
