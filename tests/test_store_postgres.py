@@ -740,3 +740,27 @@ async def test_tune_measures_in_scratch_tables_and_drops_them(
     assert leftovers == []
     assert await store.get(kept) == b'user data, there before'
     assert await raw.count() == 1
+
+
+class WrappedPool:
+    """An asyncpg-compatible pool whose address the store cannot read (only ``acquire()``)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._inner = pool
+
+    def acquire(self) -> Any:
+        return self._inner.acquire()
+
+
+async def test_a_pool_of_unknown_address_is_named_by_the_pool_object(pool: Any, make: Any) -> None:
+    store, _ = make()
+    wrapped = WrappedPool(pool)
+    first = PostgresMediaStore(wrapped, table=store.table)
+    second = PostgresMediaStore(wrapped, table=store.table)
+    other = PostgresMediaStore(WrappedPool(pool), table=store.table)
+    assert first.storage_key == second.storage_key != other.storage_key
+    assert (
+        first.storage_key[1][0] == 'pool' and repr(first) == f"PostgresMediaStore(pool, table='public.{store.table}')"
+    )
+    uri = await first.put(b'through a wrapped pool')
+    assert await store.get(uri) == b'through a wrapped pool'

@@ -5,20 +5,25 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from mediastash.stores._scratch import scratch_lifecycle, scratch_name
 from mediastash.stores.postgres._layout import Tables
-from mediastash.stores.postgres._store import PostgresMediaStore
+
+if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
+    from mediastash.stores.postgres._store import PostgresMediaStore
 
 __all__ = ['scratch_namespace']
 
 
 @asynccontextmanager
-async def scratch_namespace(store: PostgresMediaStore, label: str) -> AsyncIterator[PostgresMediaStore]:
+async def scratch_namespace(
+    store: PostgresMediaStore, label: str, cls: type[PostgresMediaStore]
+) -> AsyncIterator[PostgresMediaStore]:
     """A store on new tables next to ``store``'s, sharing its pool (the namespace never closes it)."""
     table = scratch_name(label, separator='_').lower()
     pool = await store._get_pool()
-    scratch = PostgresMediaStore(pool, table=table, schema=store.schema, chunk_size_bytes=store.chunk_size_bytes)
+    scratch = cls(pool, table=table, schema=store.schema, chunk_size_bytes=store.chunk_size_bytes)
     tables = Tables(store.schema, table)
 
     async def remove() -> None:

@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
-import threading
 import time
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Hashable, Mapping
 from typing import Any, Final, Protocol, Self
 
@@ -18,6 +15,7 @@ from mediastash._checks import positive_int
 from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
+from mediastash.stores._tokens import token_for
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     VERIFY_ON_PUT_BYTES,
@@ -31,6 +29,7 @@ from mediastash.stores.postgres._address import Address, address_of, parse_dsn_a
 from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
 from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables
 from mediastash.stores.postgres._upload import ChunkUpload
+from mediastash.stores.postgres._url import plan_postgres
 from mediastash.stores.registry import StorePlan
 from mediastash.uri import DIGEST_PATTERN, media_uri
 from mediastash.urls import PublicUrlResolver
@@ -127,7 +126,7 @@ class PostgresMediaStore(BaseMediaStore):
         self._tables = Tables(schema, table)
         self._chunk_bytes = chunk_size_bytes
         self._address = address
-        self._pool_token = None if address is not None else _token_of(pool)
+        self._pool_token = None if address is not None else token_for(pool)
         self._layout: Layout | None = None  # cached once complete
         self._schema_lock = asyncio.Lock()
 
@@ -139,8 +138,6 @@ class PostgresMediaStore(BaseMediaStore):
     @classmethod
     def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
         """``from_url`` checked but not opened (see ``StorePlan``); nothing is contacted."""
-        from mediastash.stores.postgres._url import plan_postgres
-
         return plan_postgres(cls, url, create, overrides)
 
     def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[PostgresMediaStore]:
@@ -150,7 +147,7 @@ class PostgresMediaStore(BaseMediaStore):
         """
         from mediastash.stores.postgres._scratch import scratch_namespace
 
-        return scratch_namespace(self, label)
+        return scratch_namespace(self, label, PostgresMediaStore)
 
     async def require_storage(self) -> None:
         """``StoreNotFoundError`` when the table does not exist (nothing is created): what read-only openers such
@@ -582,26 +579,3 @@ def _unix_time(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return None
-
-
-class _PoolToken:
-    """Names one pool whose address is unknown; alive as long as a store on it is (it holds the pool)."""
-
-    __slots__ = ('__weakref__', 'number', 'pool')
-
-    def __init__(self, pool: object, number: int) -> None:
-        self.pool = pool
-        self.number = number
-
-
-_pool_tokens: weakref.WeakValueDictionary[int, _PoolToken] = weakref.WeakValueDictionary()
-_pool_numbers = itertools.count()
-_pool_lock = threading.Lock()
-
-
-def _token_of(pool: object) -> _PoolToken:
-    with _pool_lock:
-        token = _pool_tokens.get(id(pool))
-        if token is None or token.pool is not pool:
-            token = _pool_tokens[id(pool)] = _PoolToken(pool, next(_pool_numbers))
-    return token
