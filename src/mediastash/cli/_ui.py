@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mediastash._describe import describe_error as library_describe_error
+from mediastash._describe import describe_error  # the error line: the library's wording, no driver named
 from mediastash.cli._errors import UserError
 from mediastash.cli._output import write_output
 
@@ -133,18 +133,3 @@ def _cell(value: object) -> str:
     if isinstance(value, float):
         return f'{value:,.2f}'
     return str(value)
-
-
-def describe_error(error: BaseException) -> str | None:
-    """One line for an error the user can act on, or ``None`` for a bug (which keeps its traceback).
-
-    The library's wording (``mediastash._describe``): mediastash's own errors,
-    the typed store errors every store raises for its driver's failures
-    included, and ``OSError`` of local files. The CLI knows no driver.
-    """
-    message = library_describe_error(error)
-    if message is not None:
-        return message
-    if any(cls.__module__ == 'sqlite3' for cls in type(error).__mro__):
-        return f'SQLite: {error}'  # e.g. 'file is not a database', 'database is locked'; no secrets in these
-    return None
