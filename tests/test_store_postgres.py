@@ -764,3 +764,39 @@ async def test_a_pool_of_unknown_address_is_named_by_the_pool_object(pool: Any, 
     )
     uri = await first.put(b'through a wrapped pool')
     assert await store.get(uri) == b'through a wrapped pool'
+
+
+async def test_put_of_a_stored_chunked_blob_sends_no_chunk(make: Any, postgres_dsn: str) -> None:
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    data = blob(600 * 1024, seed=8)
+    uri = await store.put(data)
+    chunks = await raw.chunk_rows()
+    async with CountingProxy(postgres_dsn) as proxy:
+        proxied = await asyncpg.create_pool(proxy.dsn, min_size=1, max_size=1)
+        try:
+            fresh = PostgresMediaStore(proxied, table=store.table, chunk_size_bytes=64 * 1024)
+            assert await fresh.exists(uri)
+            sent = proxy.sent
+            assert await fresh.put(data) == uri
+            assert proxy.sent - sent < 4096, f'{proxy.sent - sent} bytes sent for a put of a stored chunked blob'
+        finally:
+            await proxied.close()
+    assert await raw.chunk_rows() == chunks
+
+
+async def test_large_harness_row_is_streamed_in_slices_and_verified(make: Any, pool: Any, connection: Any) -> None:
+    """A harness row larger than the read window (8 MiB) is read a slice at a time, verified at the end."""
+    store, raw = make()
+    data = blob(9 * MiB + 123, seed=9)
+    uri = await harness_store(pool, store.table).put(data)
+    pieces = await collect(store.get_stream(uri, chunk_size=3 * MiB))
+    assert b''.join(pieces) == data and max(len(piece) for piece in pieces) == 3 * MiB
+    assert await store.get(uri) == data
+    await connection.execute(
+        f'UPDATE {raw.main} SET bytes = overlay(bytes placing $2 from $3) WHERE sha256 = $1',
+        uri.removeprefix('media+sha256://'),
+        b'\xff',
+        9 * MiB,
+    )
+    with pytest.raises(IntegrityError):
+        await collect(store.get_stream(uri))

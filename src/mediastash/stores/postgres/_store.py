@@ -261,25 +261,33 @@ class PostgresMediaStore(BaseMediaStore):
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         media_type, metadata = _row_facts(context)
-        if len(data) > self._chunk_bytes:
-            await self._write_chunked(_slices(data, self._chunk_bytes), lambda: digest, media_type, metadata)
-            return
         async with self._connection() as connection:
             await self._ready(connection)
-            for _ in range(3):
-                found = await self._stored_copies(connection, digest, len(data))
-                if found is _SOUND:
+            if len(data) <= self._chunk_bytes:
+                await self._write_inline(connection, digest, data, media_type, metadata)
+                return
+            if await self._stored_copies(connection, digest, len(data)) is _SOUND:
+                return  # stored: no chunk is sent
+        await self._write_chunked(_slices(data, self._chunk_bytes), lambda: digest, media_type, metadata)
+
+    async def _write_inline(
+        self, connection: Any, digest: str, data: bytes, media_type: str | None, metadata: str
+    ) -> None:
+        """Look first (no body is sent for a sound stored copy), then insert, or replace an unsound copy."""
+        for _ in range(3):
+            found = await self._stored_copies(connection, digest, len(data))
+            if found is _SOUND:
+                return
+            if found is _ABSENT:  # the common first put: one statement, no transaction
+                if await self._insert_inline(connection, digest, data, media_type, metadata):
                     return
-                if found is _ABSENT:  # the common first put: one statement, no transaction
-                    if await self._insert_inline(connection, digest, data, media_type, metadata):
-                        return
-                    continue  # another writer's row landed meanwhile: look at it
-                async with connection.transaction():
-                    row_type, row_metadata = await self._take_unsound(connection, digest) or (media_type, metadata)
-                    inserted = await self._insert_inline(connection, digest, data, row_type, row_metadata)
-                if inserted:
-                    return
-            raise RuntimeError('another writer kept replacing the blob')  # pragma: no cover
+                continue  # another writer's row landed meanwhile: look at it
+            async with connection.transaction():
+                row_type, row_metadata = await self._take_unsound(connection, digest) or (media_type, metadata)
+                inserted = await self._insert_inline(connection, digest, data, row_type, row_metadata)
+            if inserted:
+                return
+        raise RuntimeError('another writer kept replacing the blob')  # pragma: no cover
 
     async def _insert_inline(
         self, connection: Any, digest: str, data: bytes, media_type: str | None, metadata: str
