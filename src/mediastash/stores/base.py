@@ -64,6 +64,7 @@ __all__ = [
     'BlobInfo',
     'BlobStat',
     'DriverError',
+    'driver_errors_mapped',
     'Ingest',
 ]
 
@@ -128,7 +129,7 @@ def _maps_driver_errors(operation: str) -> Callable[[_Method], _Method]:
             @functools.wraps(method)
             async def stream(self: BaseMediaStore, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
                 async with contextlib.aclosing(method(self, *args, **kwargs)) as items:
-                    with _mapped(self, operation):
+                    with driver_errors_mapped(self, operation):
                         async for item in items:
                             yield item
 
@@ -136,7 +137,7 @@ def _maps_driver_errors(operation: str) -> Callable[[_Method], _Method]:
 
         @functools.wraps(method)
         async def call(self: BaseMediaStore, *args: Any, **kwargs: Any) -> Any:
-            with _mapped(self, operation):
+            with driver_errors_mapped(self, operation):
                 return await method(self, *args, **kwargs)
 
         return call  # type: ignore[return-value]
@@ -145,8 +146,12 @@ def _maps_driver_errors(operation: str) -> Callable[[_Method], _Method]:
 
 
 @contextlib.contextmanager
-def _mapped(store: BaseMediaStore, operation: str) -> Iterator[None]:
-    """Raise the ``StoreOperationError`` ``store`` maps an error of the block to (the error as its cause)."""
+def driver_errors_mapped(store: BaseMediaStore, operation: str) -> Iterator[None]:
+    """Raise the ``StoreOperationError`` ``store`` maps an error of the block to (the error as its cause).
+
+    What ``_maps_driver_errors`` puts around every public method; a backend
+    uses it for driver work outside them (opening its storage in ``__init__``).
+    """
     try:
         yield
     except Exception as exc:
