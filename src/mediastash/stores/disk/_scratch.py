@@ -5,21 +5,26 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from mediastash.stores._scratch import scratch_lifecycle, scratch_name
-from mediastash.stores.disk._store import DiskMediaStore
+
+if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
+    from mediastash.stores.disk._store import DiskMediaStore
 
 __all__ = ['scratch_namespace']
 
 
 @asynccontextmanager
-async def scratch_namespace(store: DiskMediaStore, label: str) -> AsyncIterator[DiskMediaStore]:
+async def scratch_namespace(
+    store: DiskMediaStore, label: str, cls: type[DiskMediaStore]
+) -> AsyncIterator[DiskMediaStore]:
     """A store on a sub-folder made for it (never one that existed), removed with its contents afterwards."""
     name = scratch_name(label)
     folder = store.directory / name
     folder.mkdir()  # refuses a folder that exists: it would be someone else's
     try:
-        scratch = DiskMediaStore(folder, key_strategy=store._key_strategy, fsync=store._fsync)
+        scratch = cls(folder, key_strategy=store._key_strategy, fsync=store._fsync)
     except BaseException:
         folder.rmdir()
         raise

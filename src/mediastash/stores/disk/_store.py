@@ -166,7 +166,7 @@ class DiskMediaStore(BaseMediaStore):
         """
         from mediastash.stores.disk._scratch import scratch_namespace
 
-        return scratch_namespace(self, label)
+        return scratch_namespace(self, label, DiskMediaStore)
 
     def _describe(self) -> str:
         return f'DiskMediaStore({str(self._root)!r})'

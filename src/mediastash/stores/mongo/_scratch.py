@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from mediastash.stores._scratch import SCRATCH_PREFIX, scratch_lifecycle, scratch_name
-from mediastash.stores.mongo._store import MongoMediaStore
+
+if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
+    from mediastash.stores.mongo._store import MongoMediaStore
 
 __all__ = ['scratch_namespace']
 
@@ -20,7 +23,9 @@ _LONGEST = 90
 
 
 @asynccontextmanager
-async def scratch_namespace(store: MongoMediaStore, label: str) -> AsyncIterator[MongoMediaStore]:
+async def scratch_namespace(
+    store: MongoMediaStore, label: str, cls: type[MongoMediaStore]
+) -> AsyncIterator[MongoMediaStore]:
     """A store on two new collections of ``store``'s database, on ``store``'s client, dropped afterwards."""
     name = scratch_name(label, separator='_')
     suffix = name.removeprefix(SCRATCH_PREFIX.replace('-', '_') + '_')
@@ -28,7 +33,7 @@ async def scratch_namespace(store: MongoMediaStore, label: str) -> AsyncIterator
     if len(collection) > _LONGEST:
         collection = f'tune_{suffix}'
     client = store._client
-    scratch = MongoMediaStore(
+    scratch = cls(
         client=client, database=store.database, collection=collection, chunk_size_bytes=store.chunk_size_bytes
     )
     chunks = scratch.chunks_collection

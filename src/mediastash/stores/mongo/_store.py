@@ -210,7 +210,7 @@ class MongoMediaStore(BaseMediaStore):
         """
         from mediastash.stores.mongo._scratch import scratch_namespace
 
-        return scratch_namespace(self, label)
+        return scratch_namespace(self, label, MongoMediaStore)
 
     def _describe(self) -> str:
         return f'MongoMediaStore(database={self._database_name!r}, collection={self._collection_name!r})'

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from mediastash.stores._scratch import scratch_lifecycle, scratch_name
-from mediastash.stores.s3._store import S3MediaStore
+
+if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
+    from mediastash.stores.s3._store import S3MediaStore
 
 __all__ = ['scratch_namespace']
 
 
 @asynccontextmanager
-async def scratch_namespace(store: S3MediaStore, label: str) -> AsyncIterator[S3MediaStore]:
+async def scratch_namespace(store: S3MediaStore, label: str, cls: type[S3MediaStore]) -> AsyncIterator[S3MediaStore]:
     """A store on a new key prefix under ``store``'s, on ``store``'s client (which stays ``store``'s to close)."""
     name = scratch_name(label)
     prefix = f'{store.key_prefix}{name}/'
-    scratch = S3MediaStore(
+    scratch = cls(
         bucket=store.bucket,
         client=await store._s3(),
         key_prefix=prefix,

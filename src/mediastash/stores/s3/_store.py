@@ -284,7 +284,7 @@ class S3MediaStore(BaseMediaStore):
         """
         from mediastash.stores.s3._scratch import scratch_namespace
 
-        return scratch_namespace(self, label)
+        return scratch_namespace(self, label, S3MediaStore)
 
     def _describe(self) -> str:
         where = f', endpoint_url={_public_endpoint(self._endpoint_url)!r}' if self._endpoint_url else ''

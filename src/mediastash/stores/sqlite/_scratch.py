@@ -13,37 +13,41 @@ import os
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from mediastash.stores._scratch import scratch_lifecycle, scratch_name
-from mediastash.stores.sqlite._store import _PRIVATE_DATABASES, SqliteMediaStore
+
+if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
+    from mediastash.stores.sqlite._store import SqliteMediaStore
 
 __all__ = ['scratch_namespace']
 
 
 @asynccontextmanager
-async def scratch_namespace(store: SqliteMediaStore, label: str) -> AsyncIterator[SqliteMediaStore]:
+async def scratch_namespace(
+    store: SqliteMediaStore, label: str, cls: type[SqliteMediaStore]
+) -> AsyncIterator[SqliteMediaStore]:
     """A store on a table made for it in ``store``'s database (file or caller's connection), dropped afterwards."""
     table = scratch_name(label, separator='_')
     caller_connection = None if store._owns_connection else store._connection
-    database = store.database
+    file = store.database
     if caller_connection is not None:
-        scratch = SqliteMediaStore(connection=caller_connection, table=table)
+        scratch = cls(connection=caller_connection, table=table)
         where = f'table {table} of the connection given to {store!r}'
 
         async def remove() -> None:
             await asyncio.to_thread(caller_connection.execute, f'DROP TABLE IF EXISTS "{table}"')
 
-    elif database is None or database in _PRIVATE_DATABASES:
-        scratch = SqliteMediaStore(database=':memory:', table=table)  # private: gone when closed
+    elif file is None or store._identity is None:  # a private database (':memory:', a temporary one)
+        scratch = cls(database=':memory:', table=table)  # private: gone when closed
         where = f'table {table} of a private in-memory database'
 
         async def remove() -> None:
             return None
 
     else:
-        file = database
         existed = await asyncio.to_thread(os.path.exists, file)
-        scratch = SqliteMediaStore(database=file, table=table)
+        scratch = cls(database=file, table=table)
         where = f'table {table} of {file}'
 
         async def remove() -> None:

@@ -178,7 +178,7 @@ class SqliteMediaStore(BaseMediaStore):
         """
         from mediastash.stores.sqlite._scratch import scratch_namespace
 
-        return scratch_namespace(self, label)
+        return scratch_namespace(self, label, SqliteMediaStore)
 
     def _describe(self) -> str:
         source = repr(self._database) if self._database is not None else 'connection'
