@@ -53,6 +53,18 @@ async def test_sqlite_require_storage_maps_a_file_that_is_no_database(tmp_path: 
     assert path.read_text() == '[{"not": "a database"}]'
 
 
+def test_opening_a_disk_store_through_a_file_is_a_store_error(tmp_path: Path) -> None:
+    """Construction is a path too: a folder that cannot be made is the store's typed error, not a raw OSError."""
+    blocker = tmp_path / 'a-file'
+    blocker.write_text('not a folder')
+    with pytest.raises(StoreOperationError) as caught:
+        DiskMediaStore(blocker / 'media')
+    assert (caught.value.operation, caught.value.reason) == ('open', 'ENOTDIR')
+    assert isinstance(caught.value.__cause__, NotADirectoryError)
+    assert str(blocker / 'media') in str(caught.value)
+    assert blocker.read_text() == 'not a folder'
+
+
 def test_the_cli_words_store_errors_and_local_files_only() -> None:
     """A store error is its own line; a foreign exception is a bug and keeps its traceback (``None``)."""
     error = StoreUnavailableError('get', 'S3MediaStore(bucket=b)', 'EndpointConnectionError')

@@ -55,7 +55,15 @@ from mediastash.errors import (
 )
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, DriverError, Ingest, errno_name
+from mediastash.stores.base import (
+    TOUCH_AFTER_SECONDS,
+    BaseMediaStore,
+    BlobInfo,
+    DriverError,
+    Ingest,
+    driver_errors_mapped,
+    errno_name,
+)
 from mediastash.stores.disk._url import plan_disk
 from mediastash.stores.protocols import BlobStat
 from mediastash.stores.registry import StorePlan
@@ -145,12 +153,13 @@ class DiskMediaStore(BaseMediaStore):
     ) -> None:
         super().__init__(public_url=public_url)
         self._root = Path(directory).expanduser()
-        self._root.mkdir(parents=True, exist_ok=True)
-        self._real_root = self._root.resolve()
-        self._identity = ('disk', os.path.realpath(self._root))
+        with driver_errors_mapped(self, 'open'):  # a file in the way, a read-only parent: a typed store error
+            self._root.mkdir(parents=True, exist_ok=True)
+            self._real_root = self._root.resolve()
+            self._identity = ('disk', os.path.realpath(self._root))
+            self._name_max = _name_max(self._root)
         self._key_strategy = key_strategy
         self._fsync = fsync
-        self._name_max = _name_max(self._root)
         self._swept: BoundedLRU[Path | None, float] = BoundedLRU(max_items=_SWEPT_FOLDERS)
         self._sweep_lock = threading.Lock()
 
