@@ -1,11 +1,13 @@
-"""Argument types shared by the commands: byte sizes, positive integers."""
+"""What the commands share to declare their arguments: byte sizes, positive integers, a subcommand."""
 
 from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ['image_bytes', 'integer', 'parse_size', 'positive_int']
+__all__ = ['add_command', 'image_bytes', 'integer', 'parse_size', 'positive_int']
 
 _SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m|gb|gib|g)?\s*', re.IGNORECASE)
 _UNITS = {'b': 1, 'k': 1 << 10, 'kb': 1 << 10, 'kib': 1 << 10, 'm': 1 << 20, 'mb': 1 << 20, 'mib': 1 << 20}
@@ -46,3 +48,18 @@ def integer(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f'expected an integer, got {text!r}') from None
+
+
+def add_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    name: str,
+    handler: Callable[..., Any],
+    *,
+    help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """A subcommand taking the options every command takes (``common``), run by ``handler``."""
+    parser = commands.add_parser(name, parents=[common], help=help, description=description)
+    parser.set_defaults(handler=handler)
+    return parser

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from mediastash._units import format_bytes, format_seconds
-from mediastash.cli._args import positive_int
+from mediastash.cli._args import add_command, positive_int
 from mediastash.cli._gc import parse_duration
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import EmptySourceError
@@ -22,9 +22,11 @@ _SHOWN_FAILURES = 20
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     """Add ``sync`` and ``diff``."""
-    sync = commands.add_parser(
+    sync = add_command(
+        commands,
+        common,
         'sync',
-        parents=[common],
+        _sync,
         help='copy every blob the destination store lacks (resumable; exit code 1 on any failure)',
         description='Copy every blob of SRC that DST lacks, streamed, with its metadata and media type where the '
         'stores record them. A rerun copies only what is still missing. See docs/cli.md.',
@@ -59,18 +61,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help='with --delete: go ahead when SRC holds no blob at all (refused otherwise: that would empty DST, and '
         'an empty SRC is more often a wrong path)',
     )
-    sync.set_defaults(handler=_sync)
 
-    diff = commands.add_parser(
+    diff = add_command(
+        commands,
+        common,
         'diff',
-        parents=[common],
+        _diff,
         help='list the blobs present in only one of two stores (exit code 1 when they differ)',
         description='List both stores (no blob is read) and print the URIs each holds that the other lacks. '
         'The exit code is 0 when both hold the same blobs, 1 otherwise.',
     )
     diff.add_argument('source', metavar='SRC_URL', help=_URL_HELP)
     diff.add_argument('destination', metavar='DST_URL', help=_URL_HELP)
-    diff.set_defaults(handler=_diff)
 
 
 async def _sync(args: argparse.Namespace, ui: Ui) -> int:
