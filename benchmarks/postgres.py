@@ -13,7 +13,9 @@ of 256 KiB at concurrency 8 (ours hashes each blob for verification), a get of
 each (ours verifies it), and a re-put of all 120 from a fresh store object on
 the same table (ours sends no body for a stored blob). ``--latency-ms`` puts a
 TCP proxy in front of the server that delays every byte by that much in each
-direction, as a database on another host would: round trips then count. The table shows medians,
+direction, as a database on another host would: round trips then count (the
+proxy runs in a child process, so its forwarding does not share the measured
+event loop). The table shows medians,
 ranges and the harness/ours time ratio (above 1: ours is faster). The stream
 case runs each side in a fresh subprocess and reports peak RSS above the
 baseline taken just before (Linux ``VmHWM`` after ``clear_refs``): ours streams
@@ -222,14 +224,32 @@ async def _drop(dsn: str, table: str) -> None:
         await connection.close()
 
 
+async def serve_proxy(host: str, port: int, delay: float) -> None:
+    """Run a ``DelayProxy`` until killed, printing its port (the ``--serve-proxy`` child)."""
+    proxy = DelayProxy(host, port, delay)
+    await proxy.start()
+    print(proxy.port, flush=True)
+    await asyncio.Event().wait()
+
+
+def start_proxy(dsn: str, latency: float) -> tuple[str, subprocess.Popen[str]]:
+    """A ``DelayProxy`` in its own process (its forwarding must not share the measured event loop)."""
+    parts = urlsplit(dsn)
+    child = subprocess.Popen(
+        [sys.executable, __file__, '--serve-proxy', f'{parts.hostname or "127.0.0.1"}:{parts.port or 5432}:{latency}'],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    port = int(child.stdout.readline())
+    user = parts.netloc.rpartition('@')[0]
+    return urlunsplit(parts._replace(netloc=f'{user}@127.0.0.1:{port}')), child
+
+
 async def measure(dsn: str, runs: int, latency: float) -> dict[str, dict[str, list[float]]]:
     proxy = None
     if latency > 0:
-        parts = urlsplit(dsn)
-        proxy = DelayProxy(parts.hostname or '127.0.0.1', parts.port or 5432, latency)
-        await proxy.start()
-        user = parts.netloc.rpartition('@')[0]
-        dsn = urlunsplit(parts._replace(netloc=f'{user}@127.0.0.1:{proxy.port}'))
+        dsn, proxy = start_proxy(dsn, latency)
     pool = await asyncpg.create_pool(dsn, min_size=CONCURRENCY, max_size=CONCURRENCY)
     results: dict[str, dict[str, list[float]]] = {side: {op: [] for op in OPS} for side in SIDES}
     try:
@@ -243,7 +263,8 @@ async def measure(dsn: str, runs: int, latency: float) -> dict[str, dict[str, li
     finally:
         await pool.close()
         if proxy is not None:
-            await proxy.stop()
+            proxy.kill()
+            proxy.wait()
     return results
 
 
@@ -264,7 +285,12 @@ def main() -> None:
     parser.add_argument('--stream-mib', type=int, default=None)
     parser.add_argument('--latency-ms', type=float, default=0.0, help='one-way delay a proxy adds (default 0)')
     parser.add_argument('--no-stream', action='store_true', help='skip the streaming case')
+    parser.add_argument('--serve-proxy', metavar='HOST:PORT:DELAY', help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_proxy:
+        host, port, delay = args.serve_proxy.rsplit(':', 2)
+        asyncio.run(serve_proxy(host, int(port), float(delay)))
+        return
     runs = args.runs or (3 if args.quick else 7)
     mib = args.stream_mib or (64 if args.quick else 256)
     dsn, stop = server_dsn()

@@ -800,3 +800,105 @@ async def test_large_harness_row_is_streamed_in_slices_and_verified(make: Any, p
     )
     with pytest.raises(IntegrityError):
         await collect(store.get_stream(uri))
+
+
+# -- statements shared by the calls of one event-loop turn -----------------------------------
+
+
+async def test_concurrent_puts_and_gets_share_one_look_and_one_read(
+    postgres_dsn: str, tables: list[str], connection: Any
+) -> None:
+    """Eight concurrent puts of new small blobs send one existence look (then eight inserts); eight concurrent
+    gets, one read; a fresh store's eight re-puts, one look and no insert. Counted with asyncpg's query logger."""
+    statements: list[str] = []
+
+    async def log_queries(new: Any) -> None:
+        new.add_query_logger(lambda record: statements.append(record.query))
+
+    table = unique_table()
+    tables.append(table)
+    pool = await asyncpg.create_pool(postgres_dsn, min_size=0, max_size=8, init=log_queries)
+    try:
+        store = PostgresMediaStore(pool, table=table)
+        await store.put(b'tables first')
+        data = [blob(64 * 1024, seed=seed) for seed in range(8)]
+
+        def counts() -> tuple[int, int, int]:
+            looks = sum('UPDATE' in query and table in query for query in statements)
+            reads = sum(query.startswith('SELECT sha256, CASE') for query in statements)
+            inserts = sum(query.startswith('INSERT') for query in statements)
+            return looks, reads, inserts
+
+        statements.clear()
+        uris = await asyncio.gather(*(store.put(payload) for payload in data))
+        assert counts() == (1, 0, 8)
+        statements.clear()
+        assert await asyncio.gather(*(store.get(uri) for uri in uris)) == data
+        assert counts() == (0, 1, 0)
+        fresh = PostgresMediaStore(pool, table=table)
+        await fresh.exists(uris[0])
+        statements.clear()
+        assert await asyncio.gather(*(fresh.put(payload) for payload in data)) == uris
+        assert counts() == (1, 0, 0)
+    finally:
+        await pool.close()
+
+
+async def test_a_shared_read_still_verifies_each_blob(make: Any, connection: Any) -> None:
+    """A tampered row read in the same statement as sound ones fails alone, with ``IntegrityError``."""
+    store, raw = make()
+    data = [blob(4096, seed=seed) for seed in range(4)]
+    uris = [await store.put(payload) for payload in data]
+    await raw.overwrite(uris[2], b'x' * 4096)
+    got = await asyncio.gather(*(store.get(uri) for uri in uris), return_exceptions=True)
+    assert [type(item) for item in got] == [bytes, bytes, IntegrityError, bytes]
+    assert [got[0], got[1], got[3]] == [data[0], data[1], data[3]]
+
+
+async def test_coalescer_shares_a_failure_and_survives_a_cancelled_caller() -> None:
+    from mediastash.stores.postgres._batch import Coalescer
+
+    batches: list[list[str]] = []
+    gate = asyncio.Event()
+
+    async def run(keys: dict[str, int]) -> dict[str, int]:
+        batches.append(sorted(keys))
+        await gate.wait()
+        if 'bad' in keys:
+            raise ValueError('the batch failed')
+        return {key: value * 10 for key, value in keys.items() if key != 'gone'}
+
+    coalescer: Coalescer[str, int, int] = Coalescer(run, -1)
+    first = asyncio.ensure_future(coalescer.load('a', 1))
+    cancelled = asyncio.ensure_future(coalescer.load('a', 1))
+    other = asyncio.ensure_future(coalescer.load('gone', 2))
+    await asyncio.sleep(0.01)
+    cancelled.cancel()
+    gate.set()
+    assert await first == 10  # the other caller of the same key still gets its answer
+    assert await other == -1  # a key the batch leaves out gets the missing value
+    assert batches == [['a', 'gone']]
+    failing = [asyncio.ensure_future(coalescer.load(key, 0)) for key in ('bad', 'b')]
+    for task in failing:
+        with pytest.raises(ValueError, match='the batch failed'):
+            await task
+    assert batches[-1] == ['b', 'bad']
+
+
+async def test_a_dsn_owned_pool_skips_the_reset_round_trip(postgres_dsn: str, tables: list[str]) -> None:
+    """The store's own pool sends no reset statement when a connection goes back (it leaves no session state)."""
+    table = unique_table()
+    tables.append(table)
+    store = PostgresMediaStore(dsn=postgres_dsn, table=table, max_connections=1)
+    statements: list[str] = []
+    try:
+        uri = await store.put(b'owned pool')
+        pool = store._pool
+        assert pool is not None
+        async with pool.acquire() as connection:
+            connection.add_query_logger(lambda record: statements.append(record.query))
+        statements.clear()
+        assert await store.get(uri) == b'owned pool'
+        assert statements and not any('RESET ALL' in query for query in statements)
+    finally:
+        await store.aclose()
