@@ -161,16 +161,6 @@ class Tables:
             parts.append(f'SELECT sha256, size_bytes, written_at FROM {self.chunked} WHERE sha256 > $1')
         return f'SELECT sha256, size, written_at FROM ({" UNION ALL ".join(parts)}) AS blobs ORDER BY sha256 LIMIT $2'
 
-    def read_small_many(self, layout: Layout) -> str:
-        """``(sha256, bytes or NULL)`` of the inline blobs among ``$1`` (a text array); bytes only for rows of at
-        most ``$2`` bytes (a larger one is read alone)."""
-        if not layout.main:
-            return 'SELECT NULL::text, NULL::bytea WHERE $1::text[] IS NULL AND $2::bigint IS NULL'
-        return (
-            'SELECT sha256, CASE WHEN octet_length(bytes) <= $2::bigint THEN bytes END '
-            f'FROM {self.main} WHERE sha256 = ANY($1::text[])'
-        )
-
     def read_inline(self, layout: Layout) -> str:
         """The bytes of the inline blob ``$1`` (a row, or none; no row at all without the table)."""
         if not layout.main:
@@ -208,24 +198,6 @@ class Tables:
             "CASE WHEN m.size_bytes <= $2 THEN (SELECT encode(sha256(coalesce(string_agg(c.bytes, ''::bytea "
             f"ORDER BY c.seq), ''::bytea)), 'hex') FROM {self.chunks} c WHERE c.chunk_set = m.chunk_set) END "
             f'FROM {self.chunked} m WHERE m.sha256 = $1'
-        )
-
-    def probe_many(self) -> str:
-        """``probe`` for the digests in the text array ``$1``: ``(sha256, size, sha256 hex or NULL)`` rows."""
-        return (
-            f'WITH a AS (UPDATE {self.main} SET written_at = $3 WHERE sha256 = ANY($1::text[]) '
-            'AND (written_at IS NULL OR written_at < $4) RETURNING 1), '
-            f'b AS (UPDATE {self.chunked} SET written_at = $3 WHERE sha256 = ANY($1::text[]) '
-            'AND (written_at IS NULL OR written_at < $4) RETURNING 1) '
-            'SELECT sha256, octet_length(bytes)::bigint AS size, '
-            "CASE WHEN octet_length(bytes) <= $2 THEN encode(sha256(bytes), 'hex') END AS digest "
-            f'FROM {self.main} WHERE sha256 = ANY($1::text[]) '
-            'UNION ALL '
-            f'SELECT m.sha256, (SELECT coalesce(sum(octet_length(c.bytes)), 0)::bigint FROM {self.chunks} c '
-            'WHERE c.chunk_set = m.chunk_set), '
-            "CASE WHEN m.size_bytes <= $2 THEN (SELECT encode(sha256(coalesce(string_agg(c.bytes, ''::bytea "
-            f"ORDER BY c.seq), ''::bytea)), 'hex') FROM {self.chunks} c WHERE c.chunk_set = m.chunk_set) END "
-            f'FROM {self.chunked} m WHERE m.sha256 = ANY($1::text[])'
         )
 
     def insert_inline(self) -> str:

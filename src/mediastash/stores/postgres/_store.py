@@ -26,7 +26,6 @@ from mediastash.stores.base import (
     Ingest,
 )
 from mediastash.stores.postgres._address import Address, address_of, parse_dsn_address
-from mediastash.stores.postgres._batch import Coalescer
 from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
 from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables
 from mediastash.stores.postgres._upload import ChunkUpload
@@ -46,9 +45,6 @@ _LIST_PAGE: Final = 1000
 _BATCH: Final = 10_000
 """Digests per ``= ANY($1)`` statement."""
 _WHOLE: Final = 1 << 62
-_COALESCE_BYTES: Final = 1 << 20
-"""Blobs up to this size are read together with the other reads of an event-loop turn (see ``_batch``); a batch
-of 64 then holds at most 64 MiB."""
 _LAYOUT_COMPLETE: Final = Layout(main=True, written_at=True, chunked=True)
 _SOUND: Final = object()
 _ABSENT: Final = object()
@@ -267,71 +263,33 @@ class PostgresMediaStore(BaseMediaStore):
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         media_type, metadata = _row_facts(context)
-        if self._layout is None:
-            async with self._connection() as connection:
-                await self._ready(connection)
-        if len(data) <= self._chunk_bytes:
-            await self._write_inline(digest, data, media_type, metadata)
-            return
-        if await self._probe(digest, len(data)) is _SOUND:
-            return  # stored: no chunk is sent
+        async with self._connection() as connection:
+            await self._ready(connection)
+            if len(data) <= self._chunk_bytes:
+                await self._write_inline(connection, digest, data, media_type, metadata)
+                return
+            if await self._stored_copies(connection, digest, len(data)) is _SOUND:
+                return  # stored: no chunk is sent
         await self._write_chunked(_slices(data, self._chunk_bytes), lambda: digest, media_type, metadata)
 
-    async def _write_inline(self, digest: str, data: bytes, media_type: str | None, metadata: str) -> None:
-        """Look first (no body is sent for a sound stored copy), then insert, or replace an unsound copy.
-
-        The look is one statement shared with the other puts of the same event-loop turn (see ``_batch``); each
-        insert is its own, so that the server writes several blobs at once on several connections."""
-        found = await self._probe(digest, len(data))
+    async def _write_inline(
+        self, connection: Any, digest: str, data: bytes, media_type: str | None, metadata: str
+    ) -> None:
+        """Look first (no body is sent for a sound stored copy), then insert, or replace an unsound copy."""
         for _ in range(3):
+            found = await self._stored_copies(connection, digest, len(data))
             if found is _SOUND:
                 return
             if found is _ABSENT:  # the common first put: one statement, no transaction
-                async with self._connection() as connection:
-                    if await self._insert_inline(connection, digest, data, media_type, metadata):
-                        return
-            elif found is _UNSOUND:
-                async with self._connection() as connection, connection.transaction():
-                    row_type, row_metadata = await self._take_unsound(connection, digest) or (media_type, metadata)
-                    if await self._insert_inline(connection, digest, data, row_type, row_metadata):
-                        return
-            found = await self._probe(digest, len(data))  # another writer's row landed meanwhile: look at it
+                if await self._insert_inline(connection, digest, data, media_type, metadata):
+                    return
+                continue  # another writer's row landed meanwhile: look at it
+            async with connection.transaction():
+                row_type, row_metadata = await self._take_unsound(connection, digest) or (media_type, metadata)
+                inserted = await self._insert_inline(connection, digest, data, row_type, row_metadata)
+            if inserted:
+                return
         raise RuntimeError('another writer kept replacing the blob')  # pragma: no cover
-
-    @functools.cached_property
-    def _probes(self) -> Coalescer[str, None, list[tuple[int, str | None]]]:
-        return Coalescer(self._probe_many, [])
-
-    @functools.cached_property
-    def _small_reads(self) -> Coalescer[str, None, object]:
-        return Coalescer(self._read_small_many, _ABSENT)
-
-    async def _probe(self, digest: str, size: int) -> object:
-        """``_stored_copies`` through one ``= ANY($1)`` statement shared with the puts of this event-loop turn."""
-        return self._judge(digest, size, await self._probes.load(digest, None))
-
-    def _judge(self, digest: str, size: int, copies: list[tuple[int, str | None]]) -> object:
-        """``_ABSENT`` without copies, ``_SOUND`` when one passes the base's checks, else ``_UNSOUND``."""
-        if not copies:
-            return _ABSENT
-        sound = any(self._copy_is_sound(digest, size, stored_size, stored) for stored_size, stored in copies)
-        return _SOUND if sound else _UNSOUND
-
-    async def _probe_many(self, digests: dict[str, None]) -> dict[str, list[tuple[int, str | None]]]:
-        """``(size, sha256 hex or NULL)`` of each stored copy of ``digests``, which are marked in use (see
-        ``Tables.probe``); digests in order, so that concurrent statements lock rows in one order."""
-        now = time.time()
-        async with self._connection() as connection:
-            rows = await connection.fetch(
-                self._tables.probe_many(), sorted(digests), VERIFY_ON_PUT_BYTES, now, now - TOUCH_AFTER_SECONDS
-            )
-        return _copies_of(rows)
-
-    async def _read_small_many(self, digests: dict[str, None]) -> dict[str, bytes | None]:
-        """The bytes of the small inline blobs among ``digests`` in one statement; ``None`` for a larger one,
-        nothing for a blob without an inline row."""
-        rows = await self._fetch(self._tables.read_small_many, list(digests), _COALESCE_BYTES)
-        return {str(digest): None if data is None else bytes(data) for digest, data in rows}
 
     async def _insert_inline(
         self, connection: Any, digest: str, data: bytes, media_type: str | None, metadata: str
@@ -437,15 +395,11 @@ class PostgresMediaStore(BaseMediaStore):
         await self._write_chunked(_rechunked(source, buffer, chunk), lambda: ingest.digest, media_type, metadata)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
-        """The inline row by its key first (a small one in the statement shared with this turn's other reads:
-        most blobs are there), else the chunked blob."""
-        small = await self._small_reads.load(digest, None)
-        if isinstance(small, bytes):
-            return small
-        if small is not _ABSENT:  # a larger inline row
-            inline = await self._fetch(self._tables.read_inline, digest)
-            if inline:
-                return bytes(inline[0][0])
+        """The inline row by its key first (the statement the harness runs: most blobs are there), else the
+        chunked blob."""
+        inline = await self._fetch(self._tables.read_inline, digest)
+        if inline:
+            return bytes(inline[0][0])
         rows = await self._fetch(self._tables.locate, digest, _WHOLE)
         if not rows:
             raise self._not_found(digest)
@@ -593,14 +547,6 @@ async def _keep_session(connection: Any) -> None:
     """Nothing to reset when a connection of the store's own pool goes back: the store leaves no session state
     (no ``SET``, ``LISTEN``, cursor or session lock; asyncpg still rolls back an open transaction). asyncpg's
     default reset is one more round trip per operation."""
-
-
-def _copies_of(rows: list[Any]) -> dict[str, list[tuple[int, str | None]]]:
-    """``probe_many``'s rows by digest: ``(size, sha256 hex or None)`` of each stored copy."""
-    copies: dict[str, list[tuple[int, str | None]]] = {}
-    for digest, size, stored in rows:
-        copies.setdefault(str(digest), []).append((int(size), None if stored is None else str(stored)))
-    return copies
 
 
 def _never_read() -> bytes:
