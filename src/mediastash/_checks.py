@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mediastash.errors import InvalidArgumentError
+from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration
 
-__all__ = ['non_negative_int', 'positive_int']
+__all__ = ['exactly_one_of', 'non_negative_int', 'positive_int']
 
 
 def positive_int(name: str, value: object) -> int:
@@ -19,3 +19,15 @@ def non_negative_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgumentError(name, 'a non-negative int', value)
     return value
+
+
+def exactly_one_of(owner: str, first: tuple[str, object, str], second: tuple[str, object, str]) -> None:
+    """``InvalidStoreConfiguration`` unless exactly one of two arguments, each ``(name, value, what it is)``, is set.
+
+    The message names both arguments (each with what it is, when given) and
+    which were set, never their values: a connection string can hold a password.
+    """
+    if (first[1] is None) == (second[1] is None):
+        options = ' or '.join(f'{name}= ({what})' if what else f'{name}=' for name, _, what in (first, second))
+        given = ' and '.join(f'{name}={"set" if value is not None else None}' for name, value, _ in (first, second))
+        raise InvalidStoreConfiguration(f'{owner} needs exactly one of {options}, got {given}')

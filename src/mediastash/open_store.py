@@ -79,7 +79,7 @@ def _backend_plan(
     if planner is not None and _defined_in(store, 'from_url') in _defined_in(store, 'plan_from_url').__mro__:
         plan: StorePlan[BaseMediaStore] = planner(url, create=create, **overrides)
         return plan
-    return StorePlan(lambda: store.from_url(url, create=create, **overrides))  # type: ignore[attr-defined]
+    return StorePlan(lambda: store.from_url(url, create=create, **overrides))  # type: ignore[arg-type]  # a path: file://
 
 
 def open_cached_store(

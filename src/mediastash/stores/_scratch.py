@@ -11,22 +11,75 @@ failure raises ``NamespaceCleanupError`` naming what is left.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
 
 from mediastash.errors import InvalidArgumentError, NamespaceCleanupError
 from mediastash.stores.base import BaseMediaStore
 from mediastash.stores.protocols import DeletableMediaStore, ListableMediaStore, MediaStore
 
-__all__ = ['empty_store', 'scratch_lifecycle', 'scratch_name']
+__all__ = ['ScratchInPackage', 'ScratchSpace', 'empty_store', 'scratch_lifecycle', 'scratch_name']
 
 SCRATCH_PREFIX = 'mediastash-tune'
 _LABEL = re.compile(r'[A-Za-z0-9_.-]{1,32}')
 
 S = TypeVar('S', bound=BaseMediaStore)
+
+
+@dataclass(frozen=True, slots=True)
+class ScratchSpace(Generic[S]):
+    """What a backend's ``open_scratch`` made: the namespace's store, its name, where it lives, how to remove it.
+
+    ``scratch_lifecycle`` takes it from there (see its docstring).
+    """
+
+    store: S
+    name: str
+    where: str
+    remove: Callable[[], Awaitable[None]] | None = None
+
+
+class ScratchInPackage(Generic[S]):
+    """Gives a backend class ``scratch_namespace`` from its package's ``_scratch`` module, imported on first use.
+
+    The first class in a hierarchy to derive from this is the backend (say
+    ``mediastash.stores.disk._store.DiskMediaStore``): its package's
+    ``_scratch.open_scratch(store, label, cls)`` makes the namespace's storage
+    and store (a ``ScratchSpace``), ``cls`` being that class (a subclass's
+    namespaces are of the backend's class). The store module never imports
+    the scratch module at import time, so the two never import each other
+    (``tests/test_import_graph.py``).
+    """
+
+    _scratch_owner: ClassVar[type]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not hasattr(cls, '_scratch_owner'):
+            cls._scratch_owner = cls
+
+    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[S]:
+        """A fresh, empty store of this backend for ``label``, emptied and its storage removed after the block.
+
+        The ``ScratchableMediaStore`` capability (what ``mediastash tune``
+        measures in); the scratch module's docstring says where it lives.
+        """
+        return _namespace(self, label)
+
+
+@asynccontextmanager
+async def _namespace(store: ScratchInPackage[S], label: str) -> AsyncIterator[S]:
+    owner = store._scratch_owner
+    module = importlib.import_module(owner.__module__.rpartition('.')[0] + '._scratch')
+    space: ScratchSpace[S] = await module.open_scratch(store, label, owner)
+    async with scratch_lifecycle(space.store, name=space.name, where=space.where, remove=space.remove) as opened:
+        yield opened
 
 
 def scratch_name(label: str, *, separator: str = '-') -> str:

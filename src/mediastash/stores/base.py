@@ -33,12 +33,13 @@ from collections.abc import (
     Mapping,
 )
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import (
     IntegrityError,
+    InvalidStoreConfiguration,
     MediaNotFoundError,
     MediaStashError,
     StoreOperationError,
@@ -53,7 +54,11 @@ from mediastash.uri import media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
 if TYPE_CHECKING:
+    from mediastash.stores.registry import StorePlan
     from mediastash.verify import VerifyReport
+
+    UrlPlanner = Callable[[Any, Any, bool, dict[str, Any]], StorePlan[Any]]
+    """``planner(cls, url, create, overrides)``: a backend's URL parser (see ``plan_from_url``)."""
 
 __all__ = [
     'DEFAULT_EXISTS_CONCURRENCY',
@@ -248,13 +253,41 @@ class BaseMediaStore(StoreRules, ABC):
     verifies_reads: ClassVar[bool] = True
     """Tells the walker that ``get`` already checks sha256, so it need not hash again."""
 
+    _url_planner: ClassVar[UrlPlanner | None] = None
+    """What ``plan_from_url`` calls: the ``url_planner=`` class keyword (inherited by subclasses)."""
+
     def __init__(self, *, public_url: PublicUrlResolver | None = None) -> None:
         self._public_url = public_url
         self._instance_key: Hashable = ('instance', type(self).__name__, next(_instances))
         self._suspects: BoundedLRU[str, bool] = BoundedLRU(max_items=_SUSPECT_LIMIT)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    @classmethod
+    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
+        """The store ``url`` names; ``overrides`` (constructor arguments) win over it.
+
+        Opens ``plan_from_url``, which a backend writes (it parses the URL);
+        a backend that can create nothing half-way may override this instead.
+        """
+        return cls.plan_from_url(url, create=create, **overrides).open()
+
+    @classmethod
+    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
+        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``).
+
+        Calls the ``url_planner`` the class was declared with
+        (``class S(BaseMediaStore, url_planner=plan_s)``, called as
+        ``plan_s(cls, url, create, overrides)``); a backend may override this instead.
+        """
+        planner = cls._url_planner
+        if planner is None:
+            raise InvalidStoreConfiguration(f'{cls.__name__} cannot be opened from a URL (it defines no from_url)')
+        plan: StorePlan[Self] = planner(cls, url, create, overrides)
+        return plan
+
+    def __init_subclass__(cls, *, url_planner: UrlPlanner | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if url_planner is not None:
+            cls._url_planner = url_planner
         for method, primitive in _CAPABILITIES.items():
             defined = next(vars(klass)[method] for klass in cls.__mro__ if method in vars(klass))
             standard = vars(BaseMediaStore)[method]

@@ -29,13 +29,8 @@ class MemoryMediaStore(BaseMediaStore):
     """
 
     @classmethod
-    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
-        """A new, empty store for ``memory://`` (no host, path or parameters); ``overrides`` win."""
-        return cls.plan_from_url(url, create=create, **overrides).open()
-
-    @classmethod
     def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
-        """``from_url`` checked but not opened (see ``StorePlan``)."""
+        """``memory://`` (no host, path or parameters): a new, empty store, not built yet (see ``StorePlan``)."""
         parts = split_url(url, url_scheme(url, cls.__name__, ('memory',)))
         if parts.netloc or parts.path or parts.query:
             raise InvalidStoreConfiguration('memory:// takes no host, path or parameters')

@@ -37,6 +37,9 @@ _SHOWN_SCHEME = re.compile(r'[a-z][a-z0-9+.-]{0,19}')
 
 S = TypeVar('S')
 
+_URL_OPENERS = ('from_url', 'plan_from_url')
+"""What a backend class may write to be opened from a URL (else it names a ``url_planner``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class StorePlan(Generic[S]):
@@ -212,9 +215,15 @@ def _load(scheme: str, backend: _Backend) -> type[BaseMediaStore]:
         ) from error
     if not (isinstance(found, type) and issubclass(found, BaseMediaStore)):
         raise InvalidStoreConfiguration(f'the store backend for {scheme}:// ({source}) is not a BaseMediaStore class')
-    if not callable(getattr(found, 'from_url', None)):
+    if found._url_planner is None and not _writes_url_opener(found):
         raise InvalidStoreConfiguration(f'the store backend for {scheme}:// ({source}) has no from_url classmethod')
     return found
+
+
+def _writes_url_opener(cls: type[BaseMediaStore]) -> bool:
+    """Whether a class between ``cls`` and ``BaseMediaStore`` writes ``from_url`` or ``plan_from_url`` itself."""
+    below_base = cls.__mro__[: cls.__mro__.index(BaseMediaStore)]
+    return any(name in vars(klass) for klass in below_base for name in _URL_OPENERS)
 
 
 def _entry_point_backends() -> dict[str, _Backend]:

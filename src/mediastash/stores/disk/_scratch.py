@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from mediastash.stores._scratch import scratch_lifecycle, scratch_name
+from mediastash.stores._scratch import ScratchSpace, scratch_name
 
 if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
     from mediastash.stores.disk._store import DiskMediaStore
 
-__all__ = ['scratch_namespace']
+__all__ = ['open_scratch']
 
 
-@asynccontextmanager
-async def scratch_namespace(
-    store: DiskMediaStore, label: str, cls: type[DiskMediaStore]
-) -> AsyncIterator[DiskMediaStore]:
+async def open_scratch(store: DiskMediaStore, label: str, cls: type[DiskMediaStore]) -> ScratchSpace[DiskMediaStore]:
     """A store on a sub-folder made for it (never one that existed), removed with its contents afterwards."""
     name = scratch_name(label)
     folder = store.directory / name
@@ -32,5 +27,4 @@ async def scratch_namespace(
     async def remove() -> None:
         shutil.rmtree(folder)
 
-    async with scratch_lifecycle(scratch, name=name, where=f'folder {folder}', remove=remove) as opened:
-        yield opened
+    return ScratchSpace(scratch, name, f'folder {folder}', remove)

@@ -29,11 +29,11 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from datetime import timedelta
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiofiles
 
@@ -55,6 +55,7 @@ from mediastash.errors import (
 )
 from mediastash.keys import KeyStrategy, default_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
+from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     BaseMediaStore,
@@ -66,7 +67,6 @@ from mediastash.stores.base import (
 )
 from mediastash.stores.disk._url import plan_disk
 from mediastash.stores.protocols import BlobStat
-from mediastash.stores.registry import StorePlan
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -113,7 +113,7 @@ _CANNOT_TOUCH = frozenset({errno.EPERM, errno.EACCES, errno.EROFS})
 _T = TypeVar('_T')
 
 
-class DiskMediaStore(BaseMediaStore):
+class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_planner=plan_disk):
     """Content-addressed blobs as files under ``directory`` (created if missing; ``~`` is expanded).
 
     ``key_strategy`` maps a URI to a relative path; the result is refused with
@@ -132,16 +132,6 @@ class DiskMediaStore(BaseMediaStore):
     listed. Two instances on the same folder (after resolving symlinks) share
     one ``storage_key``.
     """
-
-    @classmethod
-    def from_url(cls, url: str | os.PathLike[str], *, create: bool = True, **overrides: Any) -> Self:
-        """The store a plain path or ``file://`` URL names; ``overrides`` (constructor arguments) win over it."""
-        return cls.plan_from_url(url, create=create, **overrides).open()
-
-    @classmethod
-    def plan_from_url(cls, url: str | os.PathLike[str], *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
-        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``)."""
-        return plan_disk(cls, url, create, overrides)
 
     def __init__(
         self,
@@ -167,15 +157,6 @@ class DiskMediaStore(BaseMediaStore):
     def directory(self) -> Path:
         """The folder the store writes to, as given (a leading ``~`` expanded to the home folder)."""
         return self._root
-
-    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[DiskMediaStore]:
-        """A fresh, empty store on a new sub-folder of its folder for ``label``, emptied and removed after the block.
-
-        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
-        """
-        from mediastash.stores.disk._scratch import scratch_namespace
-
-        return scratch_namespace(self, label, DiskMediaStore)
 
     def _describe(self) -> str:
         return f'DiskMediaStore({str(self._root)!r})'
@@ -261,11 +242,16 @@ class DiskMediaStore(BaseMediaStore):
         await asyncio.to_thread(self._write_sync, key, data, context, media_type, force=True)
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
-        key = self._key_for(digest, context)
-        data = await asyncio.to_thread(self._read_sync, key, media_uri(digest))
-        if data is None:
+        return await self._found_in_thread(self._read_sync, digest, context)
+
+    async def _found_in_thread(
+        self, call: Callable[[str, str], _T | None], digest: str, context: MediaContextLike
+    ) -> _T:
+        """``call(key, uri)`` in a worker thread; ``MediaNotFoundError`` when it finds nothing (``None``)."""
+        found = await asyncio.to_thread(call, self._key_for(digest, context), media_uri(digest))
+        if found is None:
             raise self._not_found(digest)
-        return data
+        return found
 
     def _read_sync(self, key: str, uri: str) -> bytes | None:
         path = self._path_for_key(key)
@@ -424,11 +410,7 @@ class DiskMediaStore(BaseMediaStore):
 
     async def _stat(self, digest: str, context: MediaContextLike) -> BlobStat:
         """The file's size and mtime (one ``stat``) and its ``.mediatype`` record; the blob is not read."""
-        key = self._key_for(digest, context)
-        found = await asyncio.to_thread(self._stat_sync, key, media_uri(digest))
-        if found is None:
-            raise self._not_found(digest)
-        return found
+        return await self._found_in_thread(self._stat_sync, digest, context)
 
     def _stat_sync(self, key: str, uri: str) -> BlobStat | None:
         try:

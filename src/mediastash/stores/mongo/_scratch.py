@@ -7,25 +7,20 @@ afterwards through the driver's public API.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from mediastash.stores._scratch import SCRATCH_PREFIX, scratch_lifecycle, scratch_name
+from mediastash.stores._scratch import SCRATCH_PREFIX, ScratchSpace, scratch_name
 
 if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
     from mediastash.stores.mongo._store import MongoMediaStore
 
-__all__ = ['scratch_namespace']
+__all__ = ['open_scratch']
 
 _LONGEST = 90
 """A longer name falls back to ``tune_<id>_<label>`` (collection names stay under the store's 100)."""
 
 
-@asynccontextmanager
-async def scratch_namespace(
-    store: MongoMediaStore, label: str, cls: type[MongoMediaStore]
-) -> AsyncIterator[MongoMediaStore]:
+async def open_scratch(store: MongoMediaStore, label: str, cls: type[MongoMediaStore]) -> ScratchSpace[MongoMediaStore]:
     """A store on two new collections of ``store``'s database, on ``store``'s client, dropped afterwards."""
     name = scratch_name(label, separator='_')
     suffix = name.removeprefix(SCRATCH_PREFIX.replace('-', '_') + '_')
@@ -44,5 +39,4 @@ async def scratch_namespace(
         await database.drop_collection(chunks)
 
     where = f'collections {collection} and {chunks} of database {store.database}'
-    async with scratch_lifecycle(scratch, name=collection, where=where, remove=remove) as opened:
-        yield opened
+    return ScratchSpace(scratch, collection, where, remove)

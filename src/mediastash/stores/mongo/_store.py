@@ -20,15 +20,11 @@ deleted too; new writes always use this layout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
-import itertools
 import logging
-import threading
 import time
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
-from typing import Any, Final, Self
+from typing import Any, Final
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
@@ -41,6 +37,7 @@ from pymongo.errors import (
     PyMongoError,
 )
 
+from mediastash._checks import exactly_one_of
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import (
     InvalidStoreConfiguration,
@@ -48,6 +45,8 @@ from mediastash.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
+from mediastash.stores._scratch import ScratchInPackage
+from mediastash.stores._tokens import ObjectToken, token_for
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     BaseMediaStore,
@@ -79,7 +78,6 @@ from mediastash.stores.mongo._layout import (
     written_before,
 )
 from mediastash.stores.mongo._url import plan_mongo
-from mediastash.stores.registry import StorePlan
 from mediastash.uri import is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -112,7 +110,7 @@ _DENIED_CODES = frozenset({13, 18})
 """Unauthorized, AuthenticationFailed."""
 
 
-class MongoMediaStore(BaseMediaStore):
+class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_planner=plan_mongo):
     """Content-addressed blobs in the MongoDB collections ``collection`` and ``<collection>_chunks``.
 
     Pass exactly one of ``client`` (your ``AsyncMongoClient``; never closed by
@@ -130,16 +128,6 @@ class MongoMediaStore(BaseMediaStore):
     the ``__cause__``.
     """
 
-    @classmethod
-    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
-        """The store a ``mongodb[+srv]://`` URL names; ``overrides`` (constructor arguments) win over it."""
-        return cls.plan_from_url(url, create=create, **overrides).open()
-
-    @classmethod
-    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
-        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``)."""
-        return plan_mongo(cls, url, create, overrides)
-
     def __init__(
         self,
         *,
@@ -151,11 +139,7 @@ class MongoMediaStore(BaseMediaStore):
         public_url: PublicUrlResolver | None = None,
     ) -> None:
         super().__init__(public_url=public_url)
-        if (client is None) == (db_url is None):
-            raise InvalidStoreConfiguration(
-                'MongoMediaStore needs exactly one of client= (an AsyncMongoClient) or db_url= '
-                f'(got client={"set" if client is not None else None}, db_url={"set" if db_url is not None else None})'
-            )
+        exactly_one_of('MongoMediaStore', ('client', client, 'an AsyncMongoClient'), ('db_url', db_url, ''))
         if database is not None:
             check_database(database)
         self._collection_name = check_collection(collection)
@@ -202,15 +186,6 @@ class MongoMediaStore(BaseMediaStore):
     def chunk_size_bytes(self) -> int:
         """The largest piece one chunk document holds (new writes only)."""
         return self._chunk_size
-
-    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[MongoMediaStore]:
-        """A fresh, empty store on new collections of its database for ``label``, emptied and removed after the block.
-
-        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
-        """
-        from mediastash.stores.mongo._scratch import scratch_namespace
-
-        return scratch_namespace(self, label, MongoMediaStore)
 
     def _describe(self) -> str:
         return f'MongoMediaStore(database={self._database_name!r}, collection={self._collection_name!r})'
@@ -790,7 +765,7 @@ def _default_database(client: AsyncMongoClient[Document]) -> str:
         ) from None
 
 
-def _client_identity(client: object) -> tuple[Hashable, _ClientToken | None]:
+def _client_identity(client: object) -> tuple[Hashable, ObjectToken | None]:
     """Where the client connects, for the storage key; and the token the store must keep alive, if any.
 
     A pymongo ``AsyncMongoClient``: its seed list as sorted ``host:port``
@@ -806,10 +781,7 @@ def _client_identity(client: object) -> tuple[Hashable, _ClientToken | None]:
     hosts = _pymongo_seeds(client)
     if hosts is not None:
         return hosts, None
-    with _client_lock:
-        token = _client_tokens.get(id(client))
-        if token is None or token.client is not client:
-            token = _client_tokens[id(client)] = _ClientToken(client, next(_client_numbers))
+    token = token_for(client)
     return ('client', token.number), token
 
 
@@ -823,24 +795,6 @@ def _pymongo_seeds(client: object) -> tuple[str, ...] | None:
     except Exception:  # a pymongo without eq_props, or seeds of another shape: fall back to the object
         return None
     return tuple(sorted(hosts)) or None
-
-
-class _ClientToken:
-    """Names one client object that is not a pymongo client; alive as long as a store on it is.
-
-    It holds the client, so no other client can inherit its ``id()`` while the token lives.
-    """
-
-    __slots__ = ('__weakref__', 'client', 'number')
-
-    def __init__(self, client: object, number: int) -> None:
-        self.client = client
-        self.number = number
-
-
-_client_tokens: weakref.WeakValueDictionary[int, _ClientToken] = weakref.WeakValueDictionary()
-_client_numbers = itertools.count()
-_client_lock = threading.Lock()
 
 
 def _host_port(host: str, port: int | None) -> str:

@@ -3,23 +3,20 @@ the store's schema, on the store's pool, dropped afterwards."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from mediastash.stores._scratch import scratch_lifecycle, scratch_name
+from mediastash.stores._scratch import ScratchSpace, scratch_name
 from mediastash.stores.postgres._layout import Tables
 
 if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
     from mediastash.stores.postgres._store import PostgresMediaStore
 
-__all__ = ['scratch_namespace']
+__all__ = ['open_scratch']
 
 
-@asynccontextmanager
-async def scratch_namespace(
+async def open_scratch(
     store: PostgresMediaStore, label: str, cls: type[PostgresMediaStore]
-) -> AsyncIterator[PostgresMediaStore]:
+) -> ScratchSpace[PostgresMediaStore]:
     """A store on new tables next to ``store``'s, sharing its pool (the namespace never closes it)."""
     table = scratch_name(label, separator='_').lower()
     pool = await store._get_pool()
@@ -32,5 +29,4 @@ async def scratch_namespace(
                 await connection.execute(f'DROP TABLE IF EXISTS {name}')
 
     where = f'tables {table}, {tables.chunked_name} and {tables.chunks_name} of schema {store.schema}'
-    async with scratch_lifecycle(scratch, name=table, where=where, remove=remove) as opened:
-        yield opened
+    return ScratchSpace(scratch, table, where, remove)

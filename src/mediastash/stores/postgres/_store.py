@@ -7,14 +7,15 @@ import contextlib
 import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Hashable, Mapping
-from typing import Any, Final, Protocol, Self
+from typing import Any, Final, Protocol
 
 import asyncpg
 
-from mediastash._checks import positive_int
+from mediastash._checks import exactly_one_of, positive_int
 from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
+from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import token_for
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
@@ -30,7 +31,6 @@ from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
 from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables
 from mediastash.stores.postgres._upload import ChunkUpload
 from mediastash.stores.postgres._url import plan_postgres
-from mediastash.stores.registry import StorePlan
 from mediastash.uri import DIGEST_PATTERN, media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -57,7 +57,7 @@ class PostgresPool(Protocol):
     def acquire(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
 
 
-class PostgresMediaStore(BaseMediaStore):
+class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'], url_planner=plan_postgres):
     """Content-addressed blobs in the table ``table`` (schema ``schema``) of a PostgreSQL database.
 
     Pass exactly one of ``pool`` (an asyncpg pool you own: the store never
@@ -93,12 +93,11 @@ class PostgresMediaStore(BaseMediaStore):
         public_url: PublicUrlResolver | None = None,
     ) -> None:
         super().__init__(public_url=public_url)
-        if (pool is None) == (dsn is None):
-            raise InvalidStoreConfiguration(
-                'PostgresMediaStore needs exactly one of pool= (an asyncpg pool you own) or dsn= '
-                f'(a postgresql:// connection string), got pool={"set" if pool is not None else None} '
-                f'and dsn={"set" if dsn is not None else None}'
-            )
+        exactly_one_of(
+            'PostgresMediaStore',
+            ('pool', pool, 'an asyncpg pool you own'),
+            ('dsn', dsn, 'a postgresql:// connection string'),
+        )
         for name, value in (('table', table), ('schema', schema)):
             if not isinstance(value, str) or IDENTIFIER.fullmatch(value) is None:
                 raise InvalidStoreConfiguration(
@@ -129,25 +128,6 @@ class PostgresMediaStore(BaseMediaStore):
         self._pool_token = None if address is not None else token_for(pool)
         self._layout: Layout | None = None  # cached once complete
         self._schema_lock = asyncio.Lock()
-
-    @classmethod
-    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
-        """The store a ``postgresql://`` or ``postgres://`` URL names; ``overrides`` (constructor arguments) win."""
-        return cls.plan_from_url(url, create=create, **overrides).open()
-
-    @classmethod
-    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
-        """``from_url`` checked but not opened (see ``StorePlan``); nothing is contacted."""
-        return plan_postgres(cls, url, create, overrides)
-
-    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[PostgresMediaStore]:
-        """A fresh, empty store on new tables of this store's schema for ``label``, dropped after the block.
-
-        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
-        """
-        from mediastash.stores.postgres._scratch import scratch_namespace
-
-        return scratch_namespace(self, label, PostgresMediaStore)
 
     async def require_storage(self) -> None:
         """``StoreNotFoundError`` when the table does not exist (nothing is created): what read-only openers such

@@ -7,20 +7,17 @@ is what the store itself would do. Emptied, the prefix is gone: S3 has no folder
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from mediastash.stores._scratch import scratch_lifecycle, scratch_name
+from mediastash.stores._scratch import ScratchSpace, scratch_name
 
 if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
     from mediastash.stores.s3._store import S3MediaStore
 
-__all__ = ['scratch_namespace']
+__all__ = ['open_scratch']
 
 
-@asynccontextmanager
-async def scratch_namespace(store: S3MediaStore, label: str, cls: type[S3MediaStore]) -> AsyncIterator[S3MediaStore]:
+async def open_scratch(store: S3MediaStore, label: str, cls: type[S3MediaStore]) -> ScratchSpace[S3MediaStore]:
     """A store on a new key prefix under ``store``'s, on ``store``'s client (which stays ``store``'s to close)."""
     name = scratch_name(label)
     prefix = f'{store.key_prefix}{name}/'
@@ -40,5 +37,4 @@ async def scratch_namespace(store: S3MediaStore, label: str, cls: type[S3MediaSt
         known_ttl=None if store._known is None else store._known._ttl,
     )
     where = f'key prefix {prefix} of bucket {store.bucket}'
-    async with scratch_lifecycle(scratch, name=name, where=where) as opened:
-        yield opened
+    return ScratchSpace(scratch, name, where)

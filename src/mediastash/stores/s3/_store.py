@@ -23,11 +23,11 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from enum import Enum
-from typing import IO, TYPE_CHECKING, Any, Literal, Self, cast
+from typing import IO, TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
@@ -40,6 +40,7 @@ from mediastash.errors import (
     UnsafeKeyError,
 )
 from mediastash.keys import KeyStrategy, default_key_strategy
+from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     VERIFY_ON_PUT_BYTES,
@@ -50,7 +51,6 @@ from mediastash.stores.base import (
     Ingest,
     _maps_driver_errors,
 )
-from mediastash.stores.registry import StorePlan
 from mediastash.stores.s3._errors import classify_sdk_error
 from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys
@@ -132,7 +132,7 @@ class _Credentials:
         return '<credentials hidden>'
 
 
-class S3MediaStore(BaseMediaStore):
+class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner=plan_s3):
     """Content-addressed blobs as objects ``<key_prefix><key_strategy(uri)>`` in one bucket.
 
     Pass ``client=`` (an aiobotocore S3 client you own and close) or connection
@@ -180,16 +180,6 @@ class S3MediaStore(BaseMediaStore):
     ``delete`` ask the bucket once per store when a HEAD answers 404, since a
     HEAD cannot say which of bucket and key is missing).
     """
-
-    @classmethod
-    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
-        """The store an ``s3://`` URL names; ``overrides`` (constructor arguments) win over it."""
-        return cls.plan_from_url(url, create=create, **overrides).open()
-
-    @classmethod
-    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
-        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``)."""
-        return plan_s3(cls, url, create, overrides)
 
     def __init__(
         self,
@@ -276,15 +266,6 @@ class S3MediaStore(BaseMediaStore):
     @property
     def key_prefix(self) -> str:
         return self._key_prefix
-
-    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[S3MediaStore]:
-        """A fresh, empty store on a new key prefix under its own for ``label``, emptied and removed after the block.
-
-        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
-        """
-        from mediastash.stores.s3._scratch import scratch_namespace
-
-        return scratch_namespace(self, label, S3MediaStore)
 
     def _describe(self) -> str:
         where = f', endpoint_url={_public_endpoint(self._endpoint_url)!r}' if self._endpoint_url else ''
@@ -793,29 +774,35 @@ class S3MediaStore(BaseMediaStore):
         found = await asyncio.gather(*map(one, digests))
         return {digest for digest in found if digest is not None}
 
+    async def _client_to_delete(self, keys: Iterable[str]) -> S3Client:
+        """The client, once the known-key cache has forgotten ``keys`` (they are about to be deleted)."""
+        client = await self._s3()
+        if self._known is not None:
+            self._known.forget(keys)
+        return client
+
+    async def _heads(self, keys: list[str]) -> list[Mapping[str, Any] | None]:
+        """HEAD every key, ``_HEAD_CONCURRENCY`` at a time (``None`` for a missing one), in ``keys``' order."""
+        gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
+
+        async def head(key: str) -> Mapping[str, Any] | None:
+            async with gate:
+                return await self._head(key)
+
+        return await asyncio.gather(*map(head, keys))
+
     async def _delete_unless_touched(self, digests: list[str], written_before: float) -> list[str]:
         """Per batch of 100 keys: HEAD each, then one ``DeleteObjects`` of those still last modified before
         ``written_before``. Not atomic: a touch landing between a key's HEAD and the delete is lost."""
         keys = {self._key_for(digest, EMPTY_CONTEXT): digest for digest in digests}
-        client = await self._s3()
-        if self._known is not None:
-            self._known.forget(keys)
-        gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
-
-        async def still_old(key: str) -> bool:
-            async with gate:
-                head = await self._head(key)
-            modified = None if head is None else _last_modified(head)
-            # Whole seconds, rounded down: old only when even the end of that second is before the cutoff.
-            return modified is not None and modified + _HEAD_RESOLUTION <= written_before
-
+        client = await self._client_to_delete(keys)
         deleted: list[str] = []
         failures: list[tuple[int, Mapping[str, Any]]] = []
         ordered = list(keys)
         for start in range(0, len(ordered), _SWEEP_BATCH):
             batch = ordered[start : start + _SWEEP_BATCH]
-            verdicts = await asyncio.gather(*map(still_old, batch))
-            doomed = [key for key, old in zip(batch, verdicts, strict=True) if old]
+            heads = await self._heads(batch)
+            doomed = [key for key, head in zip(batch, heads, strict=True) if _modified_before(head, written_before)]
             if not doomed:
                 continue
             with self._bucket_errors():
@@ -851,16 +838,8 @@ class S3MediaStore(BaseMediaStore):
     async def _delete_many(self, digests: list[str]) -> int:
         """Delete in batches of 1000 keys; returns how many were stored (found by HEAD) and removed."""
         keys = list(dict.fromkeys(self._key_for(digest, EMPTY_CONTEXT) for digest in digests))
-        client = await self._s3()
-        if self._known is not None:
-            self._known.forget(keys)
-        gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
-
-        async def present(key: str) -> bool:
-            async with gate:
-                return await self._head(key) is not None
-
-        found = [key for key, hit in zip(keys, await asyncio.gather(*map(present, keys)), strict=True) if hit]
+        client = await self._client_to_delete(keys)
+        found = [key for key, head in zip(keys, await self._heads(keys), strict=True) if head is not None]
         for start in range(0, len(found), _DELETE_BATCH):
             batch = found[start : start + _DELETE_BATCH]
             with self._bucket_errors():
@@ -988,6 +967,15 @@ def _put_arguments(context: MediaContextLike) -> dict[str, Any]:
             raise ValueError(f'media_type {media_type!r} cannot be sent as an S3 Content-Type')
         extra['ContentType'] = media_type
     return extra
+
+
+def _modified_before(head: Mapping[str, Any] | None, cutoff: float) -> bool:
+    """Whether a HEAD answer's ``LastModified`` is before ``cutoff``; never for a missing key or no date.
+
+    Whole seconds, rounded down: old only when even the end of that second is before the cutoff.
+    """
+    modified = None if head is None else _last_modified(head)
+    return modified is not None and modified + _HEAD_RESOLUTION <= cutoff
 
 
 def _last_modified(head: Mapping[str, Any]) -> float | None:

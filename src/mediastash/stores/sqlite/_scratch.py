@@ -11,22 +11,19 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from mediastash.stores._scratch import scratch_lifecycle, scratch_name
+from mediastash.stores._scratch import ScratchSpace, scratch_name
 
 if TYPE_CHECKING:  # the store module imports this one when asked for a namespace
     from mediastash.stores.sqlite._store import SqliteMediaStore
 
-__all__ = ['scratch_namespace']
+__all__ = ['open_scratch']
 
 
-@asynccontextmanager
-async def scratch_namespace(
+async def open_scratch(
     store: SqliteMediaStore, label: str, cls: type[SqliteMediaStore]
-) -> AsyncIterator[SqliteMediaStore]:
+) -> ScratchSpace[SqliteMediaStore]:
     """A store on a table made for it in ``store``'s database (file or caller's connection), dropped afterwards."""
     table = scratch_name(label, separator='_')
     caller_connection = None if store._owns_connection else store._connection
@@ -53,8 +50,7 @@ async def scratch_namespace(
         async def remove() -> None:
             await asyncio.to_thread(_drop_table, file, table, remove_unused_file=not existed)
 
-    async with scratch_lifecycle(scratch, name=table, where=where, remove=remove) as opened:
-        yield opened
+    return ScratchSpace(scratch, table, where, remove)
 
 
 def _drop_table(file: str, table: str, *, remove_unused_file: bool) -> None:

@@ -16,18 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import os
 import re
 import sqlite3
 import tempfile
-import threading
 import time
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, Self, TypeVar
+from typing import IO, Any, TypeVar
 
+from mediastash._checks import exactly_one_of
 from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import (
     InvalidStoreConfiguration,
@@ -39,6 +37,8 @@ from mediastash.errors import (
 )
 from mediastash.stores._blob import OFFLOAD_BYTES
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
+from mediastash.stores._scratch import ScratchInPackage
+from mediastash.stores._tokens import ObjectToken, token_for
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     BaseMediaStore,
@@ -48,7 +48,6 @@ from mediastash.stores.base import (
     Ingest,
     _maps_driver_errors,
 )
-from mediastash.stores.registry import StorePlan
 from mediastash.stores.sqlite._url import plan_sqlite
 from mediastash.uri import DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
@@ -77,7 +76,7 @@ _HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 """``DELETE ... RETURNING`` (SQLite 3.35+); older builds select and delete in one transaction instead."""
 
 
-class SqliteMediaStore(BaseMediaStore):
+class SqliteMediaStore(BaseMediaStore, ScratchInPackage['SqliteMediaStore'], url_planner=plan_sqlite):
     """Content-addressed blobs in the table ``table`` of a SQLite database.
 
     Pass exactly one of ``database`` (a path; the store opens it with a 30 s
@@ -115,16 +114,6 @@ class SqliteMediaStore(BaseMediaStore):
     instance.
     """
 
-    @classmethod
-    def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
-        """The store a ``sqlite://`` URL names; ``overrides`` (constructor arguments) win over it."""
-        return cls.plan_from_url(url, create=create, **overrides).open()
-
-    @classmethod
-    def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
-        """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``)."""
-        return plan_sqlite(cls, url, create, overrides)
-
     def __init__(
         self,
         *,
@@ -134,12 +123,7 @@ class SqliteMediaStore(BaseMediaStore):
         public_url: PublicUrlResolver | None = None,
     ) -> None:
         super().__init__(public_url=public_url)
-        if (database is None) == (connection is None):
-            raise InvalidStoreConfiguration(
-                'SqliteMediaStore needs exactly one of database= or connection=, '
-                f'got database={"set" if database is not None else None} and '
-                f'connection={"set" if connection is not None else None}'
-            )
+        exactly_one_of('SqliteMediaStore', ('database', database, ''), ('connection', connection, ''))
         if not isinstance(table, str) or _TABLE_NAME.fullmatch(table) is None:
             raise InvalidStoreConfiguration(
                 'invalid SQLite table name (not repeated here): '
@@ -170,15 +154,6 @@ class SqliteMediaStore(BaseMediaStore):
     def table(self) -> str:
         """The table holding the blobs."""
         return self._table
-
-    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[SqliteMediaStore]:
-        """A fresh, empty store on a new table of its database for ``label``, emptied and removed after the block.
-
-        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
-        """
-        from mediastash.stores.sqlite._scratch import scratch_namespace
-
-        return scratch_namespace(self, label, SqliteMediaStore)
 
     def _describe(self) -> str:
         source = repr(self._database) if self._database is not None else 'connection'
@@ -738,28 +713,9 @@ def _row_facts(context: MediaContextLike) -> tuple[str | None, str]:
     return context_media_type(context), encode_metadata_json(context)
 
 
-class _PrivateDatabase:
-    """Names the private database (``:memory:`` or temporary) of one caller connection.
-
-    Alive as long as a store on that connection is, and it holds the
-    connection, so no other connection can inherit its ``id()`` meanwhile.
-    """
-
-    __slots__ = ('__weakref__', 'connection', 'number')
-
-    def __init__(self, connection: sqlite3.Connection, number: int) -> None:
-        self.connection = connection
-        self.number = number
-
-
-_private_databases: weakref.WeakValueDictionary[int, _PrivateDatabase] = weakref.WeakValueDictionary()
-_private_numbers = itertools.count()
-_private_lock = threading.Lock()
-
-
 def _identity_of(
     database: str | None, connection: sqlite3.Connection | None, table: str
-) -> tuple[Hashable | None, _PrivateDatabase | None]:
+) -> tuple[Hashable | None, ObjectToken | None]:
     """The store's storage identity, and the private-database token the store must keep alive.
 
     A database file: ``('sqlite', <real path>, table)``; for a caller's
@@ -776,10 +732,7 @@ def _identity_of(
         file = next((str(row[2] or '') for row in rows if row[1] == 'main'), '')
         if file not in _PRIVATE_DATABASES:
             return ('sqlite', os.path.realpath(file), table), None
-        with _private_lock:
-            private = _private_databases.get(id(connection))
-            if private is None or private.connection is not connection:
-                private = _private_databases[id(connection)] = _PrivateDatabase(connection, next(_private_numbers))
+        private = token_for(connection)  # names the connection's private database while the store lives
         return ('sqlite', ('connection', private.number), table), private
     if database is None or database in _PRIVATE_DATABASES:
         return None, None
