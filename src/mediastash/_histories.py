@@ -437,6 +437,13 @@ class _Builder:
             'part_kind': 'tool-call',
         }
 
+    def tool_calls(self, count: int, response: list[dict[str, Any]], request: list[dict[str, Any]]) -> None:
+        """``count`` tool calls appended to ``response``, each one's small return to ``request``."""
+        for _ in range(count):
+            call = self.tool_call(self.rng.choice(_TOOLS), self.arguments())
+            response.append(call)
+            request.append(self.tool_return(call, self.small_output()))
+
     def tool_return(self, call: dict[str, Any], content: Any) -> dict[str, Any]:
         return {
             'tool_name': call['tool_name'],
@@ -464,10 +471,7 @@ class _Builder:
         pairs, extra = divmod(max(count - 2, 0), 2)
         if extra:
             response.append(self.text(40, 600))
-        for _ in range(pairs):
-            call = self.tool_call(self.rng.choice(_TOOLS), self.arguments())
-            response.append(call)
-            returns.append(self.tool_return(call, self.small_output()))
+        self.tool_calls(pairs, response, returns)
         return response, returns
 
     def small_round(self, count: int) -> list[dict[str, Any]]:
@@ -489,10 +493,7 @@ class _Builder:
             pairs, extra = divmod(count - 3, 2)
             if extra:
                 response.append(self.text(40, 400))
-            for _ in range(pairs):
-                call = self.tool_call(self.rng.choice(_TOOLS), self.arguments())
-                response.append(call)
-                request.append(self.tool_return(call, self.small_output()))
+            self.tool_calls(pairs, response, request)
         request.append(prompt)
         return [self.response(response), self.request(request)]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mediastash import __version__
 from mediastash.cli import _gc, _ops, _sync, _tune
-from mediastash.cli._args import image_bytes, integer, parse_size, positive_int
+from mediastash.cli._args import add_threshold, image_bytes, integer, parse_size, positive_int
 from mediastash.cli._output import check_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError, describe_error
 
@@ -55,13 +55,7 @@ def _register_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     demo.add_argument(
         '--directory', type=Path, default=None, metavar='DIR', help='store blobs here (default: a temporary folder)'
     )
-    demo.add_argument(
-        '--threshold',
-        type=parse_size,
-        default=64 * 1024,
-        metavar='BYTES',
-        help='externalize payloads of at least this many bytes (default: 64KiB)',
-    )
+    add_threshold(demo, default=64 * 1024, verb='externalize')
     demo.add_argument('--steps', type=positive_int, default=20, metavar='N', help='model round trips (default: 20)')
     demo.add_argument('--seed', type=integer, default=0, metavar='S', help='random seed of the history (default: 0)')
     demo.add_argument(

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ['add_command', 'image_bytes', 'integer', 'parse_size', 'positive_int']
+__all__ = ['add_command', 'add_threshold', 'image_bytes', 'integer', 'parse_size', 'positive_int']
 
 _SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m|gb|gib|g)?\s*', re.IGNORECASE)
 _UNITS = {'b': 1, 'k': 1 << 10, 'kb': 1 << 10, 'kib': 1 << 10, 'm': 1 << 20, 'mb': 1 << 20, 'mib': 1 << 20}
@@ -63,3 +63,14 @@ def add_command(
     parser = commands.add_parser(name, parents=[common], help=help, description=description)
     parser.set_defaults(handler=handler)
     return parser
+
+
+def add_threshold(parser: argparse.ArgumentParser, *, default: int, verb: str) -> None:
+    """``--threshold BYTES``: the payload size from which a command ``verb``s payloads (``default`` in KiB)."""
+    parser.add_argument(
+        '--threshold',
+        type=parse_size,
+        default=default,
+        metavar='BYTES',
+        help=f'{verb} payloads of at least this many bytes (default: {default >> 10}KiB)',
+    )

@@ -20,7 +20,7 @@ from typing import Any
 
 from mediastash._tasks import for_each
 from mediastash._units import format_bytes, format_threshold
-from mediastash.cli._args import parse_size, positive_int
+from mediastash.cli._args import add_command, add_threshold, positive_int
 from mediastash.cli._output import check_output, write_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import MediaNotFoundError
@@ -53,19 +53,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     """Add ``stats``, ``verify``, ``ls``, ``externalize`` and ``restore``."""
     url_help = 'the store: a folder, file:///path, sqlite:///path.db, s3://bucket/prefix, mongodb://host/db'
 
-    stats = commands.add_parser(
+    stats = add_command(
+        commands,
+        common,
         'stats',
-        parents=[common],
+        _stats,
         help='count the blobs of a store, with a size histogram and media types',
         description='Count the blobs of a store and their bytes, with a size histogram and the media types '
         "the store recorded ('unknown' where it recorded none, with the reason).",
     )
     stats.add_argument('url', metavar='URL', help=url_help)
-    stats.set_defaults(handler=_stats)
 
-    verify = commands.add_parser(
+    verify = add_command(
+        commands,
+        common,
         'verify',
-        parents=[common],
+        _verify,
         help='re-read and re-hash every blob; exit code 1 when one is corrupt or missing',
         description='Read every blob the store lists (or only the URIs given) and check it against its sha256. '
         'Lists corrupt and missing blobs; the exit code is 1 when there is any, 0 otherwise.',
@@ -87,21 +90,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help='delete each corrupt blob, so the next put of its right bytes stores them fresh '
         '(repair removes, it cannot recover bytes; the exit code is still 1)',
     )
-    verify.set_defaults(handler=_verify)
 
-    ls = commands.add_parser(
+    ls = add_command(
+        commands,
+        common,
         'ls',
-        parents=[common],
+        _ls,
         help='list the URIs of every blob',
         description='Print the media+sha256:// URI of every blob, one per line, sorted.',
     )
     ls.add_argument('url', metavar='URL', help=url_help)
     ls.add_argument('-l', '--long', action='store_true', help="add each blob's size and media type")
-    ls.set_defaults(handler=_ls)
 
-    externalize = commands.add_parser(
+    externalize = add_command(
+        commands,
+        common,
         'externalize',
-        parents=[common],
+        _externalize,
         help='move the large payloads of a JSON message history into a store',
         description='Read a JSON message history (a list of messages as pydantic-ai writes it, or any JSON), '
         'store its large binary and text payloads, and write the lean JSON with markers in their place. '
@@ -110,18 +115,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     externalize.add_argument('input', metavar='IN', help='the JSON history to read')
     externalize.add_argument('output', metavar='OUT', help='where to write the lean JSON (replaced atomically)')
     externalize.add_argument('--store', required=True, metavar='URL', help=url_help + ' (created when missing)')
-    externalize.add_argument(
-        '--threshold',
-        type=parse_size,
-        default=DEFAULT_THRESHOLD_BYTES,
-        metavar='BYTES',
-        help='store payloads of at least this many bytes (default: 64KiB)',
-    )
-    externalize.set_defaults(handler=_externalize)
+    add_threshold(externalize, default=DEFAULT_THRESHOLD_BYTES, verb='store')
 
-    restore = commands.add_parser(
+    restore = add_command(
+        commands,
+        common,
         'restore',
-        parents=[common],
+        _restore,
         help='put the payloads of a lean JSON history back from a store',
         description='Read JSON written by externalize (or by pydantic-ai-harness), replace every marker by '
         "its payload from the store, and write the full JSON. IN and OUT may be '-' for stdin and stdout. "
@@ -130,7 +130,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     restore.add_argument('input', metavar='IN', help='the lean JSON to read')
     restore.add_argument('output', metavar='OUT', help='where to write the restored JSON (replaced atomically)')
     restore.add_argument('--store', required=True, metavar='URL', help=url_help)
-    restore.set_defaults(handler=_restore)
 
 
 # -- opening stores --------------------------------------------------------------------------

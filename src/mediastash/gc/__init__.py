@@ -7,48 +7,19 @@ the grace period. ``docs/gc.md`` states the rule that makes this safe and what
 the collector cannot know.
 """
 
+from mediastash.gc import _roots
 from mediastash.gc._collect import DEFAULT_GRACE, GcPhase, GcProgress, StoreNotCollectable, collect_garbage
 from mediastash.gc._refs import referenced_uris
 from mediastash.gc._report import GcReport
-from mediastash.gc._roots import (
-    ROOT_KINDS,
-    FileStepStoreRoot,
-    JsonFileRoot,
-    JsonLinesFileRoot,
-    JsonTreeRoot,
-    KVRoot,
-    Root,
-    RootReadError,
-    ScannableKV,
-    SqliteStepStoreRoot,
-    StepStoreRoot,
-    UriFileRoot,
-    UriRoot,
-    as_root,
-    root_from_spec,
-)
+from mediastash.gc._roots import *  # noqa: F403  (the root kinds: their __all__, listed once there)
 
 __all__ = [
     'DEFAULT_GRACE',
-    'ROOT_KINDS',
-    'FileStepStoreRoot',
     'GcPhase',
     'GcProgress',
     'GcReport',
-    'JsonFileRoot',
-    'JsonLinesFileRoot',
-    'JsonTreeRoot',
-    'KVRoot',
-    'Root',
-    'RootReadError',
-    'ScannableKV',
-    'SqliteStepStoreRoot',
-    'StepStoreRoot',
     'StoreNotCollectable',
-    'UriFileRoot',
-    'UriRoot',
-    'as_root',
     'collect_garbage',
     'referenced_uris',
-    'root_from_spec',
 ]
+__all__ += _roots.__all__

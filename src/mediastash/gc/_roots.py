@@ -110,7 +110,17 @@ class UriRoot(Root):
 # -- files ------------------------------------------------------------------------------------
 
 
-class JsonFileRoot(Root):
+class _FileRoot(Root):
+    """A root read from one file or folder, named by its path."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def describe(self) -> str:
+        return str(self.path)
+
+
+class JsonFileRoot(_FileRoot):
     """A lean JSON file, or a folder: every file below it, each read as the root it is.
 
     In a folder, lean JSON files, JSON-lines files, URI lists and step-store
@@ -121,9 +131,6 @@ class JsonFileRoot(Root):
     A folder holding no root file at all is refused as a likely mistake.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-
     async def reference_batches(self) -> AsyncIterator[set[str]]:
         if self.path.is_dir():
             async for batch in _folder_batches(self.path, allow_empty=False):
@@ -133,15 +140,9 @@ class JsonFileRoot(Root):
         assert found is not None
         yield found
 
-    def describe(self) -> str:
-        return str(self.path)
 
-
-class JsonLinesFileRoot(Root):
+class JsonLinesFileRoot(_FileRoot):
     """A JSON-lines file: one lean JSON value per line (blank lines ignored), such as an append-only log."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
         found = await asyncio.to_thread(_json_lines_references, self.path)
@@ -149,15 +150,9 @@ class JsonLinesFileRoot(Root):
             raise RootReadError(f'{self.path}: no such file')
         yield found
 
-    def describe(self) -> str:
-        return str(self.path)
 
-
-class UriFileRoot(Root):
+class UriFileRoot(_FileRoot):
     """A text file of ``media+sha256://`` URIs, one per line (blank lines and ``#`` comments ignored)."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
         yield await asyncio.to_thread(self.read)
@@ -179,9 +174,6 @@ class UriFileRoot(Root):
                 raise RootReadError(f'{self.path}, line {number}: not a media+sha256:// URI') from None
             found.add(entry)
         return found
-
-    def describe(self) -> str:
-        return str(self.path)
 
 
 class FileStepStoreRoot(Root):

@@ -939,14 +939,19 @@ class StoreTests:
         assert await store.delete_unless_touched([uri], written_before=time.time() + 3600) == frozenset()
         assert await store.get(uri) == blob(6000, seed=36)
 
+    async def _cutoff_between_writes(self) -> float:
+        """A time after every write so far and before the next one, as the store's clock can tell them apart."""
+        await asyncio.sleep(self.written_at_resolution + 0.05)
+        cutoff = time.time()
+        await asyncio.sleep(0.05)  # file systems stamp with a coarse clock (a few ms behind time.time())
+        return cutoff
+
     async def test_delete_unless_touched_in_real_time(self, store: Any) -> None:
         """No aging behind the store's back: a blob written before the cutoff goes, one written after stays."""
         store = _capable(store, CollectableMediaStore, 'be garbage collected')
         old_data = blob(10_000, seed=37)
         old = await store.put(old_data)
-        await asyncio.sleep(self.written_at_resolution + 0.05)
-        cutoff = time.time()
-        await asyncio.sleep(0.05)  # file systems stamp with a coarse clock (a few ms behind time.time())
+        cutoff = await self._cutoff_between_writes()
         young = await store.put(blob(10_000, seed=38))
         assert await store.delete_unless_touched([old, young, MISSING_URI], written_before=cutoff) == {old}
         assert not await store.exists(old)
@@ -958,9 +963,7 @@ class StoreTests:
         store = _capable(store, CollectableMediaStore, 'be garbage collected')
         data = blob(10_000, seed=39)
         uri = await store.put(data)
-        await asyncio.sleep(self.written_at_resolution + 0.05)
-        cutoff = time.time()
-        await asyncio.sleep(0.05)  # file systems stamp with a coarse clock (a few ms behind time.time())
+        cutoff = await self._cutoff_between_writes()
         (listed,) = await _blobs(store)
         assert listed.uri == uri and listed.written_at is not None and listed.written_at < cutoff
         assert await store.touch_many([uri], touch_after=0) == {uri}

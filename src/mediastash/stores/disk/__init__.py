@@ -1,24 +1,10 @@
 """Disk media store: one file per blob in a local folder (pydantic-ai-harness's layout).
 
-The store lives in ``_store``; this package owns everything about the backend.
+The store lives in ``_store``; this package owns everything about the backend
+and exports what ``_store`` does.
 """
 
-from mediastash.stores.disk._store import (
-    MAX_KEY_DEPTH,
-    MEDIA_TYPE_LIMIT_BYTES,
-    MEDIA_TYPE_SUFFIX,
-    METADATA_LIMIT_BYTES,
-    SIDECAR_SUFFIX,
-    TEMP_FILE_MAX_AGE,
-    DiskMediaStore,
-)
+from mediastash.stores.disk import _store
+from mediastash.stores.disk._store import *  # noqa: F403  (its __all__, listed once there)
 
-__all__ = [
-    'MAX_KEY_DEPTH',
-    'MEDIA_TYPE_LIMIT_BYTES',
-    'MEDIA_TYPE_SUFFIX',
-    'METADATA_LIMIT_BYTES',
-    'SIDECAR_SUFFIX',
-    'TEMP_FILE_MAX_AGE',
-    'DiskMediaStore',
-]
+__all__ = _store.__all__
