@@ -40,7 +40,7 @@ from pydantic_ai_harness.step_persistence import (
     StepPersistence,
 )
 
-from mediastash import MemoryMediaStore, externalize_media
+from mediastash import MemoryMediaStore, WalkOptions, externalize_media
 from mediastash.gc import FileStepStoreRoot, SqliteStepStoreRoot, collect_garbage
 from mediastash.integrations import ENVELOPE_KEY, EnvelopeError, OffloadingStepStore
 from mediastash.integrations._placeholders import PLACEHOLDER_KEY, PLACEHOLDER_PREFIX
@@ -352,7 +352,7 @@ async def test_gc_keeps_every_blob_a_version_2_snapshot_needs(kind: str, tmp_pat
 async def test_a_resave_hands_over_the_same_envelopes_and_rebuilds_changed_ones() -> None:
     from mediastash.integrations._typed import Offloader
 
-    offloader = Offloader(MemoryMediaStore(), threshold_bytes=64 * 1024, known_blobs=True, max_concurrency=4)
+    offloader = Offloader(MemoryMediaStore(), options=WalkOptions(threshold_bytes=64 * 1024, max_concurrency=4))
     messages = history()
     first = await offloader.offload(messages)
     second = await offloader.offload([*messages, ModelRequest(parts=[UserPromptPart('next')])])

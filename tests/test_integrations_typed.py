@@ -17,7 +17,7 @@ from pydantic_ai.messages import (
 )
 
 import mediastash.walker._batch as payloads_module
-from mediastash import MemoryMediaStore, externalize_media
+from mediastash import MemoryMediaStore, WalkOptions, externalize_media
 from mediastash.integrations._typed import Offloader
 from mediastash.markers import MARKER_KEY
 from mediastash.walker._batch import urlsafe_alphabet_used
@@ -27,7 +27,7 @@ from tests.integration_support import THRESHOLD, history, roundtrip
 def offloader(store: Any, **options: Any) -> Offloader:
     settings: dict[str, Any] = {'threshold_bytes': THRESHOLD, 'known_blobs': True, 'max_concurrency': 4}
     settings.update(options)
-    return Offloader(store, **settings)
+    return Offloader(store, options=WalkOptions(**settings))
 
 
 def unusual_history() -> list[Any]:

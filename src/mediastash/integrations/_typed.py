@@ -19,9 +19,8 @@ from pydantic_ai.messages import ModelMessage
 from mediastash.errors import MalformedMarker, MediaNotFoundError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope import EnvelopeError, envelopes_for, has_reserved_key, lean_json_of
 from mediastash.integrations._placeholders import Sizes
-from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
+from mediastash.walker import WalkOptions
 from mediastash.walker.typed import TypedWalker
 
 __all__ = ['Offloader']
@@ -30,18 +29,8 @@ __all__ = ['Offloader']
 class Offloader:
     """Turns message lists into lean ones (envelopes) and back, for one media store."""
 
-    def __init__(
-        self,
-        media_store: MediaStore,
-        *,
-        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-        known_blobs: KnownBlobCache | bool = True,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        options: WalkOptions | None = None,
-    ) -> None:
+    def __init__(self, media_store: MediaStore, *, options: WalkOptions) -> None:
         self.media_store = media_store
-        if options is None:
-            options = WalkOptions(threshold_bytes, known_blobs, max_concurrency)
         self._walker = TypedWalker(media_store, options)
         self._envelopes: dict[int, _Enveloped] = {}
         """The previous save's envelopes by ``id`` of the message they stand for (see ``offload``)."""

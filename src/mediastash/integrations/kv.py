@@ -131,12 +131,9 @@ class OffloadingKV:
             len(data) * 4 < self._walk_options.threshold_bytes or not any(key in data for key in _CANDIDATE_KEYS)
         ):
             return data  # nothing could be moved, and nothing could be mistaken for a marker on the way back
-        try:
-            tree = json.loads(data)
-        except ValueError:
+        tree = _parsed(data)
+        if tree is _NOT_JSON:
             return data
-        except RecursionError:
-            raise _too_deep(None) from None
         lean = await externalize_with(tree, self.media_store, self._walk_options)
         try:
             if lean == tree:
@@ -151,12 +148,9 @@ class OffloadingKV:
         recent = self._recent.get((pk, sk))
         if recent is not None and (recent[0] is data or recent[0] == data):
             return recent[1]
-        try:
-            tree = json.loads(data)
-        except ValueError:
+        tree = _parsed(data)
+        if tree is _NOT_JSON:
             return data
-        except RecursionError:
-            raise _too_deep(None) from None
         try:
             full, slots = await restore_collecting(tree, self.media_store, self._walk_options)
         except MediaNotFoundError as error:
@@ -170,6 +164,20 @@ class OffloadingKV:
             return json.dumps(full, ensure_ascii=False, separators=(',', ':'))
         except RecursionError:
             raise _too_deep(tree) from None
+
+
+_NOT_JSON: Final = object()
+"""What ``_parsed`` returns for a value that is not JSON (stored and read back as it is)."""
+
+
+def _parsed(data: str) -> Any:
+    """``data`` parsed as JSON, or ``_NOT_JSON``; ``TreeDepthError`` when it nests deeper than ``json`` reads."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        return _NOT_JSON
+    except RecursionError:
+        raise _too_deep(None) from None
 
 
 def _too_deep(tree: object) -> TreeDepthError:
