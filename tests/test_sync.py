@@ -26,6 +26,7 @@ from mediastash.sync import list_blobs, sync_stores
 from mediastash.testing.store import blob
 from tests.mongo_support import TEST_DATABASE, mongo_uri, unique_name
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
+from tests.terminal_support import stderr_on_a_terminal
 from tests.test_cli_ops import mongo_store_url, s3_client_call, s3_env, s3_url
 
 __all__ = ['mongo_uri', 'moto_server']
@@ -312,27 +313,6 @@ async def test_the_summary_names_both_stores_and_reports_bytes_and_throughput(tm
     fresh = summary(run('sync', str(tmp_path / 'src'), str(tmp_path / 'more'), '--json'))
     assert fresh['copied_bytes'] == total
     assert fresh['bytes_per_second'] == pytest.approx(total / fresh['seconds'], rel=1e-6)
-
-
-def stderr_on_a_terminal(*args: str) -> str:
-    """Run the CLI with stderr on a pseudo-terminal (where progress is shown); what it showed there."""
-    import pty
-
-    leader, follower = pty.openpty()
-    process = subprocess.Popen([sys.executable, '-m', 'mediastash', *args], stdout=subprocess.DEVNULL, stderr=follower)
-    os.close(follower)
-    chunks: list[bytes] = []
-    while True:
-        try:
-            data = os.read(leader, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(leader)
-    assert process.wait(timeout=300) == 0
-    return b''.join(chunks).decode(errors='replace')
 
 
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='pseudo-terminals as on Linux')

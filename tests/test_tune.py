@@ -34,6 +34,7 @@ from pydantic_ai_harness.step_persistence import FileStepStore, SqliteStepStore,
 from mediastash import DiskMediaStore, SqliteMediaStore
 from mediastash.tuning import KNOWN_LIMITS, Limit, ThresholdRow, recommend, rule_text
 from tests.s3_servers import S3Endpoint, unique_bucket
+from tests.terminal_support import stderr_on_a_terminal
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -341,39 +342,13 @@ def test_plot_png_and_svg(known_answer_file: Path, tmp_path: Path) -> None:
     assert 'recommended: 16 KiB' in svg.read_text()
 
 
-def stderr_on_a_terminal(*args: object, cwd: Path) -> str:
-    """Run ``tune`` with stderr on a pseudo-terminal and return what it showed there."""
-    import pty
-
-    leader, follower = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, '-m', 'mediastash', 'tune', *map(str, args)],
-        stdout=subprocess.DEVNULL,
-        stderr=follower,
-        cwd=cwd,
-    )
-    os.close(follower)
-    chunks: list[bytes] = []
-    while True:
-        try:
-            data = os.read(leader, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(leader)
-    assert process.wait(timeout=600) == 0
-    return b''.join(chunks).decode(errors='replace')
-
-
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='pseudo-terminals as on Linux')
 def test_progress_only_on_a_terminal_and_not_with_quiet(known_answer_file: Path, tmp_path: Path) -> None:
     arguments = (known_answer_file, '--store', 'memory://', '--thresholds', '4KiB,64KiB')
-    shown = stderr_on_a_terminal(*arguments, cwd=tmp_path)
+    shown = stderr_on_a_terminal('tune', *arguments, cwd=tmp_path)
     assert 'replaying snapshots' in shown
     assert '8/8' in shown  # two thresholds x four snapshots
-    assert 'replaying snapshots' not in stderr_on_a_terminal(*arguments, '-q', cwd=tmp_path)
+    assert 'replaying snapshots' not in stderr_on_a_terminal('tune', *arguments, '-q', cwd=tmp_path)
     piped = succeeded(tune(*arguments, cwd=tmp_path))
     assert piped.stderr == ''
 
