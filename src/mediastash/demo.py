@@ -24,7 +24,7 @@ from mediastash._histories import MiB, agent_history, describe_history, json_siz
 from mediastash._units import format_bytes, format_seconds
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import URI_KEY
-from mediastash.stores.disk import DiskMediaStore
+from mediastash.open_store import open_store
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
 __all__ = ['DemoOptions', 'format_bytes', 'format_seconds', 'run_demo']
@@ -129,10 +129,10 @@ async def run_demo(options: DemoOptions, out: TextIO | None = None) -> int:
     console.line(f'  {stats.large_texts} text parts at or above the threshold ({format_bytes(stats.large_text_bytes)})')
 
     with _work_directory(options.directory) as directory:
-        store = CountingMediaStore(DiskMediaStore(directory))
+        store = CountingMediaStore(open_store(directory))  # a Path always opens the disk store
         cache = KnownBlobCache()
         console.line()
-        console.line(f'Externalizing into DiskMediaStore at {directory} ...')
+        console.line(f'Externalizing into the disk store at {directory} ...')
         started = time.perf_counter()
         lean = await externalize_media(history, media_store=store, threshold_bytes=threshold, known_blobs=cache)
         took = time.perf_counter() - started
