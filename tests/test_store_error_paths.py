@@ -9,11 +9,20 @@ listens on, moto); the SDK and the drivers are never patched.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from mediastash import DiskMediaStore, MemoryMediaStore, SqliteMediaStore, StoreOperationError, StoreUnavailableError
+from mediastash import (
+    DiskMediaStore,
+    MediaContext,
+    MediaStashError,
+    MemoryMediaStore,
+    SqliteMediaStore,
+    StoreOperationError,
+    StoreUnavailableError,
+)
 from mediastash.cli._ui import describe_error
 from tests.s3_servers import free_port
 from tests.test_cli_ops import SECRET, assert_user_error, run
@@ -121,3 +130,54 @@ async def test_an_unreachable_mongo_server_is_one_line(tmp_path: Path, command: 
         arguments = ['--quiet', str(tmp_path / 'source'), url]
     line = assert_user_error(run(command, *arguments), 'could not be reached', 'MongoMediaStore')
     assert 'ServerSelectionTimeoutError' in line
+
+
+class WithExtras(MemoryMediaStore):
+    """A backend with public async methods of its own, beyond the protocol: their driver errors are mapped too."""
+
+    async def compact(self) -> None:
+        raise ConnectionResetError(104, 'Connection reset by peer')
+
+    async def scan(self) -> AsyncIterator[str]:
+        yield 'first'
+        raise ConnectionResetError(104, 'Connection reset by peer')
+
+
+async def test_a_backends_own_public_methods_map_driver_errors() -> None:
+    """The base wraps every public async method a backend defines, so an extra method cannot forget the rule."""
+    async with WithExtras() as store:
+        with pytest.raises(StoreUnavailableError) as caught:
+            await store.compact()
+        assert (caught.value.operation, caught.value.reason) == ('compact', 'ECONNRESET')
+        seen: list[str] = []
+        with pytest.raises(StoreUnavailableError) as streamed:
+            await _collect(store.scan(), seen)
+        assert seen == ['first']
+        assert streamed.value.operation == 'scan'
+        assert isinstance(streamed.value.__cause__, ConnectionResetError)
+
+
+async def _collect(items: AsyncIterator[str], into: list[str]) -> None:
+    async for item in items:
+        into.append(item)
+
+
+def _loop_at(path: Path) -> None:
+    """Replace the file at ``path`` by a symlink loop (``path`` -> ``path.loop`` -> ``path``)."""
+    path.unlink()
+    path.symlink_to(path.name + '.loop')
+    path.with_name(path.name + '.loop').symlink_to(path.name)
+
+
+async def test_a_symlink_loop_in_a_disk_store_is_a_typed_error(tmp_path: Path) -> None:
+    """A blob path or media-type record that is a symlink loop: a typed store error, never a raw RuntimeError."""
+    async with DiskMediaStore(tmp_path) as store:
+        uri = await store.put(b'looped' * 100, context=MediaContext(media_type='image/png'))
+        _loop_at(Path(str(store.path_for(uri)) + '.mediatype'))
+        with pytest.raises(MediaStashError, match='symlink loop'):
+            await store.media_type_of(uri)
+        _loop_at(store.path_for(uri))
+        with pytest.raises(MediaStashError, match='symlink loop'):
+            await store.get(uri)
+        with pytest.raises(MediaStashError, match='symlink loop'):
+            await store.put(b'looped' * 100)

@@ -120,6 +120,9 @@ class DriverError:
     status: int | None = None
 
 
+_MAPPED_MARK: Final = '__mediastash_maps_driver_errors__'
+
+
 def _maps_driver_errors(operation: str) -> Callable[[_Method], _Method]:
     """Decorate a public store method so an error from the backend's driver leaves it as a ``StoreOperationError``.
 
@@ -138,6 +141,7 @@ def _maps_driver_errors(operation: str) -> Callable[[_Method], _Method]:
                         async for item in items:
                             yield item
 
+            setattr(stream, _MAPPED_MARK, True)
             return stream  # type: ignore[return-value]
 
         @functools.wraps(method)
@@ -145,6 +149,7 @@ def _maps_driver_errors(operation: str) -> Callable[[_Method], _Method]:
             with driver_errors_mapped(self, operation):
                 return await method(self, *args, **kwargs)
 
+        setattr(call, _MAPPED_MARK, True)
         return call  # type: ignore[return-value]
 
     return decorate
@@ -295,6 +300,13 @@ class BaseMediaStore(StoreRules, ABC):
                 continue  # the backend wrote the public method itself
             supplied = getattr(cls, primitive) is not getattr(BaseMediaStore, primitive)
             setattr(cls, method, standard if supplied else None)
+        # A backend's own public async methods (an override of ``put``, or extras such as a disk store's
+        # ``sweep_temp_files``) map driver errors too: a rule no backend has to remember.
+        for name, value in list(vars(cls).items()):
+            if name.startswith('_') or getattr(value, _MAPPED_MARK, False):
+                continue
+            if inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value):
+                setattr(cls, name, _maps_driver_errors(name)(value))
 
     # -- primitives a backend provides -------------------------------------------------
 

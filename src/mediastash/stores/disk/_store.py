@@ -207,7 +207,10 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
     def _path_for_key(self, key: str) -> Path:
         """``directory/key``, after checking that symlinks do not lead it outside the directory."""
         path = self._root / key
-        real = path.resolve()
+        try:
+            real = path.resolve()
+        except RuntimeError:  # Python < 3.13 reports a symlink loop so (3.13 raises OSError ELOOP, mapped by the base)
+            raise UnsafeKeyError(key, 'the path is a symlink loop') from None
         if real == self._real_root or not real.is_relative_to(self._real_root):
             raise UnsafeKeyError(key, f'the path resolves to {str(real)!r}, outside {str(self._real_root)!r}')
         return path
