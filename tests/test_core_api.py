@@ -185,7 +185,7 @@ def test_integrations_without_the_harness_extra_give_the_install_hint() -> None:
     code = """
 import mediastash
 try:
-    import mediastash.integrations
+    from mediastash.integrations import OffloadingStepStore
 except ImportError as error:
     print('hint:', error)
 """

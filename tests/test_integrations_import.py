@@ -16,9 +16,43 @@ sys.meta_path.insert(0, Block())
 import mediastash, mediastash.walker, mediastash.stores, mediastash.known_blobs
 assert not any(m.split('.')[0].startswith('pydantic_ai') for m in sys.modules), sorted(sys.modules)
 try:
-    import mediastash.integrations
+    from mediastash.integrations import OffloadingStepStore
 except ImportError as error:
     print('integrations-need-extra', error)
+"""
+
+LANGGRAPH_WITHOUT_PYDANTIC_AI = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {'pydantic_ai', 'pydantic_ai_harness', 'pydantic_ai_persistence'}:
+            raise ImportError(f'blocked: {name}')
+        return None
+sys.meta_path.insert(0, Block())
+from mediastash.integrations.langgraph import OffloadingCheckpointSaver
+from mediastash.gc import CheckpointerRoot
+import mediastash.integrations
+assert not any(m.split('.')[0].startswith('pydantic_ai') for m in sys.modules), sorted(sys.modules)
+try:
+    mediastash.integrations.OffloadingStepStore
+except ImportError as error:
+    print('harness-names-need-extra', error)
+print('langgraph-ok', OffloadingCheckpointSaver.__name__)
+"""
+
+LANGGRAPH_MISSING = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {'langgraph', 'langchain_core'}:
+            raise ImportError(f'blocked: {name}')
+        return None
+sys.meta_path.insert(0, Block())
+import mediastash, mediastash.gc
+try:
+    import mediastash.integrations.langgraph
+except ImportError as error:
+    print('langgraph-needs-extra', error)
 """
 
 
@@ -26,6 +60,26 @@ def test_core_imports_without_the_agent_packages() -> None:
     result = subprocess.run([sys.executable, '-c', BLOCKER], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert 'integrations-need-extra' in result.stdout
+    assert 'pip install "mediastash[harness]"' in result.stdout
+
+
+def test_the_langgraph_integration_imports_without_pydantic_ai() -> None:
+    """``mediastash.integrations.langgraph`` needs no agent package; the harness names still say what they need."""
+    result = subprocess.run(
+        [sys.executable, '-c', LANGGRAPH_WITHOUT_PYDANTIC_AI], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert 'langgraph-ok OffloadingCheckpointSaver' in result.stdout
+    assert 'harness-names-need-extra' in result.stdout
+    assert 'pip install "mediastash[harness]"' in result.stdout
+
+
+def test_the_langgraph_integration_names_its_extra_when_langgraph_is_missing() -> None:
+    result = subprocess.run(
+        [sys.executable, '-c', LANGGRAPH_MISSING], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert 'pip install "mediastash[langgraph]"' in result.stdout
 
 
 def private_walker_imports(source: str) -> list[str]:

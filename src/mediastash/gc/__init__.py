@@ -1,19 +1,21 @@
 """Garbage collection: delete blobs no root references, safely against writers in other processes.
 
 ``collect_garbage(store, roots)`` marks every URI the roots reference (lean
-trees and files, step stores, ``OffloadingKV`` records, URI sets), lists the
+trees and files, step stores, ``OffloadingKV`` records, LangGraph checkpointers, URI sets), lists the
 store's blobs with their age, and deletes those unreferenced and untouched for
 the grace period. ``docs/gc.md`` states the rule that makes this safe and what
 the collector cannot know.
 """
 
 from mediastash.gc import _roots
+from mediastash.gc._checkpointer import CheckpointerRoot
 from mediastash.gc._collect import DEFAULT_GRACE, GcPhase, GcProgress, StoreNotCollectable, collect_garbage
 from mediastash.gc._refs import referenced_uris
 from mediastash.gc._report import GcReport
 from mediastash.gc._roots import *  # noqa: F403  (the root kinds: their __all__, listed once there)
 
 __all__ = [
+    'CheckpointerRoot',
     'DEFAULT_GRACE',
     'GcPhase',
     'GcProgress',

@@ -1,0 +1,19 @@
+"""Media offloading for LangGraph checkpointers: ``OffloadingCheckpointSaver`` (extra ``langgraph``).
+
+Needs ``langgraph-checkpoint`` and ``langchain-core``, never pydantic-ai or
+pydantic-ai-harness. ``docs/langgraph.md`` describes what is recognised, what a
+checkpoint then holds, garbage collection and the sync methods.
+"""
+
+try:
+    from mediastash.integrations.langgraph._envelope import ENVELOPE_FORMAT, ENVELOPE_KEY
+    from mediastash.integrations.langgraph.saver import OffloadingCheckpointSaver, SyncCallError
+except ImportError as exc:
+    if (exc.name or '').startswith('mediastash'):
+        raise  # our own module is broken: no install hint
+    raise ImportError(
+        'mediastash.integrations.langgraph needs langgraph-checkpoint and langchain-core: '
+        'pip install "mediastash[langgraph]"'
+    ) from exc
+
+__all__ = ['ENVELOPE_FORMAT', 'ENVELOPE_KEY', 'OffloadingCheckpointSaver', 'SyncCallError']

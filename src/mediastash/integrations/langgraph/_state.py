@@ -1,0 +1,288 @@
+"""Graph state values to lean values and back: LangChain message payloads through the one payload route.
+
+A synchronous pass finds the hosts (``_sites``) in a list of root values:
+dicts, lists and tuples at any depth, and ``BaseMessage`` objects (their
+``content``). Every candidate payload goes, as the dict the walker's JSON
+route recognises, into one ``externalize_with`` call: the walker decides
+inline-or-store once per distinct payload, uses the known-blob cache and
+stores each new one once. The values are then rebuilt copy-on-write: only the
+containers on the way to a host are copied, the caller's objects are never
+changed, and a value with nothing moved is returned as it is. Restoring
+collects every envelope's markers into one ``restore_collecting`` call.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from langchain_core.messages import BaseMessage
+
+from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError
+from mediastash.integrations.langgraph._envelope import (
+    ENVELOPE_KEY,
+    Slot,
+    is_envelope,
+    make_envelope,
+    parse_envelope,
+    placeholder_text,
+)
+from mediastash.integrations.langgraph._sites import Site, dict_sites, message_text_site
+from mediastash.markers import MARKER_KEY
+from mediastash.stores.protocols import MediaStore
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import externalize_with, restore_collecting
+
+__all__ = ['envelope_markers', 'lean_values', 'restore_values']
+
+MAX_DEPTH: Final = 500
+"""Containers nested deeper than this in a state value raise ``TreeDepthError`` (a cycle ends here too)."""
+
+Step = str | int
+Transform = Callable[[Any], Any]
+
+
+class _Here:
+    """The trie key of a host's own change (never a dict key, list index or attribute name)."""
+
+
+_HERE: Final = _Here()
+
+
+@dataclass(slots=True)
+class _Host:
+    path: tuple[Step, ...]
+    node: Any
+    sites: list[Site] = field(default_factory=list)
+    slots: list[Slot] = field(default_factory=list)
+
+
+def _where(path: tuple[Step, ...]) -> str:
+    return '$' + ''.join(f'[{step}]' if isinstance(step, int) else f'[{step!r}]' for step in path)
+
+
+class _Finder:
+    """Finds hosts: payload sites when saving, envelopes when restoring."""
+
+    def __init__(self, threshold: int, *, saving: bool) -> None:
+        self.threshold = threshold
+        self.saving = saving
+        self.hosts: list[_Host] = []
+
+    def roots(self, values: Sequence[object]) -> list[_Host]:
+        for index, value in enumerate(values):
+            self.visit(value, (index,))
+        return self.hosts
+
+    def visit(self, node: object, path: tuple[Step, ...]) -> None:
+        if len(path) > MAX_DEPTH:
+            raise TreeDepthError(limit=MAX_DEPTH, path=_where(path[:-1]))
+        if isinstance(node, BaseMessage):
+            self.message(node, path)
+        elif isinstance(node, dict):
+            self.mapping(node, path)
+        elif isinstance(node, list | tuple):
+            for index, item in enumerate(node):
+                if isinstance(item, dict | list | tuple | BaseMessage):
+                    self.visit(item, (*path, index))
+
+    def message(self, message: BaseMessage, path: tuple[Step, ...]) -> None:
+        kwargs = message.additional_kwargs
+        if isinstance(kwargs, dict) and ENVELOPE_KEY in kwargs:
+            self.enveloped(message, kwargs[ENVELOPE_KEY], path, ('additional_kwargs', ENVELOPE_KEY))
+            return
+        content = message.content
+        if isinstance(content, list):
+            self.visit(content, (*path, 'content'))
+        elif self.saving:
+            site = message_text_site(content, self.threshold)
+            if site is not None:
+                self.hosts.append(_Host(path, message, [site]))
+
+    def mapping(self, node: dict[Any, Any], path: tuple[Step, ...]) -> None:
+        skip: set[object] = set()
+        if ENVELOPE_KEY in node:
+            self.enveloped(node, node[ENVELOPE_KEY], path, (ENVELOPE_KEY,))
+            skip.add(ENVELOPE_KEY)
+        elif self.saving:
+            sites = dict_sites(node, self.threshold)
+            if sites:
+                self.hosts.append(_Host(path, node, sites))
+                skip.update(site.path[0] for site in sites)
+        for key, value in node.items():
+            if key not in skip and isinstance(value, dict | list | tuple | BaseMessage):
+                self.visit(value, (*path, key))
+
+    def enveloped(self, host: object, envelope: object, path: tuple[Step, ...], at: tuple[str, ...]) -> None:
+        """A host that already carries an envelope: restored when reading, passed on as it is when saving."""
+        where = _where((*path, *at))
+        if self.saving:
+            if not is_envelope(envelope):
+                raise InvalidArgumentError(
+                    f'the state value at {where}',
+                    f'free of the key {ENVELOPE_KEY!r}, which mediastash reserves for its envelopes',
+                    envelope,
+                )
+            return  # already lean (a plain read written back): its payloads stay where they are
+        self.hosts.append(_Host(path, host, slots=parse_envelope(envelope, where)))
+
+
+# -- rebuilding copy-on-write ------------------------------------------------------------------
+
+
+def _plant(trie: dict[Any, Any], path: tuple[Step, ...], transform: Transform) -> None:
+    node = trie
+    for step in path:
+        node = node.setdefault(step, {})
+    node[_HERE] = transform
+
+
+def _rebuild(node: Any, trie: dict[Any, Any]) -> Any:
+    """``node`` with every change of ``trie`` applied (children first, then the node's own)."""
+    new = node
+    children = [(step, sub) for step, sub in trie.items() if step is not _HERE]
+    if children:
+        if isinstance(node, BaseMessage):
+            new = node.model_copy(update={step: _rebuild(getattr(node, step), sub) for step, sub in children})
+        elif isinstance(node, dict):
+            new = node.copy() if type(node) is dict else copy.copy(node)
+            for step, sub in children:
+                new[step] = _rebuild(node[step], sub)
+        else:
+            items = list(node)
+            for step, sub in children:
+                items[step] = _rebuild(node[step], sub)
+            if type(node) is list:
+                new = items
+            elif isinstance(node, list):
+                new = copy.copy(node)
+                new[:] = items
+            elif type(node) is tuple:
+                new = tuple(items)
+            else:
+                new = type(node)(*items)  # a named tuple
+    transform = trie.get(_HERE)
+    return new if transform is None else transform(new)
+
+
+def _apply(values: Sequence[object], trie: dict[Any, Any]) -> list[Any]:
+    out = list(values)
+    for index, sub in trie.items():
+        out[index] = _rebuild(values[index], sub)
+    return out
+
+
+def _set_at(host: dict[str, Any], path: tuple[str, ...], value: object) -> None:
+    """Set ``value`` at ``path`` inside a (copied) host, copying the nested dicts on the way."""
+    node = host
+    for step in path[:-1]:
+        inner = node.get(step)
+        if type(inner) is not dict:
+            raise MalformedMarker(f'an envelope slot path leads through {step!r}, which is not a dict here')
+        node[step] = node = dict(inner)
+    if not isinstance(node.get(path[-1]), str):
+        raise MalformedMarker(f'an envelope slot path ends at {path[-1]!r}, which holds no placeholder text')
+    node[path[-1]] = value
+
+
+def _with_kwarg(message: BaseMessage, content: object, key: str, value: object) -> BaseMessage:
+    kwargs = {k: v for k, v in message.additional_kwargs.items() if k != key}
+    if value is not None:
+        kwargs[key] = value
+    return message.model_copy(update={'content': content, 'additional_kwargs': kwargs})
+
+
+# -- saving --------------------------------------------------------------------------------------
+
+
+def _size(site: Site) -> int:
+    if site.text:
+        return len(site.payload.encode('utf-8', 'surrogatepass'))
+    padding = 2 if site.payload.endswith('==') else 1 if site.payload.endswith('=') else 0
+    return len(site.payload) // 4 * 3 - padding
+
+
+def _placeholder(site: Site, uri: str) -> str:
+    what = 'text' if site.text else site.media_type or 'binary data'
+    return placeholder_text(what, uri, _size(site))
+
+
+def _lean_host(moved: list[tuple[Site, Slot]]) -> Transform:
+    def transform(host: Any) -> Any:
+        if isinstance(host, BaseMessage):
+            ((site, slot),) = moved
+            return _with_kwarg(host, _placeholder(site, slot.uri), ENVELOPE_KEY, make_envelope([slot]))
+        new = host.copy() if type(host) is dict else copy.copy(host)
+        for site, slot in moved:
+            _set_at(new, site.path, _placeholder(site, slot.uri))
+        new[ENVELOPE_KEY] = make_envelope([slot for _, slot in moved])
+        return new
+
+    return transform
+
+
+async def lean_values(values: Sequence[object], media_store: MediaStore, options: WalkOptions) -> list[Any]:
+    """``values`` with their large message payloads stored and replaced by placeholders and envelopes."""
+    hosts = _Finder(options.threshold_bytes, saving=True).roots(values)
+    if not hosts:
+        return list(values)
+    lean = await externalize_with([site.synthetic() for host in hosts for site in host.sites], media_store, options)
+    results = iter(lean)
+    trie: dict[Any, Any] = {}
+    for host in hosts:
+        moved: list[tuple[Site, Slot]] = []
+        for site in host.sites:
+            marker = next(results)
+            if marker.get(MARKER_KEY) is True:  # else the walker kept it inline (small, or not canonical base64)
+                moved.append((site, Slot(site.path, site.prefix, marker)))
+        if moved:
+            _plant(trie, host.path, _lean_host(moved))
+    return _apply(values, trie) if trie else list(values)
+
+
+# -- restoring -----------------------------------------------------------------------------------
+
+
+def _full_host(slots: list[Slot], payloads: list[str]) -> Transform:
+    def transform(host: Any) -> Any:
+        if isinstance(host, BaseMessage):
+            if len(slots) != 1 or slots[0].path != ('content',):
+                raise MalformedMarker("a message's envelope holds one slot for its own content")
+            return _with_kwarg(host, payloads[0], ENVELOPE_KEY, None)
+        new = host.copy() if type(host) is dict else copy.copy(host)
+        del new[ENVELOPE_KEY]
+        for slot, payload in zip(slots, payloads, strict=True):
+            _set_at(new, slot.path, payload)
+        return new
+
+    return transform
+
+
+async def restore_values(values: Sequence[object], media_store: MediaStore, options: WalkOptions) -> list[Any]:
+    """``values`` with every envelope's payloads read back (verified) and put in place, envelopes removed."""
+    hosts = _Finder(options.threshold_bytes, saving=False).roots(values)
+    if not hosts:
+        return list(values)
+    markers = [slot.marker for host in hosts for slot in host.slots]
+    restored, _ = await restore_collecting(markers, media_store, options)
+    results = iter(restored)
+    trie: dict[Any, Any] = {}
+    for host in hosts:
+        payloads: list[str] = []
+        for slot in host.slots:
+            full = next(results)
+            payload = full.get('content' if slot.text else 'data')
+            if not isinstance(payload, str):
+                raise MalformedMarker('an envelope slot marker did not restore to a payload', path=_where(host.path))
+            payloads.append(slot.prefix + payload)
+        _plant(trie, host.path, _full_host(host.slots, payloads))
+    return _apply(values, trie)
+
+
+def envelope_markers(value: object) -> Iterator[dict[str, Any]]:
+    """Every marker the envelopes in ``value`` hold, checked like a restore checks them (for ``mediastash.gc``)."""
+    for host in _Finder(0, saving=False).roots([value]):
+        for slot in host.slots:
+            yield slot.marker
