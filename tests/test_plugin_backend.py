@@ -146,6 +146,16 @@ def test_an_unknown_scheme_lists_the_installed_plugin(tmp_path: Path) -> None:
     assert 'memory://' in result.stderr
 
 
+@pytest.mark.parametrize('command', ['ls', 'stats', 'verify', 'sync', 'diff', 'gc', 'tune'])
+def test_every_commands_help_names_the_installed_plugin_scheme(tmp_path: Path, command: str) -> None:
+    """The store forms in ``--help`` come from the registry: built-ins (PostgreSQL included) and plug-ins."""
+    with_plugin = ' '.join(cli(command, '--help', cwd=tmp_path).stdout.split())
+    without = ' '.join(cli(command, '--help', cwd=tmp_path, paths=()).stdout.split())
+    assert 'plug://...' in with_plugin
+    assert 'plug://' not in without
+    assert 'postgresql://host/db' in without
+
+
 def write_distribution(folder: Path, name: str, entry_points: str, module: str | None = None) -> Path:
     """A ``<name>-0.1.dist-info`` with ``entry_points`` (and, optionally, a module ``name.py``) in ``folder``."""
     info = folder / f'{name}-0.1.dist-info'

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from mediastash.cli._args import positive_int
 from mediastash.cli._ui import Step, Ui
+from mediastash.stores.registry import help_forms
 
 __all__ = ['parse_duration', 'register']
 
@@ -60,7 +61,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         '--store',
         required=True,
         metavar='URL',
-        help='the store: a folder, file:///path, sqlite:///path.db, s3://bucket/prefix, mongodb://host/db',
+        help=f'the store: {help_forms()}',
     )
     gc.add_argument('--roots', required=True, nargs='+', metavar='ROOT', help=_ROOT_HELP)
     gc.add_argument(

@@ -32,6 +32,7 @@ from mediastash.stores.protocols import (
     MediaStore,
     StatableMediaStore,
 )
+from mediastash.stores.registry import help_forms
 from mediastash.uri import parse_media_uri
 from mediastash.verify import VerifyReport, verify_store
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES
@@ -51,7 +52,7 @@ _DEFAULT_VERIFY_JOBS = 4
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     """Add ``stats``, ``verify``, ``ls``, ``externalize`` and ``restore``."""
-    url_help = 'the store: a folder, file:///path, sqlite:///path.db, s3://bucket/prefix, mongodb://host/db'
+    url_help = f'the store: {help_forms()}'
 
     stats = add_command(
         commands,
@@ -109,13 +110,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         _externalize,
         help='move the large payloads of a JSON message history into a store',
         description='Read a JSON message history (a list of messages as pydantic-ai writes it, or any JSON), '
-        'store its large binary and text payloads, and write the lean JSON with markers in their place. '
+        "store its large binary and text payloads (and tool returns' large JSON content), and write the lean "
+        'JSON with markers in their place. '
         "IN and OUT may be '-' for stdin and stdout.",
     )
     externalize.add_argument('input', metavar='IN', help='the JSON history to read')
     externalize.add_argument('output', metavar='OUT', help='where to write the lean JSON (replaced atomically)')
     externalize.add_argument('--store', required=True, metavar='URL', help=url_help + ' (created when missing)')
     add_threshold(externalize, default=DEFAULT_THRESHOLD_BYTES, verb='store')
+    externalize.add_argument(
+        '--no-structured',
+        dest='structured',
+        action='store_false',
+        help="keep tool returns' JSON (non-string) content inline: the markers pydantic-ai-harness reads",
+    )
 
     restore = add_command(
         commands,
@@ -409,7 +417,9 @@ async def _externalize(args: argparse.Namespace, ui: Ui) -> int:
     tree, input_bytes = _read_json(args.input)
     async with _opened(args.store, create=True) as store:
         counting = CountingMediaStore(store)
-        lean = await externalize_media(tree, media_store=counting, threshold_bytes=args.threshold)
+        lean = await externalize_media(
+            tree, media_store=counting, threshold_bytes=args.threshold, structured=args.structured
+        )
         label = repr(store)
     output_bytes = _write_json(args.output, lean)
     blobs, blob_bytes = len(counting.put_sizes), sum(counting.put_sizes.values())
@@ -425,6 +435,7 @@ async def _externalize(args: argparse.Namespace, ui: Ui) -> int:
             'blobs': blobs,
             'blob_bytes': blob_bytes,
             'threshold_bytes': args.threshold,
+            'structured': args.structured,
         }
     )
     return 0
@@ -439,7 +450,7 @@ async def _restore(args: argparse.Namespace, ui: Ui) -> int:
     tree, input_bytes = _read_json(args.input)
     async with _opened(args.store, create=False) as store:
         counting = CountingMediaStore(store)
-        full = await restore_media(tree, media_store=counting)
+        full = await restore_media(tree, media_store=counting, structured=True)
         label = repr(store)
     output_bytes = _write_json(args.output, full)
     blobs = counting.calls['get']

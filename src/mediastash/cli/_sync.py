@@ -12,16 +12,17 @@ from mediastash.cli._args import add_command, positive_int
 from mediastash.cli._gc import parse_duration
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import EmptySourceError
+from mediastash.stores.registry import help_forms
 from mediastash.sync import SyncReport, diff_stores, list_blobs, sync_stores
 
 __all__ = ['register']
 
-_URL_HELP = 'a folder, file:///path, sqlite:///path.db, s3://bucket/prefix or mongodb://host/db'
 _SHOWN_FAILURES = 20
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     """Add ``sync`` and ``diff``."""
+    url_help = help_forms()
     sync = add_command(
         commands,
         common,
@@ -31,8 +32,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         description='Copy every blob of SRC that DST lacks, streamed, with its metadata and media type where the '
         'stores record them. A rerun copies only what is still missing. See docs/cli.md.',
     )
-    sync.add_argument('source', metavar='SRC_URL', help=f'the store to copy from: {_URL_HELP}')
-    sync.add_argument('destination', metavar='DST_URL', help=f'the store to copy to (created if needed): {_URL_HELP}')
+    sync.add_argument('source', metavar='SRC_URL', help=f'the store to copy from: {url_help}')
+    sync.add_argument('destination', metavar='DST_URL', help=f'the store to copy to (created if needed): {url_help}')
     sync.add_argument('--jobs', type=positive_int, default=4, metavar='N', help='blobs copied at once (default: 4)')
     sync.add_argument(
         '--verify', action='store_true', help='read each copied blob back from DST to its end and check its sha256'
@@ -71,8 +72,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         description='List both stores (no blob is read) and print the URIs each holds that the other lacks. '
         'The exit code is 0 when both hold the same blobs, 1 otherwise.',
     )
-    diff.add_argument('source', metavar='SRC_URL', help=_URL_HELP)
-    diff.add_argument('destination', metavar='DST_URL', help=_URL_HELP)
+    diff.add_argument('source', metavar='SRC_URL', help=url_help)
+    diff.add_argument('destination', metavar='DST_URL', help=url_help)
 
 
 async def _sync(args: argparse.Namespace, ui: Ui) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 from mediastash.cli._args import parse_size
 from mediastash.cli._ui import Ui, UserError
+from mediastash.stores.registry import help_forms
 
 __all__ = ['parse_limit', 'parse_margin', 'parse_thresholds', 'register']
 
@@ -92,7 +93,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         '--store',
         required=True,
         metavar='URL',
-        help='the store to measure on: memory://, a folder, sqlite:///file.db, s3://bucket/prefix, mongodb://host/db',
+        help=f'the store to measure on: memory://, {help_forms()}',
     )
     tune.add_argument(
         '--media',

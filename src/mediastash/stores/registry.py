@@ -187,6 +187,22 @@ def known_forms() -> str:
     return ', '.join(forms)
 
 
+_SHORT_FORMS = {
+    'file': 'file:///path',
+    'sqlite': 'sqlite:///path.db',
+    's3': 's3://bucket/prefix',
+    'mongodb': 'mongodb://host/db',
+    'postgresql': 'postgresql://host/db',
+}
+"""The forms ``--help`` shows for the built-ins (aliases such as ``postgres://`` and ``memory://`` are left out)."""
+
+
+def help_forms() -> str:
+    """Store URL forms for a command's ``--help``: a folder, the built-ins, then every installed plug-in's scheme."""
+    plugins = [f'{scheme}://...' for scheme in available_schemes() if scheme not in _registered]
+    return ', '.join(['a folder', *_SHORT_FORMS.values(), *plugins])
+
+
 def scheme_form(scheme: str) -> str:
     """How ``scheme`` URLs are written, for errors."""
     return _FORMS.get(scheme, f'{scheme}://...')
