@@ -10,7 +10,6 @@ result. Every message has a fixed id, so the two runs are comparable message by 
 from __future__ import annotations
 
 import base64
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -162,4 +161,3 @@ async def test_a_sync_invoke_from_a_worker_thread_goes_through_the_bridge(tmp_pa
             assert len(str(lean.checkpoint['channel_values']['messages'])) < 20_000
     finally:
         await store.aclose()
-    assert os.path.exists(tmp_path / 'cp.db')
