@@ -6,6 +6,14 @@ It speaks just enough of two APIs for pydantic-ai's real model classes and SDKs:
   ``OpenAIProvider(base_url=endpoint.openai_base_url, api_key='test')`` at it.
 - Anthropic messages (``POST .../messages``): point
   ``AnthropicProvider(base_url=endpoint.anthropic_base_url, api_key='test')`` at it.
+- OpenAI Responses (``POST .../responses``), and the OpenAI and Anthropic
+  Files APIs (``POST/GET/DELETE /v1/files``, told apart by Anthropic's
+  ``anthropic-version`` header): uploads are kept in ``files`` and listed in
+  ``uploads``; a message request naming a file id the endpoint does not hold
+  (never uploaded, deleted, or dropped with ``lose_file``) is answered 404
+  with the id in the error, as a provider that lost a file does.
+- Bedrock Converse (``POST /model/<id>/converse``): point a boto3
+  ``bedrock-runtime`` client's ``endpoint_url`` at ``root_url``.
 
 Every request is kept (raw body bytes and parsed JSON) in ``requests``, so a
 test can check the exact bytes a provider would have received. The server
@@ -16,6 +24,9 @@ loop. Used by ``tests/test_media_urls_provider.py`` and ``benchmarks/model_urls.
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
+import itertools
 import json
 import socket
 from dataclasses import dataclass
@@ -24,7 +35,7 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ['CapturedRequest', 'ProviderEndpoint']
+__all__ = ['CapturedRequest', 'ProviderEndpoint', 'StoredFile']
 
 HOST = '127.0.0.1'
 
@@ -38,14 +49,34 @@ class CapturedRequest:
     body: bytes
     json: Any
 
+    headers: dict[str, str] | None = None
+
     @property
     def api(self) -> str:
-        """``'openai'``, ``'anthropic'`` or ``'other'``, from the path."""
+        """``'openai'``, ``'openai-responses'``, ``'anthropic'``, ``'bedrock'``, ``'files'`` or ``'other'``."""
         if self.path.endswith('/chat/completions'):
             return 'openai'
+        if self.path.endswith('/responses'):
+            return 'openai-responses'
         if self.path.endswith('/messages'):
             return 'anthropic'
+        if self.path.endswith('/converse'):
+            return 'bedrock'
+        if '/files' in self.path:
+            return 'files'
         return 'other'
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One file uploaded through a Files API route."""
+
+    api: str
+    file_id: str
+    filename: str
+    media_type: str
+    data: bytes
+    purpose: str | None
 
 
 def _free_port() -> int:
@@ -61,6 +92,15 @@ class ProviderEndpoint:
         self.reply = reply
         self.port = _free_port()
         self.requests: list[CapturedRequest] = []
+        self.files: dict[str, StoredFile] = {}
+        """Files the endpoint holds, by id (uploads not deleted or lost)."""
+        self.uploads: list[StoredFile] = []
+        """Every upload received, in order (deleted or lost ones too)."""
+        self.deleted: list[str] = []
+        """Ids deleted through a ``DELETE`` files route."""
+        self._numbers = itertools.count(1)
+        self.lose_every_upload = False
+        """When set, every upload is forgotten at once (a provider that keeps losing files)."""
         self._runner: web.AppRunner | None = None
 
     @property
@@ -85,6 +125,14 @@ class ProviderEndpoint:
     def clear(self) -> None:
         """Forget the requests received so far."""
         self.requests.clear()
+
+    def model_requests(self, api: str) -> list[CapturedRequest]:
+        """The requests received for one message API (``CapturedRequest.api``)."""
+        return [request for request in self.requests if request.api == api]
+
+    def lose_file(self, file_id: str) -> None:
+        """Drop a file as a provider does when it expires: requests naming it are now answered 404."""
+        del self.files[file_id]
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -117,8 +165,18 @@ class ProviderEndpoint:
             parsed = json.loads(body) if body else None
         except ValueError:
             parsed = None
-        captured = CapturedRequest(request.method, request.path, body, parsed)
+        captured = CapturedRequest(request.method, request.path, body, parsed, dict(request.headers))
         self.requests.append(captured)
+        if captured.api == 'files':
+            return await self._files(request, body)
+        if isinstance(parsed, dict) and captured.api in ('openai-responses', 'anthropic', 'bedrock'):
+            lost = self._unknown_file_ids(parsed)
+            if lost:
+                return self._file_not_found(captured.api, lost[0])
+        if captured.api == 'openai-responses' and isinstance(parsed, dict) and not parsed.get('stream'):
+            return web.json_response(self._responses_reply(parsed, len(self.requests)))
+        if captured.api == 'bedrock' and isinstance(parsed, dict):
+            return web.json_response(self._converse_reply())
         if request.method != 'POST' or not isinstance(parsed, dict):
             return web.json_response({'error': {'message': 'not found', 'type': 'not_found'}}, status=404)
         number = len(self.requests)
@@ -132,6 +190,126 @@ class ProviderEndpoint:
                 return await _sse(request, self._anthropic_events(parsed, number))
             return web.json_response(self._anthropic_reply(parsed, number))
         return web.json_response({'error': {'message': f'unknown path {request.path}'}}, status=404)
+
+    # -- Files APIs --------------------------------------------------------------------------
+
+    async def _files(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        anthropic = 'anthropic-version' in request.headers
+        api = 'anthropic' if anthropic else 'openai'
+        tail = request.path.rstrip('/').rsplit('/files', 1)[-1].lstrip('/')
+        if request.method == 'POST' and not tail:
+            return await self._upload(request, body, api)
+        stored = self.files.get(tail)
+        if stored is None or stored.api != api:
+            return self._file_not_found(api, tail)
+        if request.method == 'DELETE':
+            del self.files[tail]
+            self.deleted.append(tail)
+            if anthropic:
+                return web.json_response({'id': tail, 'type': 'file_deleted'})
+            return web.json_response({'id': tail, 'object': 'file', 'deleted': True})
+        return web.json_response(self._file_object(stored))
+
+    async def _upload(self, request: web.Request, body: bytes, api: str) -> web.StreamResponse:
+        fields = form_fields(request.headers.get('Content-Type', ''), body)
+        filename, media_type, data = fields['file']
+        purpose = fields['purpose'][2].decode() if 'purpose' in fields else None
+        number = next(self._numbers)
+        file_id = f'file_{number:06d}' if api == 'anthropic' else f'file-{number:06d}'
+        stored = StoredFile(api, file_id, filename or 'upload', media_type or 'application/octet-stream', data, purpose)
+        if not self.lose_every_upload:
+            self.files[file_id] = stored
+        self.uploads.append(stored)
+        return web.json_response(self._file_object(stored))
+
+    @staticmethod
+    def _file_object(stored: StoredFile) -> dict[str, Any]:
+        if stored.api == 'anthropic':
+            return {
+                'id': stored.file_id,
+                'type': 'file',
+                'filename': stored.filename,
+                'mime_type': stored.media_type,
+                'size_bytes': len(stored.data),
+                'created_at': '2026-01-01T00:00:00Z',
+                'downloadable': False,
+            }
+        return {
+            'id': stored.file_id,
+            'object': 'file',
+            'bytes': len(stored.data),
+            'created_at': 1_700_000_000,
+            'filename': stored.filename,
+            'purpose': stored.purpose or 'user_data',
+            'status': 'processed',
+            'expires_at': None,
+        }
+
+    def _unknown_file_ids(self, payload: Any) -> list[str]:
+        """File references in a message request (``file_id`` values, ``s3://`` locations aside) not held here."""
+        found: list[str] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    if key == 'file_id' and isinstance(value, str) and value not in self.files:
+                        found.append(value)
+                    else:
+                        walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+
+        walk(payload)
+        return found
+
+    @staticmethod
+    def _file_not_found(api: str, file_id: str) -> web.Response:
+        if api == 'anthropic':
+            error = {'type': 'error', 'error': {'type': 'not_found_error', 'message': f'File not found: {file_id}'}}
+            return web.json_response(error, status=404)
+        message = f'No such File object: {file_id}'
+        return web.json_response(
+            {'error': {'message': message, 'type': 'invalid_request_error', 'param': None, 'code': None}}, status=404
+        )
+
+    # -- message APIs --------------------------------------------------------------------------
+
+    def _responses_reply(self, payload: dict[str, Any], number: int) -> dict[str, Any]:
+        return {
+            'id': f'resp_{number:08d}',
+            'object': 'response',
+            'created_at': 1_700_000_000,
+            'model': str(payload.get('model', 'gpt-5')),
+            'status': 'completed',
+            'output': [
+                {
+                    'type': 'message',
+                    'id': f'msg_{number:08d}',
+                    'role': 'assistant',
+                    'status': 'completed',
+                    'content': [{'type': 'output_text', 'text': self.reply, 'annotations': []}],
+                }
+            ],
+            'parallel_tool_calls': True,
+            'tool_choice': 'auto',
+            'tools': [],
+            'usage': {
+                'input_tokens': 10,
+                'input_tokens_details': {'cached_tokens': 0},
+                'output_tokens': 2,
+                'output_tokens_details': {'reasoning_tokens': 0},
+                'total_tokens': 12,
+            },
+        }
+
+    def _converse_reply(self) -> dict[str, Any]:
+        return {
+            'output': {'message': {'role': 'assistant', 'content': [{'text': self.reply}]}},
+            'stopReason': 'end_turn',
+            'usage': {'inputTokens': 10, 'outputTokens': 2, 'totalTokens': 12},
+            'metrics': {'latencyMs': 1},
+        }
 
     def _openai_reply(self, payload: dict[str, Any], number: int) -> dict[str, Any]:
         return {
@@ -198,6 +376,20 @@ class ProviderEndpoint:
             {'type': 'message_stop'},
         ]
         return [(event['type'], event) for event in events]
+
+
+def form_fields(content_type: str, body: bytes) -> dict[str, tuple[str | None, str | None, bytes]]:
+    """The fields of a ``multipart/form-data`` body: name -> (file name, content type, bytes)."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f'Content-Type: {content_type}\r\n\r\n'.encode() + body
+    )
+    fields: dict[str, tuple[str | None, str | None, bytes]] = {}
+    for part in message.iter_parts():
+        name = part.get_param('name', header='content-disposition')
+        payload = part.get_payload(decode=True)
+        content_type_of = part.get('Content-Type')
+        fields[str(name)] = (part.get_filename(), None if content_type_of is None else str(content_type_of), payload)
+    return fields
 
 
 async def _sse(request: web.Request, events: list[tuple[str | None, Any]]) -> web.StreamResponse:
