@@ -109,6 +109,11 @@ async def test_every_style_round_trips_exactly_and_the_plain_read_holds_placehol
     assert [m.id for m in restored] == ['human-1', 'ai-1', 'tool-1', 'ai-2']
     assert restored[2].artifact == {'k': 1} and restored[1].tool_calls[0]['id'] == 'call-1'
     assert full.checkpoint['channel_values']['count'] == 3
+    counting = CountingMediaStore(store)
+    cold = OffloadingCheckpointSaver(inner, media_store=counting, known_blobs=False)  # no memory: the store
+    again = await cold.aget_tuple(stored)
+    assert again is not None and again.checkpoint['channel_values']['messages'] == original
+    assert counting.calls['get'] == 3  # each distinct blob read once, for eleven payloads
 
     plain = await inner.aget_tuple(stored)
     assert plain is not None
@@ -140,8 +145,9 @@ async def test_dict_forms_anywhere_in_the_state_round_trip(store: DiskMediaStore
     }
     original = copy.deepcopy(values)
     stored = await put(saver, values)
-    full = await saver.aget_tuple(stored)
+    full = await OffloadingCheckpointSaver(inner, media_store=store, known_blobs=False).aget_tuple(stored)
     assert full is not None
+    assert full == await saver.aget_tuple(stored)  # the same from the wrapper that remembers what it wrote
     reference = InMemorySaver()  # what the saver's own serializer makes of the values (a tuple reads as a list)
     expected = await reference.aget_tuple(await put(reference, original))
     assert expected is not None
@@ -222,7 +228,7 @@ async def test_pending_writes_are_offloaded_and_restored(store: DiskMediaStore) 
     stored = await put(saver, {})
     writes = [('messages', history()), ('other', {'role': 'assistant', 'content': TEXT})]
     await saver.aput_writes(stored, writes, 'task-1')
-    full = await saver.aget_tuple(stored)
+    full = await OffloadingCheckpointSaver(inner, media_store=store, recent_bytes=0).aget_tuple(stored)
     assert full is not None and full.pending_writes is not None
     assert [(w[1], w[2]) for w in full.pending_writes] == writes
     plain = await inner.aget_tuple(stored)
@@ -292,6 +298,8 @@ async def test_the_reserved_key_in_caller_data_is_refused(store: DiskMediaStore)
 def test_bad_settings_are_typed_errors() -> None:
     with pytest.raises(InvalidArgumentError, match='threshold_bytes'):
         OffloadingCheckpointSaver(InMemorySaver(), media_store=MemoryMediaStore(), threshold_bytes=-1)
+    with pytest.raises(InvalidArgumentError, match='recent_bytes'):
+        OffloadingCheckpointSaver(InMemorySaver(), media_store=MemoryMediaStore(), recent_bytes=-1)
     with pytest.raises(TypeError, match='BaseCheckpointSaver'):
         OffloadingCheckpointSaver(object(), media_store=MemoryMediaStore())  # type: ignore[arg-type]
 

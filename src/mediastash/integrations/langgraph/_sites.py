@@ -42,6 +42,12 @@ class Site:
     text: bool
     payload: str
     media_type: str | None
+    whole: str = ''
+    """The string at ``path`` (``prefix + payload``)."""
+
+    def __post_init__(self) -> None:
+        if not self.whole:
+            self.whole = self.prefix + self.payload
 
     def synthetic(self) -> dict[str, Any]:
         """The payload as the dict the walker's JSON route recognises (binary part or text content)."""
@@ -87,7 +93,7 @@ class _Sites:
         payload = url[comma + 1 :]
         if _could_be_large(payload, False, self.threshold):
             media_type = head[: -len(';base64')].split(';', 1)[0]
-            self.found.append(Site(path, url[: comma + 1], False, payload, _media_type(media_type)))
+            self.found.append(Site(path, url[: comma + 1], False, payload, _media_type(media_type), url))
 
     def text(self, path: tuple[str, ...], payload: object) -> None:
         if isinstance(payload, str) and _could_be_large(payload, True, self.threshold):

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from langchain_core.messages import BaseMessage
 
+from mediastash._lru import BoundedLRU
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError
 from mediastash.integrations.langgraph._envelope import (
     ENVELOPE_KEY,
@@ -30,12 +31,12 @@ from mediastash.integrations.langgraph._envelope import (
     placeholder_text,
 )
 from mediastash.integrations.langgraph._sites import Site, dict_sites, message_text_site
-from mediastash.markers import MARKER_KEY
+from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.internal import externalize_with, restore_collecting
 
-__all__ = ['envelope_markers', 'lean_values', 'restore_values']
+__all__ = ['Joined', 'envelope_markers', 'lean_values', 'restore_values']
 
 MAX_DEPTH: Final = 500
 """Containers nested deeper than this in a state value raise ``TreeDepthError`` (a cycle ends here too)."""
@@ -194,6 +195,17 @@ def _with_kwarg(message: BaseMessage, content: object, key: str, value: object) 
     return message.model_copy(update={'content': content, 'additional_kwargs': kwargs})
 
 
+Joined = BoundedLRU[tuple[str, str, str], str]
+"""Restored payload strings (``data:`` head included) by ``(uri, head, form)``: a repeated read skips the walk."""
+
+
+def _form(slot: Slot) -> str:
+    """Which string a slot's blob is restored as: text, standard or URL-safe base64."""
+    if slot.text:
+        return 'text'
+    return 'urlsafe' if slot.marker.get(URLSAFE_KEY) == URLSAFE_STAMP else 'standard'
+
+
 # -- saving --------------------------------------------------------------------------------------
 
 
@@ -223,8 +235,13 @@ def _lean_host(moved: list[tuple[Site, Slot]]) -> Transform:
     return transform
 
 
-async def lean_values(values: Sequence[object], media_store: MediaStore, options: WalkOptions) -> list[Any]:
-    """``values`` with their large message payloads stored and replaced by placeholders and envelopes."""
+async def lean_values(
+    values: Sequence[object], media_store: MediaStore, options: WalkOptions, joined: Joined | None = None
+) -> list[Any]:
+    """``values`` with their large message payloads stored and replaced by placeholders and envelopes.
+
+    ``joined`` learns each moved string (see ``restore_values``).
+    """
     hosts = _Finder(options.threshold_bytes, saving=True).roots(values)
     if not hosts:
         return list(values)
@@ -236,7 +253,10 @@ async def lean_values(values: Sequence[object], media_store: MediaStore, options
         for site in host.sites:
             marker = next(results)
             if marker.get(MARKER_KEY) is True:  # else the walker kept it inline (small, or not canonical base64)
-                moved.append((site, Slot(site.path, site.prefix, marker)))
+                slot = Slot(site.path, site.prefix, marker)
+                moved.append((site, slot))
+                if joined is not None:
+                    joined.put((slot.uri, slot.prefix, _form(slot)), site.whole, len(site.whole))
         if moved:
             _plant(trie, host.path, _lean_host(moved))
     return _apply(values, trie) if trie else list(values)
@@ -260,23 +280,41 @@ def _full_host(slots: list[Slot], payloads: list[str]) -> Transform:
     return transform
 
 
-async def restore_values(values: Sequence[object], media_store: MediaStore, options: WalkOptions) -> list[Any]:
-    """``values`` with every envelope's payloads read back (verified) and put in place, envelopes removed."""
+async def restore_values(
+    values: Sequence[object], media_store: MediaStore, options: WalkOptions, joined: Joined | None = None
+) -> list[Any]:
+    """``values`` with every envelope's payloads read back (verified) and put in place, envelopes removed.
+
+    ``joined`` remembers each restored string; a slot found there needs no
+    store read (its blob was read and verified, or written, by this process).
+    """
     hosts = _Finder(options.threshold_bytes, saving=False).roots(values)
     if not hosts:
         return list(values)
+    keys = [(slot.uri, slot.prefix, _form(slot)) for host in hosts for slot in host.slots]
+    known = [None if joined is None else joined.get(key) for key in keys]
     markers = [slot.marker for host in hosts for slot in host.slots]
-    restored, _ = await restore_collecting(markers, media_store, options)
+    wanted = [marker for marker, hit in zip(markers, known, strict=True) if hit is None]
+    restored: list[Any] = []
+    if wanted:
+        restored, _ = await restore_collecting(wanted, media_store, options)
     results = iter(restored)
+    found = iter(zip(keys, known, strict=True))
     trie: dict[Any, Any] = {}
     for host in hosts:
         payloads: list[str] = []
         for slot in host.slots:
-            full = next(results)
-            payload = full.get('content' if slot.text else 'data')
-            if not isinstance(payload, str):
-                raise MalformedMarker('an envelope slot marker did not restore to a payload', path=_where(host.path))
-            payloads.append(slot.prefix + payload)
+            key, hit = next(found)
+            if hit is None:
+                payload = next(results).get('content' if slot.text else 'data')
+                if not isinstance(payload, str):
+                    raise MalformedMarker(
+                        'an envelope slot marker did not restore to a payload', path=_where(host.path)
+                    )
+                hit = slot.prefix + payload
+                if joined is not None:
+                    joined.put(key, hit, len(hit))
+            payloads.append(hit)
         _plant(trie, host.path, _full_host(host.slots, payloads))
     return _apply(values, trie)
 

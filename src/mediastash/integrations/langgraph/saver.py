@@ -15,8 +15,10 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
+from mediastash._checks import non_negative_int
+from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaStashError
-from mediastash.integrations.langgraph._state import lean_values, restore_values
+from mediastash.integrations.langgraph._state import Joined, lean_values, restore_values
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
@@ -25,6 +27,9 @@ from mediastash.walker.internal import WalkSetting, resolve_options
 __all__ = ['OffloadingCheckpointSaver', 'SyncCallError']
 
 T = TypeVar('T')
+
+DEFAULT_RECENT_BYTES: Final = 64 << 20
+"""Default budget for payload strings this wrapper wrote or read, so reading them again needs no walk."""
 
 _EXTENDED: Final = ('adelete_for_runs', 'acopy_thread', 'aprune')
 """Optional saver methods: the wrapper has each one exactly when the inner saver's class overrides it."""
@@ -58,6 +63,9 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
 
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    ``recent_bytes`` bounds a memory of the payload strings this wrapper wrote
+    or read (0, or ``known_blobs=False``, turns it off): a checkpoint read
+    again (``aget_state_history`` reads every one) takes them from there.
     """
 
     threshold_bytes = WalkSetting()
@@ -78,11 +86,17 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         known_blobs: KnownBlobCache | bool = True,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         options: WalkOptions | None = None,
+        recent_bytes: int = DEFAULT_RECENT_BYTES,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f'inner must be a LangGraph BaseCheckpointSaver, got a {type(inner).__name__}')
         self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+        non_negative_int('recent_bytes', recent_bytes)
+        self.recent_bytes = recent_bytes
+        self._joined: Joined | None = (
+            BoundedLRU(max_cost=recent_bytes) if recent_bytes and known_blobs is not False else None
+        )
         super().__init__(serde=inner.serde)
         self.inner = inner
         self.media_store = media_store
@@ -104,7 +118,11 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         if inner is self.inner:
             return self
         return OffloadingCheckpointSaver(
-            inner, media_store=self.media_store, options=self._walk_options, loop=self.loop
+            inner,
+            media_store=self.media_store,
+            options=self._walk_options,
+            recent_bytes=self.recent_bytes,
+            loop=self.loop,
         )
 
     # -- async: the real work -----------------------------------------------------------------
@@ -135,7 +153,7 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         self._bind_loop()
         values = checkpoint['channel_values']
-        lean = await lean_values(list(values.values()), self.media_store, self._walk_options)
+        lean = await lean_values(list(values.values()), self.media_store, self._walk_options, self._joined)
         if any(new is not old for new, old in zip(lean, values.values(), strict=True)):
             checkpoint = checkpoint.copy()
             checkpoint['channel_values'] = dict(zip(values, lean, strict=True))
@@ -149,7 +167,7 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         task_path: str = '',
     ) -> None:
         self._bind_loop()
-        lean = await lean_values([value for _, value in writes], self.media_store, self._walk_options)
+        lean = await lean_values([value for _, value in writes], self.media_store, self._walk_options, self._joined)
         leaned = [(channel, value) for (channel, _), value in zip(writes, lean, strict=True)]
         await self.inner.aput_writes(config, leaned, task_id, task_path)
 
@@ -162,7 +180,7 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         values = found.checkpoint['channel_values']
         writes = found.pending_writes or []
         roots: list[Any] = [*values.values(), *(write[2] for write in writes)]
-        full = await restore_values(roots, self.media_store, self._walk_options)
+        full = await restore_values(roots, self.media_store, self._walk_options, self._joined)
         if all(new is old for new, old in zip(full, roots, strict=True)):
             return found
         checkpoint = found.checkpoint.copy()
