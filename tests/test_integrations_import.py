@@ -5,30 +5,37 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BLOCKER = """
+AGENT_PACKAGES = ('pydantic_ai', 'pydantic_ai_harness', 'pydantic_ai_persistence')
+
+
+def blocking(packages: tuple[str, ...], body: str) -> str:
+    """A script that runs ``body`` with every import of ``packages`` (and their submodules) failing."""
+    return f"""
 import sys
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in {'pydantic_ai', 'pydantic_ai_harness', 'pydantic_ai_persistence'}:
-            raise ImportError(f'blocked: {name}')
+        if name.split('.')[0] in {set(packages)!r}:
+            raise ImportError(f'blocked: {{name}}')
         return None
 sys.meta_path.insert(0, Block())
+{body}"""
+
+
+BLOCKER = blocking(
+    AGENT_PACKAGES,
+    """
 import mediastash, mediastash.walker, mediastash.stores, mediastash.known_blobs
 assert not any(m.split('.')[0].startswith('pydantic_ai') for m in sys.modules), sorted(sys.modules)
 try:
     from mediastash.integrations import OffloadingStepStore
 except ImportError as error:
     print('integrations-need-extra', error)
-"""
+""",
+)
 
-LANGGRAPH_WITHOUT_PYDANTIC_AI = """
-import sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in {'pydantic_ai', 'pydantic_ai_harness', 'pydantic_ai_persistence'}:
-            raise ImportError(f'blocked: {name}')
-        return None
-sys.meta_path.insert(0, Block())
+LANGGRAPH_WITHOUT_PYDANTIC_AI = blocking(
+    AGENT_PACKAGES,
+    """
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
 from mediastash.gc import CheckpointerRoot
 import mediastash.integrations
@@ -38,22 +45,19 @@ try:
 except ImportError as error:
     print('harness-names-need-extra', error)
 print('langgraph-ok', OffloadingCheckpointSaver.__name__)
-"""
+""",
+)
 
-LANGGRAPH_MISSING = """
-import sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in {'langgraph', 'langchain_core'}:
-            raise ImportError(f'blocked: {name}')
-        return None
-sys.meta_path.insert(0, Block())
+LANGGRAPH_MISSING = blocking(
+    ('langgraph', 'langchain_core'),
+    """
 import mediastash, mediastash.gc
 try:
     import mediastash.integrations.langgraph
 except ImportError as error:
     print('langgraph-needs-extra', error)
-"""
+""",
+)
 
 
 def test_core_imports_without_the_agent_packages() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_to_dict
-from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -383,3 +383,23 @@ async def test_gc_stops_on_an_envelope_it_cannot_read(store: DiskMediaStore) -> 
     assert await store.exists(orphan)
     with pytest.raises(TypeError, match='alist'):
         CheckpointerRoot(object())
+
+
+async def test_optional_methods_delegate_async_and_sync(store: DiskMediaStore) -> None:
+    calls: list[tuple[str, Any]] = []
+
+    class Recording(InMemorySaver):
+        async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+            calls.append(('copy', (source_thread_id, target_thread_id)))
+
+        async def aprune(self, thread_ids: Any, *, strategy: str = 'keep_latest') -> None:
+            calls.append(('prune', (list(thread_ids), strategy)))
+
+    saver = OffloadingCheckpointSaver(Recording(), media_store=store)
+    assert type(saver).adelete_for_runs is BaseCheckpointSaver.adelete_for_runs  # the inner class has none
+    await saver.acopy_thread('a', 'b')
+    await asyncio.to_thread(saver.copy_thread, 'c', 'd')
+    await asyncio.to_thread(saver.prune, ['e'], strategy='delete')
+    assert calls == [('copy', ('a', 'b')), ('copy', ('c', 'd')), ('prune', (['e'], 'delete'))]
+    with pytest.raises(SyncCallError, match='aprune'):
+        saver.prune(['e'])

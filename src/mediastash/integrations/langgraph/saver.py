@@ -39,6 +39,18 @@ class SyncCallError(MediaStashError, RuntimeError):
     """A synchronous saver method was called where it cannot reach the wrapper's event loop safely."""
 
 
+def _bridged(async_name: str) -> Any:
+    """The sync method for ``async_name``: the async one run on the wrapper's event loop (see ``_bridge``)."""
+    name = async_name[1:]
+
+    def method(self: OffloadingCheckpointSaver, *args: Any, **kwargs: Any) -> Any:
+        return self._bridge(name, async_name, lambda: getattr(self, async_name)(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f'``{async_name}``, run from another thread on the event loop the wrapper is used on.'
+    return method
+
+
 class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
     """Wraps a LangGraph checkpointer so large message payloads in its checkpoints live in ``media_store``.
 
@@ -194,9 +206,6 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
 
     # -- sync: bridged to the wrapper's event loop --------------------------------------------
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._bridge('get_tuple', 'aget_tuple', lambda: self.aget_tuple(config))
-
     def list(
         self,
         config: RunnableConfig | None,
@@ -210,22 +219,10 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
 
         yield from self._bridge('list', 'alist', collect)
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._bridge('put', 'aput', lambda: self.aput(config, checkpoint, metadata, new_versions))
-
-    def put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ''
-    ) -> None:
-        self._bridge('put_writes', 'aput_writes', lambda: self.aput_writes(config, writes, task_id, task_path))
-
-    def delete_thread(self, thread_id: str) -> None:
-        self._bridge('delete_thread', 'adelete_thread', lambda: self.adelete_thread(thread_id))
+    get_tuple = _bridged('aget_tuple')
+    put = _bridged('aput')
+    put_writes = _bridged('aput_writes')
+    delete_thread = _bridged('adelete_thread')
 
     def _bind_loop(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -264,8 +261,7 @@ class _DeleteForRuns(OffloadingCheckpointSaver):
         self._bind_loop()
         await self.inner.adelete_for_runs(run_ids)
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._bridge('delete_for_runs', 'adelete_for_runs', lambda: self.adelete_for_runs(run_ids))
+    delete_for_runs = _bridged('adelete_for_runs')
 
 
 class _CopyThread(OffloadingCheckpointSaver):
@@ -273,8 +269,7 @@ class _CopyThread(OffloadingCheckpointSaver):
         self._bind_loop()
         await self.inner.acopy_thread(source_thread_id, target_thread_id)
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._bridge('copy_thread', 'acopy_thread', lambda: self.acopy_thread(source_thread_id, target_thread_id))
+    copy_thread = _bridged('acopy_thread')
 
 
 class _Prune(OffloadingCheckpointSaver):
@@ -282,8 +277,7 @@ class _Prune(OffloadingCheckpointSaver):
         self._bind_loop()
         await self.inner.aprune(thread_ids, strategy=strategy)
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = 'keep_latest') -> None:
-        self._bridge('prune', 'aprune', lambda: self.aprune(thread_ids, strategy=strategy))
+    prune = _bridged('aprune')
 
 
 _MIXINS: Final[dict[str, type[OffloadingCheckpointSaver]]] = {
