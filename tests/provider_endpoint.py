@@ -14,6 +14,9 @@ It speaks just enough of two APIs for pydantic-ai's real model classes and SDKs:
   with the id in the error, as a provider that lost a file does.
 - Bedrock Converse (``POST /model/<id>/converse``): point a boto3
   ``bedrock-runtime`` client's ``endpoint_url`` at ``root_url``.
+- Gemini API ``generateContent`` and its Files API (google-genai's resumable
+  upload, get, delete): ``GoogleProvider(api_key='test', base_url=endpoint.root_url)``.
+  A file's id is its ``uri`` (``GEMINI_FILE_BASE`` + name).
 
 Every request is kept (raw body bytes and parsed JSON) in ``requests``, so a
 test can check the exact bytes a provider would have received. The server
@@ -29,6 +32,7 @@ import email.policy
 import itertools
 import json
 import socket
+import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -38,6 +42,9 @@ from aiohttp import web
 __all__ = ['CapturedRequest', 'ProviderEndpoint', 'StoredFile']
 
 HOST = '127.0.0.1'
+_MESSAGE_APIS = ('openai', 'openai-responses', 'anthropic', 'bedrock', 'gemini')
+GEMINI_FILE_BASE = 'https://gemini-files.test/v1beta/'
+"""What a Gemini file's ``uri`` starts with here (pydantic-ai wants an ``https://`` URI; it is never fetched)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,12 @@ class CapturedRequest:
             return 'anthropic'
         if self.path.endswith('/converse'):
             return 'bedrock'
+        if self.path.endswith(':generateContent'):
+            return 'gemini'
+        if self.path.startswith('/upload/') or (
+            '/files' in self.path and any(name.lower() == 'x-goog-api-key' for name in self.headers or ())
+        ):
+            return 'gemini-files'
         if '/files' in self.path:
             return 'files'
         return 'other'
@@ -100,6 +113,7 @@ class ProviderEndpoint:
         """Ids deleted through a ``DELETE`` files route."""
         self._numbers = itertools.count(1)
         self.lose_every_upload = False
+        self._gemini_sessions: dict[str, tuple[str, bytearray]] = {}
         """When set, every upload is forgotten at once (a provider that keeps losing files)."""
         self._runner: web.AppRunner | None = None
 
@@ -169,10 +183,14 @@ class ProviderEndpoint:
         self.requests.append(captured)
         if captured.api == 'files':
             return await self._files(request, body)
-        if isinstance(parsed, dict) and captured.api in ('openai-responses', 'anthropic', 'bedrock'):
+        if captured.api == 'gemini-files':
+            return self._gemini_files(request, body)
+        if isinstance(parsed, dict) and captured.api in _MESSAGE_APIS:
             lost = self._unknown_file_ids(parsed)
             if lost:
                 return self._file_not_found(captured.api, lost[0])
+        if captured.api == 'gemini' and isinstance(parsed, dict):
+            return web.json_response(self._gemini_reply(parsed))
         if captured.api == 'openai-responses' and isinstance(parsed, dict) and not parsed.get('stream'):
             return web.json_response(self._responses_reply(parsed, len(self.requests)))
         if captured.api == 'bedrock' and isinstance(parsed, dict):
@@ -252,7 +270,7 @@ class ProviderEndpoint:
         def walk(node: Any) -> None:
             if isinstance(node, dict):
                 for key, value in node.items():
-                    if key == 'file_id' and isinstance(value, str) and value not in self.files:
+                    if key in ('file_id', 'file_uri', 'fileUri') and isinstance(value, str) and value not in self.files:
                         found.append(value)
                     else:
                         walk(value)
@@ -263,8 +281,72 @@ class ProviderEndpoint:
         walk(payload)
         return found
 
+    def _gemini_files(self, request: web.Request, body: bytes) -> web.Response:
+        """google-genai's resumable upload (start, then one or more chunks), and files get/delete."""
+        path = request.path
+        version = path.removeprefix('/upload').split('/')[1]
+        if path == f'/upload/{version}/files' and request.method == 'POST':
+            meta = json.loads(body or b'{}').get('file', {})
+            media_type = request.headers.get('X-Goog-Upload-Header-Content-Type') or meta.get('mimeType')
+            session = f'{next(self._numbers):06d}'
+            self._gemini_sessions[session] = (str(media_type or 'application/octet-stream'), bytearray())
+            headers = {
+                'x-goog-upload-url': f'{self.root_url}/upload/{version}/sessions/{session}',
+                'x-goog-upload-status': 'active',
+            }
+            return web.json_response({}, headers=headers)
+        if path.startswith(f'/upload/{version}/sessions/'):
+            session = path.rsplit('/', 1)[-1]
+            media_type, data = self._gemini_sessions[session]
+            data.extend(body)
+            if 'finalize' not in request.headers.get('X-Goog-Upload-Command', ''):
+                return web.json_response({}, headers={'x-goog-upload-status': 'active'})
+            del self._gemini_sessions[session]
+            file_id = f'{GEMINI_FILE_BASE}files/f{session}'
+            stored = StoredFile('gemini', file_id, f'f{session}', media_type, bytes(data), None)
+            if not self.lose_every_upload:
+                self.files[file_id] = stored
+            self.uploads.append(stored)
+            return web.json_response({'file': self._gemini_file(stored)}, headers={'x-goog-upload-status': 'final'})
+        file_id = GEMINI_FILE_BASE + path.removeprefix(f'/{version}/')
+        stored = self.files.get(file_id)
+        if stored is None:
+            return self._file_not_found('gemini', file_id)
+        if request.method == 'DELETE':
+            del self.files[file_id]
+            self.deleted.append(file_id)
+            return web.json_response({})
+        return web.json_response(self._gemini_file(stored))
+
+    @staticmethod
+    def _gemini_file(stored: StoredFile) -> dict[str, Any]:
+        return {
+            'name': f'files/{stored.filename}',
+            'uri': stored.file_id,
+            'mimeType': stored.media_type,
+            'sizeBytes': str(len(stored.data)),
+            'state': 'ACTIVE',
+            'createTime': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
+            'expirationTime': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() + 48 * 3600)),
+        }
+
+    def _gemini_reply(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return {
+            'candidates': [
+                {'content': {'role': 'model', 'parts': [{'text': self.reply}]}, 'finishReason': 'STOP', 'index': 0}
+            ],
+            'usageMetadata': {'promptTokenCount': 10, 'candidatesTokenCount': 2, 'totalTokenCount': 12},
+            'modelVersion': 'gemini-2.5-flash',
+            'responseId': f'r{len(self.requests)}',
+        }
+
     @staticmethod
     def _file_not_found(api: str, file_id: str) -> web.Response:
+        if api.startswith('gemini'):
+            message = f'You do not have permission to access the File {file_id} or it may not exist.'
+            return web.json_response(
+                {'error': {'code': 403, 'message': message, 'status': 'PERMISSION_DENIED'}}, status=403
+            )
         if api == 'anthropic':
             error = {'type': 'error', 'error': {'type': 'not_found_error', 'message': f'File not found: {file_id}'}}
             return web.json_response(error, status=404)

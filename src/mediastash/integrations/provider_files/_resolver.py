@@ -380,7 +380,8 @@ class ProviderFiles:
     async def delete_uploads(self, model: Any) -> int:
         """Delete at the provider every file the registry records for ``model``'s account, and forget them.
 
-        Returns how many were deleted; a file the provider no longer has counts as deleted.
+        Returns how many were deleted; a file the provider no longer has (404, or the Gemini API's 403)
+        counts as deleted.
         """
         target = target_for(model, self.media_store)
         if target is None or target.uploader is None:
@@ -390,8 +391,8 @@ class ProviderFiles:
             try:
                 await target.uploader.delete(record.file_id)
             except Exception as error:
-                if getattr(error, 'status_code', None) != 404:
-                    raise
+                if getattr(error, 'status_code', getattr(error, 'code', None)) not in (403, 404):
+                    raise  # 403: what the Gemini API answers for a file it no longer has
             await self.registry.forget(record.provider, record.account, record.uri)
             self._origins.pop(record.file_id)
             deleted += 1
