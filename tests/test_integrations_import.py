@@ -60,30 +60,29 @@ except ImportError as error:
 )
 
 
-def test_core_imports_without_the_agent_packages() -> None:
-    result = subprocess.run([sys.executable, '-c', BLOCKER], capture_output=True, text=True, timeout=60, check=False)
+def printed(script: str) -> str:
+    """What ``script`` prints in a fresh interpreter (it must exit cleanly)."""
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    assert 'integrations-need-extra' in result.stdout
-    assert 'pip install "mediastash[harness]"' in result.stdout
+    return result.stdout
+
+
+def test_core_imports_without_the_agent_packages() -> None:
+    output = printed(BLOCKER)
+    assert 'integrations-need-extra' in output
+    assert 'pip install "mediastash[harness]"' in output
 
 
 def test_the_langgraph_integration_imports_without_pydantic_ai() -> None:
     """``mediastash.integrations.langgraph`` needs no agent package; the harness names still say what they need."""
-    result = subprocess.run(
-        [sys.executable, '-c', LANGGRAPH_WITHOUT_PYDANTIC_AI], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert 'langgraph-ok OffloadingCheckpointSaver' in result.stdout
-    assert 'harness-names-need-extra' in result.stdout
-    assert 'pip install "mediastash[harness]"' in result.stdout
+    output = printed(LANGGRAPH_WITHOUT_PYDANTIC_AI)
+    assert 'langgraph-ok OffloadingCheckpointSaver' in output
+    assert 'harness-names-need-extra' in output
+    assert 'pip install "mediastash[harness]"' in output
 
 
 def test_the_langgraph_integration_names_its_extra_when_langgraph_is_missing() -> None:
-    result = subprocess.run(
-        [sys.executable, '-c', LANGGRAPH_MISSING], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert 'pip install "mediastash[langgraph]"' in result.stdout
+    assert 'pip install "mediastash[langgraph]"' in printed(LANGGRAPH_MISSING)
 
 
 def private_walker_imports(source: str) -> list[str]:
