@@ -10,14 +10,45 @@ provider takes.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final, Literal
 
-__all__ = ['ALL_KINDS', 'MediaKind', 'fetches_by_url']
+from pydantic_ai.messages import AudioUrl, BinaryContent, DocumentUrl, ImageUrl, VideoUrl
+
+__all__ = ['ALL_KINDS', 'URL_CLASS', 'MediaKind', 'fetches_by_url', 'kind_of', 'kind_of_media_type']
 
 MediaKind = Literal['image', 'audio', 'video', 'document']
 ALL_KINDS: Final[frozenset[MediaKind]] = frozenset({'image', 'audio', 'video', 'document'})
 _IMAGES: Final[frozenset[MediaKind]] = frozenset({'image'})
 _NONE: Final[frozenset[MediaKind]] = frozenset()
+
+URL_CLASS: Final[dict[MediaKind, type[ImageUrl | AudioUrl | VideoUrl | DocumentUrl]]] = {
+    'image': ImageUrl,
+    'audio': AudioUrl,
+    'video': VideoUrl,
+    'document': DocumentUrl,
+}
+"""The URL part pydantic-ai has for each kind."""
+
+
+def kind_of(content: BinaryContent) -> MediaKind | None:
+    """The kind of a ``BinaryContent`` by pydantic-ai's own ``is_*`` rules (``None``: no URL part fits it)."""
+    if content.is_image:
+        return 'image'
+    if content.is_audio:
+        return 'audio'
+    if content.is_video:
+        return 'video'
+    if content.is_document:
+        return 'document'
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def kind_of_media_type(media_type: str) -> MediaKind | None:
+    """``kind_of`` for the ``BinaryContent`` a media type would have (no bytes needed)."""
+    return kind_of(BinaryContent(data=b'', media_type=media_type))
+
 
 # Models that never send a request anywhere: the URL part reaches the function as is.
 _LOCAL_MODELS: Final = frozenset({'FunctionModel', 'TestModel'})

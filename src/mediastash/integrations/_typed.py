@@ -11,17 +11,20 @@ with errors naming the run, step and message.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import json
+from typing import Any, Final
 
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelMessage
 
+from mediastash._lru import BoundedLRU
 from mediastash.errors import MalformedMarker, MediaNotFoundError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope import EnvelopeError, envelopes_for, has_reserved_key, lean_json_of
 from mediastash.integrations._placeholders import Sizes
+from mediastash.integrations._references import has_reference_parts, references_to_markers, with_reference_parts
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
-from mediastash.walker.typed import TypedWalker
+from mediastash.walker.typed import LeanMessages, TypedWalker
 
 __all__ = ['Offloader']
 
@@ -31,16 +34,33 @@ class Offloader:
 
     def __init__(self, media_store: MediaStore, *, options: WalkOptions) -> None:
         self.media_store = media_store
+        self.options = options
         self._walker = TypedWalker(media_store, options)
         self._envelopes: dict[int, _Enveloped] = {}
         """The previous save's envelopes by ``id`` of the message they stand for (see ``offload``)."""
+        self._restored: BoundedLRU[str, ModelMessage] = BoundedLRU(max_items=_RESTORED_ENVELOPES)
+        """Envelopes restored as reference parts, by their lean JSON text (see ``offload``)."""
 
     # -- saving ------------------------------------------------------------------------
 
     async def lean_json(self, messages: list[ModelMessage]) -> tuple[list[Any], list[bool]]:
         """Each message's lean JSON and whether it differs from the message's plain JSON."""
-        lean = await self._walker.externalize(messages)
+        lean, _ = await self._externalized(messages)
         return lean.json, lean.changed
+
+    async def _externalized(self, messages: list[ModelMessage]) -> tuple[LeanMessages, set[int]]:
+        """The walker's lean messages, every reference part written as its binary marker; which held one."""
+        walked = await self._walker.externalize(messages)
+        referencing: set[int] = set()
+        for index, message in enumerate(messages):
+            if has_reference_parts(message):
+                walked.json[index], replaced = await references_to_markers(
+                    walked.json[index], self.media_store, self.options
+                )
+                if replaced:
+                    walked.changed[index] = True
+                    referencing.add(index)
+        return walked, referencing
 
     async def offload(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         """The messages with every payload message replaced by its envelope (blobs stored first).
@@ -49,8 +69,11 @@ class Offloader:
         message, so one the previous save built for the same message object
         with equal lean JSON and sizes is handed over again (each snapshot
         repeats the history; the inner store only serializes envelopes).
+        A message holding reference parts whose lean JSON is that of an
+        envelope this offloader restored gets that very envelope back (the
+        run copies messages, and only the envelope knows the payload sizes).
         """
-        walked = await self._walker.externalize(messages)
+        walked, referencing = await self._externalized(messages)
         lean, changed, sizes = walked.json, walked.changed, walked.sizes
         out = list(messages)
         previous, current = self._envelopes, {}
@@ -62,6 +85,11 @@ class Offloader:
             if memo is not None and memo.message is message and memo.lean == lean[index] and memo.sizes == sizes[index]:
                 out[index] = memo.envelope
                 current[id(message)] = memo
+                continue
+            restored = self._restored.get(_lean_key(lean[index])) if index in referencing else None
+            if restored is not None:
+                out[index] = restored
+                current[id(message)] = _Enveloped(message, lean[index], sizes[index], restored)
             else:
                 todo.append(index)
         if todo:
@@ -74,14 +102,26 @@ class Offloader:
 
     # -- restoring ---------------------------------------------------------------------
 
-    async def restore(self, messages: list[ModelMessage], *, run_id: str, step_index: int) -> list[ModelMessage]:
-        """The messages with every envelope replaced by the message it stands for."""
+    async def restore(
+        self, messages: list[ModelMessage], *, run_id: str, step_index: int, references: bool = False
+    ) -> list[ModelMessage]:
+        """The messages with every envelope replaced by the message it stands for.
+
+        ``references``: media of user prompts and tool returns come back as
+        reference parts (``_references``) and their blobs are not read.
+        """
         places = [index for index, message in enumerate(messages) if has_reserved_key(message)]
         if not places:
             return list(messages)
         leans = [
             lean_json_of(messages[index], run_id=run_id, step_index=step_index, message_index=index) for index in places
         ]
+        if references:
+            referenced = with_reference_parts(leans)
+            for index, before, after in zip(places, leans, referenced, strict=True):
+                if after is not before:
+                    self._restored.put(_lean_key(before), messages[index])
+            leans = referenced
         first = places[0]
         try:
             typed = await self._walker.restore(leans)
@@ -103,6 +143,13 @@ class Offloader:
         for index, message in zip(places, typed, strict=True):
             out[index] = message
         return out
+
+
+_RESTORED_ENVELOPES: Final = 4096
+
+
+def _lean_key(lean: Any) -> str:
+    return json.dumps(lean, ensure_ascii=False, separators=(',', ':'), sort_keys=True)
 
 
 @dataclasses.dataclass(slots=True)

@@ -10,10 +10,12 @@ from typing import Any, Final
 from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaNotFoundError, TreeDepthError
+from mediastash.integrations._references import references_to_markers
 from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.stores.protocols import MediaStore
+from mediastash.uri import MEDIA_URI_SCHEME
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
 from mediastash.walker.internal import (
     WalkSetting,
@@ -29,6 +31,8 @@ DEFAULT_RECENT_BYTES: Final = 64 << 20
 """Default budget for remembering values this wrapper wrote, so reading them back needs no restore."""
 
 _CANDIDATE_KEYS: Final = ('"data"', '"content"')
+_URL_PART_KIND: Final = '-url"'
+"""The end of every URL part's ``kind`` in JSON (``"image-url"``, ...): a value without it holds no reference part."""
 
 
 class OffloadingKV:
@@ -38,8 +42,11 @@ class OffloadingKV:
     parsed JSON) before writing the lean JSON; ``get`` and ``query`` restore.
     Values that are not JSON, or have nothing to externalize, are written and
     read back unchanged, byte for byte; a value carrying the marker format's
-    reserved keys is stored escaped and reads back as equal JSON. Every other
-    attribute is ``inner``'s own.
+    reserved keys is stored escaped and reads back as equal JSON. A reference
+    part (a URL part whose URL is a stored blob's ``media+sha256://`` URI,
+    from ``OffloadingStepStore(restore='references')``) is written as exactly
+    the marker its ``BinaryContent`` had, so it reads back with its bytes.
+    Every other attribute is ``inner``'s own.
 
     A restored value is assembled by splicing: the small restored tree is
     dumped with placeholders for the payloads, which are then replaced by the
@@ -127,14 +134,19 @@ class OffloadingKV:
     async def _lean(self, data: Any) -> Any:
         if not isinstance(data, str):
             return data
-        if RESERVED_KEY_PREFIX not in data and (
-            len(data) * 4 < self._walk_options.threshold_bytes or not any(key in data for key in _CANDIDATE_KEYS)
+        references = MEDIA_URI_SCHEME in data and _URL_PART_KIND in data
+        if (
+            not references
+            and RESERVED_KEY_PREFIX not in data
+            and (len(data) * 4 < self._walk_options.threshold_bytes or not any(key in data for key in _CANDIDATE_KEYS))
         ):
             return data  # nothing could be moved, and nothing could be mistaken for a marker on the way back
         tree = _parsed(data)
         if tree is _NOT_JSON:
             return data
         lean = await externalize_with(tree, self.media_store, self._walk_options)
+        if references:
+            lean, _ = await references_to_markers(lean, self.media_store, self._walk_options)
         try:
             if lean == tree:
                 return data

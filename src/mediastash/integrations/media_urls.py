@@ -13,7 +13,6 @@ unless ``on_store_error='raise'``. ``docs/model-urls.md`` has the details.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import time
@@ -24,22 +23,20 @@ from typing import Any, Final, Literal
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
-    AudioUrl,
     BinaryContent,
-    DocumentUrl,
-    ImageUrl,
     ModelMessage,
     ModelRequest,
-    VideoUrl,
 )
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
 
 from mediastash._lru import BoundedLRU
-from mediastash._tasks import run_all
+from mediastash._tasks import for_each
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
-from mediastash.integrations._model_kinds import ALL_KINDS, MediaKind, fetches_by_url
+from mediastash.integrations._model_kinds import ALL_KINDS, URL_CLASS, MediaKind, fetches_by_url, kind_of
+from mediastash.integrations._references import REFERENCE_PART_KINDS, ReferencePart
+from mediastash.integrations._sent_parts import BlobAnswer, BlobKey, Place, StoredBlob, reference_places
 from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
@@ -48,11 +45,20 @@ from mediastash.walker.typed import (
     IdentifierMemo,
     TypedBinaries,
     TypedPayload,
+    read_blobs,
     typed_payloads,
     with_replaced_contents,
 )
 
-__all__ = ['DEFAULT_MIN_VALIDITY', 'MediaKind', 'MediaUrlSwapper', 'MediaUrls', 'OnStoreError']
+__all__ = [
+    'DEFAULT_MIN_VALIDITY',
+    'BlobAnswer',
+    'MediaKind',
+    'MediaUrlSwapper',
+    'MediaUrls',
+    'OnStoreError',
+    'StoredBlob',
+]
 
 logger = logging.getLogger(__name__)
 
@@ -61,14 +67,6 @@ DEFAULT_MIN_VALIDITY: Final = 600.0
 
 DEFAULT_MAX_URLS: Final = 4096
 """URLs remembered for reuse (least recently used go first)."""
-
-_PARTS_SWAPPED: Final = frozenset({'user-prompt', 'tool-return'})
-_URL_CLASS: Final[dict[MediaKind, type[ImageUrl | AudioUrl | VideoUrl | DocumentUrl]]] = {
-    'image': ImageUrl,
-    'audio': AudioUrl,
-    'video': VideoUrl,
-    'document': DocumentUrl,
-}
 
 UrlLifetime = float | timedelta | Literal['store'] | None
 
@@ -105,27 +103,30 @@ def _seconds(value: object, name: str) -> float:
     return float(value)
 
 
-def _kind_of(content: BinaryContent) -> MediaKind | None:
-    if content.is_image:
-        return 'image'
-    if content.is_audio:
-        return 'audio'
-    if content.is_video:
-        return 'video'
-    if content.is_document:
-        return 'document'
-    return None
-
-
 @dataclasses.dataclass(slots=True)
 class _IssuedUrl:
-    """A URL handed out for one blob, and the last URL part built from it (reused while nothing differs)."""
+    """A URL handed out for one blob and when it expires (monotonic clock; ``None``: never)."""
 
     url: str
     expires_at: float | None
-    part: ImageUrl | AudioUrl | VideoUrl | DocumentUrl | None = None
-    identifier: str | None = None
-    vendor_metadata: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class _BuiltPart:
+    """The last URL part built for a URL, with the identifier and metadata it was built with."""
+
+    part: ReferencePart
+    identifier: str
+    vendor_metadata: dict[str, Any] | None
+
+
+class _StoreCallFailed(Exception):
+    """Internal: a store call failed in a way ``on_store_error='inline'`` covers (``error`` is the store's)."""
+
+    def __init__(self, operation: str, error: Exception) -> None:
+        super().__init__(operation)
+        self.operation = operation
+        self.error = error
 
 
 class MediaUrlSwapper:
@@ -147,6 +148,15 @@ class MediaUrlSwapper:
     ``UnsafeKeyError``) are raised either way (``docs/model-urls.md``).
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+
+    Reference parts (``OffloadingStepStore(restore='references')``: URL parts
+    whose URL is a blob's ``media+sha256://`` URI) are resolved whatever
+    their size: a URL where the model takes their kind by URL and the store
+    gives one, else their bytes, read once through the known-blob cache. A
+    failing store cannot leave them as they are: under
+    ``on_store_error='inline'`` their bytes are read, and a store that cannot
+    serve them either fails the request. Each distinct blob is one
+    ``resolve_blob`` call, the per-blob step to extend.
     """
 
     threshold_bytes = WalkSetting()
@@ -191,6 +201,7 @@ class MediaUrlSwapper:
             self._url_lifetime = _seconds(url_lifetime, 'url_lifetime')
         self.clock = clock
         self._urls: BoundedLRU[tuple[str, str], _IssuedUrl] = BoundedLRU(max_items=max_urls)
+        self._parts: BoundedLRU[tuple[str, str], _BuiltPart] = BoundedLRU(max_items=max_urls)
         self._identifiers = IdentifierMemo(max_urls)
         # Fingerprints by content object (with the id of the bytes they were taken of), so a history
         # sent again costs no fingerprint; the fingerprint only nominates, the cache still compares.
@@ -224,23 +235,55 @@ class MediaUrlSwapper:
         """A new message list with large media of requests replaced by URL parts (``messages`` is not changed).
 
         Each swapped payload is in the store before its URL is handed out.
-        Where the store gives no URL the bytes stay; where a store call fails,
-        see ``on_store_error``. ``model`` is the model the request goes to
+        Where the store gives no URL the bytes stay (a reference part gets its
+        bytes); where a store call fails, see ``on_store_error``. ``model`` is the model the request goes to
         (for ``kinds='auto'``).
         """
+        binaries = self._binaries_to_send(messages, model)
+        references = reference_places(messages)
+        if not binaries and not references:
+            return messages
+        lifetime = self.url_lifetime
+        if lifetime is not None and self.min_validity >= lifetime:
+            raise InvalidStoreConfiguration(
+                f'min_validity ({self.min_validity:g} s) must be shorter than the URL lifetime ({lifetime:g} s), '
+                'or every request would need a fresh URL'
+            )
+        count = len(binaries) + len(references)
+        try:
+            uris = await self._stored_uris(binaries)
+        except Exception as error:
+            if not self._inlines(error):
+                raise
+            return await self._inline(messages, references, 'put', error, count)
+        places = [
+            Place(item, kind, uri, item.original)
+            for (item, kind), uri in zip(binaries, uris, strict=True)
+            if isinstance(item.original, BinaryContent)
+        ]
+        places += references
+        try:
+            sent = await self._resolve_places(places, model, lifetime)
+        except _StoreCallFailed as failed:
+            return await self._inline(messages, references, failed.operation, failed.error, count)
+        replacements = [(place.item, part) for place, part in zip(places, sent, strict=True) if part is not None]
+        logger.debug('swapped %d of %d media parts (%d reference parts)', len(replacements), count, len(references))
+        return with_replaced_contents(messages, replacements) if replacements else messages
+
+    def _binaries_to_send(self, messages: list[ModelMessage], model: Any) -> list[tuple[TypedPayload, MediaKind]]:
+        """The large ``BinaryContent``s of user prompts and tool returns that go to ``model`` by URL."""
         found: list[tuple[TypedPayload, MediaKind]] = []
         decided: dict[tuple[MediaKind, str], bool] = {}
-        options = self._walk_options
-        for item in typed_payloads(messages, options.threshold_bytes):
+        for item in typed_payloads(messages, self._walk_options.threshold_bytes):
             content = item.original
             if item.text or not isinstance(content, BinaryContent):
                 continue
             message = messages[item.message]
             j = item.path[1]
             part = message.parts[j] if isinstance(message, ModelRequest) and isinstance(j, int) else None
-            if getattr(part, 'part_kind', None) not in _PARTS_SWAPPED:
+            if getattr(part, 'part_kind', None) not in REFERENCE_PART_KINDS:
                 continue
-            kind = _kind_of(content)
+            kind = kind_of(content)
             if kind is None:
                 continue
             key = (kind, content.media_type)
@@ -249,58 +292,93 @@ class MediaUrlSwapper:
                 wanted = decided[key] = self._wanted(kind, content.media_type, model)
             if wanted:
                 found.append((item, kind))
-        if not found:
-            return messages
-        lifetime = self.url_lifetime
-        if lifetime is not None and self.min_validity >= lifetime:
-            raise InvalidStoreConfiguration(
-                f'min_validity ({self.min_validity:g} s) must be shorter than the URL lifetime ({lifetime:g} s), '
-                'or every request would need a fresh URL'
-            )
-        binaries = TypedBinaries(
-            self.media_store, options, [item for item, _ in found], [self._fingerprint(item) for item, _ in found]
-        )
+        return found
+
+    async def _stored_uris(self, binaries: list[tuple[TypedPayload, MediaKind]]) -> list[str]:
+        """Each binary's URI, storing (through the payload route) what the store does not hold yet."""
+        if not binaries:
+            return []
+        items = [item for item, _ in binaries]
+        stored = TypedBinaries(self.media_store, self._walk_options, items, [self._fingerprint(item) for item in items])
+        return await stored.store()
+
+    async def _resolve_places(
+        self, places: list[Place], model: Any, lifetime: float | None
+    ) -> list[BinaryContent | ReferencePart | None]:
+        """What each place sends: ``resolve_blob`` once per distinct blob, then each place's part from the answer."""
+        keys: list[BlobKey] = []
+        blobs: dict[BlobKey, StoredBlob] = {}
+        for place in places:
+            blob = place.blob(self._identifiers)
+            keys.append(blob.key)
+            blobs.setdefault(blob.key, blob)
+        answers: dict[BlobKey, BlobAnswer | None] = {}
+
+        async def resolve(key: BlobKey) -> None:
+            answers[key] = await self.resolve_blob(blobs[key], model, lifetime)
+
+        await for_each(list(blobs), self.max_concurrency, resolve)
+        return [
+            place.sent(answers[key], self._identifiers, self.url_part) for place, key in zip(places, keys, strict=True)
+        ]
+
+    async def resolve_blob(self, blob: StoredBlob, model: Any, lifetime: float | None) -> BlobAnswer | None:
+        """How one stored blob goes to ``model`` in this request: the per-blob step of ``swap``.
+
+        ``blob`` names the blob (URI, media type, kind) and says whether the
+        request holds its bytes (a ``BinaryContent``) or only a reference part.
+        The answer is a URL (``BlobAnswer(url=...)``) when the model takes the
+        kind by URL and the store hands one out (reused while it has
+        ``min_validity`` left); the verified bytes (``BlobAnswer(data=...)``,
+        read once, through the known-blob cache) for a reference part that
+        cannot go by URL; or ``None``: the part stays as it is. A failing
+        store call that ``on_store_error='inline'`` covers raises
+        ``_StoreCallFailed``; ``swap`` then sends the request inline.
+        """
+        if self._wanted(blob.kind, blob.media_type, model):
+            url = await self._url_for(blob, lifetime)
+            if url is not None:
+                return BlobAnswer(url=url)
+        if blob.has_bytes:
+            return None
+        return BlobAnswer(data=(await self._read({blob.uri: blob.media_type}))[blob.uri])
+
+    async def _read(self, wanted: dict[str, str | None]) -> dict[str, bytes]:
+        """The verified bytes of stored blobs, each read once (not at all when the known-blob cache holds it)."""
+        return await read_blobs(self.media_store, self._walk_options, wanted)
+
+    async def _url_for(self, blob: StoredBlob, lifetime: float | None) -> str | None:
+        """A URL for the blob with at least ``min_validity`` left: the one handed out before, else a fresh one."""
+        key = (blob.uri, blob.media_type)
+        known = self._urls.get(key)
+        started = self.clock()
+        if known is not None and (known.expires_at is None or known.expires_at - started >= self.min_validity):
+            return known.url
+        context = MediaContext(media_type=blob.media_type, filename=blob.filename)
         try:
-            uris = await binaries.store()
+            url = await self.media_store.public_url(blob.uri, context=context)
         except Exception as error:
             if not self._inlines(error):
                 raise
-            return self._inline(messages, 'put', error, len(found))
-        now = self.clock()
-        issued: list[_IssuedUrl | None] = [None] * len(found)
-        missing: list[int] = []
-        for index, ((item, _), uri) in enumerate(zip(found, uris, strict=True)):
-            known = self._urls.get((uri, item.media_type or ''))
-            if known is not None and (known.expires_at is None or known.expires_at - now >= self.min_validity):
-                issued[index] = known
-            else:
-                missing.append(index)
-        if missing:
-            try:
-                await self._issue(found, uris, issued, missing, lifetime)
-            except Exception as error:
-                if not self._inlines(error):
-                    raise
-                return self._inline(messages, 'public_url', error, len(found))
-        replacements: list[tuple[TypedPayload, object]] = []
-        for (item, kind), uri, url in zip(found, uris, issued, strict=True):
-            if url is None:
-                continue
-            content = item.original
-            assert isinstance(content, BinaryContent)
-            replacements.append((item, self._url_part(url, kind, content, uri)))
-        logger.debug('swapped %d of %d media parts for URLs (%d new URLs)', len(replacements), len(found), len(missing))
-        return with_replaced_contents(messages, replacements) if replacements else messages
+            raise _StoreCallFailed('public_url', error) from error
+        self.urls_issued += 1
+        if url is None:
+            return None
+        self._urls.put(key, _IssuedUrl(url, None if lifetime is None else started + lifetime))
+        return url
 
     def _inlines(self, error: Exception) -> bool:
         """Whether a failed store call leaves the request inline (else the error is raised)."""
         return self.on_store_error == 'inline' and not isinstance(error, _NEVER_INLINED)
 
-    def _inline(self, messages: list[ModelMessage], operation: str, error: Exception, count: int) -> list[ModelMessage]:
-        """The request unchanged, after one WARNING: the operation and the error type, never its message.
+    async def _inline(
+        self, messages: list[ModelMessage], references: list[Place], operation: str, error: Exception, count: int
+    ) -> list[ModelMessage]:
+        """The request with its bytes as they are, after one WARNING: the operation and the error type only.
 
         A driver's message can hold the endpoint, the bucket or a URL (a presigned URL is a credential),
-        so only the class name is logged, and no traceback.
+        so only the class name is logged, and no traceback. Reference parts hold no bytes: theirs are
+        read (a store that cannot serve them fails the request with its own error).
         """
         self.store_failures += 1
         logger.warning(
@@ -310,38 +388,13 @@ class MediaUrlSwapper:
             type(error).__name__,
             count,
         )
-        return messages
-
-    async def _issue(
-        self,
-        found: list[tuple[TypedPayload, MediaKind]],
-        uris: list[str],
-        issued: list[_IssuedUrl | None],
-        missing: list[int],
-        lifetime: float | None,
-    ) -> None:
-        """Ask the store for a URL for each index in ``missing``, concurrently under the bound."""
-        gate = asyncio.Semaphore(self.max_concurrency)
-
-        async def issue(index: int) -> None:
-            item, _ = found[index]
-            uri = uris[index]
-            content = item.original
-            assert isinstance(content, BinaryContent)
-            context = MediaContext(
-                media_type=content.media_type, filename=f'{self._identifier(content, uri)}.{content.format}'
-            )
-            async with gate:
-                started = self.clock()
-                url = await self.media_store.public_url(uri, context=context)
-            self.urls_issued += 1
-            if url is None:
-                return
-            expires_at = None if lifetime is None else started + lifetime
-            issued[index] = fresh = _IssuedUrl(url, expires_at)
-            self._urls.put((uri, item.media_type or ''), fresh)
-
-        await run_all(issue(index) for index in missing)
+        if not references:
+            return messages
+        data = await self._read({place.uri: place.source.media_type for place in references})
+        inlined = [
+            (place.item, place.inline(data[place.uri], place.identifier(self._identifiers))) for place in references
+        ]
+        return with_replaced_contents(messages, inlined)
 
     def _fingerprint(self, item: TypedPayload) -> int | None:
         """The remembered fingerprint of this content object's current bytes, else a fresh one (remembered)."""
@@ -355,33 +408,25 @@ class MediaUrlSwapper:
         self._fingerprints.put(id(content), (weakref.ref(content), id(data), fp))
         return fp
 
-    def _url_part(
-        self, issued: _IssuedUrl, kind: MediaKind, content: BinaryContent, uri: str
-    ) -> ImageUrl | AudioUrl | VideoUrl | DocumentUrl:
-        """The URL part for ``content``: the one built last time when URL, kind, identifier and metadata agree."""
-        identifier = self._identifier(content, uri)
-        part = issued.part
-        if (
-            part is not None
-            and type(part) is _URL_CLASS[kind]
-            and part.media_type == content.media_type
-            and issued.identifier == identifier
-            and issued.vendor_metadata == content.vendor_metadata
-        ):
-            return part
-        part = _URL_CLASS[kind](
-            url=issued.url,
-            media_type=content.media_type,
-            identifier=identifier,
-            vendor_metadata=content.vendor_metadata,
-        )
-        issued.part, issued.identifier = part, identifier
-        issued.vendor_metadata = None if content.vendor_metadata is None else dict(content.vendor_metadata)
-        return part
+    def url_part(
+        self, url: str, kind: MediaKind, media_type: str, identifier: str, vendor_metadata: dict[str, Any] | None
+    ) -> ReferencePart:
+        """The URL part sent for a blob: the one built last time when URL, kind, identifier and metadata agree.
 
-    def _identifier(self, content: BinaryContent, uri: str) -> str:
-        """``content.identifier``, without hashing a payload whose default identifier is remembered by URI."""
-        return self._identifiers.identifier(content, uri)
+        Reusing the very part keeps repeated requests identical (providers' prompt caches).
+        """
+        built = self._parts.get((url, media_type))
+        if (
+            built is not None
+            and type(built.part) is URL_CLASS[kind]
+            and built.identifier == identifier
+            and built.vendor_metadata == vendor_metadata
+        ):
+            return built.part
+        part = URL_CLASS[kind](url=url, media_type=media_type, identifier=identifier, vendor_metadata=vendor_metadata)
+        copied = None if vendor_metadata is None else dict(vendor_metadata)
+        self._parts.put((url, media_type), _BuiltPart(part, identifier, copied))
+        return part
 
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """Use as a pydantic-ai history processor (``ProcessHistory`` / ``history_processors=``).

@@ -6,17 +6,23 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final, Literal
 
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot
 
+from mediastash.errors import InvalidArgumentError
 from mediastash.integrations._typed import Offloader
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
 from mediastash.walker.internal import resolve_options
 
-__all__ = ['OffloadingStepStore']
+__all__ = ['OffloadingStepStore', 'RestoreMode']
+
+RestoreMode = Literal['bytes', 'references']
+"""How ``OffloadingStepStore`` restores media: with their bytes, or as reference parts that read no blob."""
+
+_RESTORE_MODES: Final = ('bytes', 'references')
 
 
 class OffloadingStepStore:
@@ -28,6 +34,14 @@ class OffloadingStepStore:
     so a reader without mediastash sees the whole history (``docs/integrations.md``).
     ``latest_snapshot``, ``list_snapshots`` and any other inner coroutine method
     that returns snapshots give back the original messages. Every other attribute is ``inner``'s own.
+
+    ``restore``: ``'bytes'`` (the default) gives every ``BinaryContent`` back
+    with its bytes. ``'references'`` reads no blob for the media of user
+    prompts and tool returns: each comes back as the matching URL part
+    (``ImageUrl``, ``DocumentUrl``, ...) whose URL is the blob's
+    ``media+sha256://`` URI, for ``MediaUrls`` to resolve per request (a
+    model reached without it refuses the part). Saving such a history writes
+    exactly the markers the bytes would have (``docs/model-urls.md``).
 
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
@@ -42,7 +56,11 @@ class OffloadingStepStore:
         known_blobs: KnownBlobCache | bool = True,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         options: WalkOptions | None = None,
+        restore: RestoreMode = 'bytes',
     ) -> None:
+        if not isinstance(restore, str) or restore not in _RESTORE_MODES:
+            raise InvalidArgumentError('restore', "'bytes' or 'references'", restore)
+        self.restore: RestoreMode = restore
         self.inner = inner
         self.media_store = media_store
         chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
@@ -62,7 +80,10 @@ class OffloadingStepStore:
 
     async def _restore_one(self, snapshot: ContinuableSnapshot) -> ContinuableSnapshot:
         messages = await self._offloader.restore(
-            list(snapshot.messages), run_id=snapshot.run_id, step_index=snapshot.step_index
+            list(snapshot.messages),
+            run_id=snapshot.run_id,
+            step_index=snapshot.step_index,
+            references=self.restore == 'references',
         )
         return dataclasses.replace(snapshot, messages=messages)
 
@@ -92,4 +113,5 @@ class OffloadingStepStore:
         return call
 
     def __repr__(self) -> str:
-        return f'OffloadingStepStore({self.inner!r}, media_store={self.media_store!r})'
+        mode = '' if self.restore == 'bytes' else f', restore={self.restore!r}'
+        return f'OffloadingStepStore({self.inner!r}, media_store={self.media_store!r}{mode})'

@@ -22,8 +22,9 @@ from typing import Any, Final
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import TreeDepthError
+from mediastash.markers import MARKER_KEY, URI_KEY
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker._batch import Job, PayloadBatch
+from mediastash.walker._batch import Job, PayloadBatch, new_marker, settle, urlsafe_alphabet_used
 from mediastash.walker._common import select_cache
 from mediastash.walker._identifiers import IdentifierMemo
 from mediastash.walker._options import WalkOptions
@@ -31,7 +32,7 @@ from mediastash.walker._recognise import TypedPayload, shallow_replace, typed_pa
 from mediastash.walker.externalize import externalize_emptied
 from mediastash.walker.restore import restore_collecting
 
-__all__ = ['LeanMessages', 'TypedBinaries', 'TypedWalker']
+__all__ = ['LeanMessages', 'TypedBinaries', 'TypedWalker', 'binary_marker', 'known_urlsafe', 'read_blobs', 'urlsafe_of']
 
 
 @dataclasses.dataclass(slots=True)
@@ -180,6 +181,49 @@ class TypedBinaries:
             assert job is not None and job.uri is not None  # raw bytes always get a URI
             uris.append(job.uri)
         return uris
+
+
+# -- blobs by reference (``integrations._references``) ------------------------------------
+
+
+def binary_marker(fields: dict[str, Any], uri: str, urlsafe: bool) -> dict[str, Any]:
+    """The marker a binary dict gets when its ``data`` is stored under ``uri``: built as every save builds it.
+
+    ``fields``: the dict's other keys in their order, already walked (for a
+    ``BinaryContent``: ``media_type``, ``vendor_metadata``, ``kind``,
+    ``identifier``). ``urlsafe``: whether the URL-safe base64 of the bytes
+    uses ``-`` or ``_`` (what the save of the bytes would have found).
+    """
+    job = Job('bytes', b'', 0, 0, None, urlsafe, uri)
+    pending = new_marker({'data': None, **fields}, 'data', dict(fields), job)
+    settle([pending])
+    return pending.marker
+
+
+def known_urlsafe(media_store: MediaStore, options: WalkOptions, uri: str) -> bool | None:
+    """The URL-safe flag of ``uri``'s bytes when the known-blob cache holds them, else ``None`` (no store call)."""
+    cache = select_cache(options.known_blobs, media_store)
+    entry = None if cache is None else cache.by_uri(uri, 'bytes')
+    return None if entry is None else entry.urlsafe
+
+
+async def read_blobs(media_store: MediaStore, options: WalkOptions, wanted: dict[str, str | None]) -> dict[str, bytes]:
+    """The verified bytes of each URI in ``wanted`` (URI to media type), read as a restore reads them.
+
+    Each distinct blob is read once, concurrently under the bound, from the
+    known-blob cache when it holds it, and remembered there.
+    """
+    markers = [
+        {'kind': 'binary', 'media_type': media_type, MARKER_KEY: True, URI_KEY: uri}
+        for uri, media_type in wanted.items()
+    ]
+    restored, _ = await restore_collecting(markers, media_store, options, raw_binary=True)
+    return {uri: node['data'] for uri, node in zip(wanted, restored, strict=True)}
+
+
+def urlsafe_of(raw: bytes) -> bool:
+    """Whether the URL-safe base64 of ``raw`` uses ``-`` or ``_`` (decides a binary marker's stamp)."""
+    return urlsafe_alphabet_used(raw)
 
 
 def _validate(restored: Any) -> list[ModelMessage]:

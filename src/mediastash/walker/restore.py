@@ -38,6 +38,7 @@ from mediastash.markers import (
 from mediastash.stores._blob import check_digest
 from mediastash.stores.protocols import MediaStore
 from mediastash.uri import is_media_uri
+from mediastash.walker._batch import urlsafe_alphabet_used
 from mediastash.walker._common import (
     NotJSON,
     TooDeep,
@@ -211,7 +212,10 @@ async def _fetch(
         if raw_binary:
             # Raw bytes for both alphabets: the typed path validates them as they are (no base64 round trip).
             if wanted.standard or wanted.urlsafe:
-                forms.append((wanted.standard + wanted.urlsafe, 'data', raw, 'bytes', False))
+                # The cache entry's flag must be what a save of these bytes computes (a re-save's marker stamp).
+                # The scan stops at the first URL-safe character: ordinary media cost one small slice.
+                stamp = cache is not None and urlsafe_alphabet_used(raw)
+                forms.append((wanted.standard + wanted.urlsafe, 'data', raw, 'bytes', stamp))
         else:
             if wanted.standard:
                 encoded = await in_thread_if_large(size, _encode, raw, False)

@@ -18,11 +18,23 @@ What it offers, and to whom:
   some of them replaced.
 * ``IdentifierMemo`` (``MediaUrls``; the typed walk keeps its own):
   ``BinaryContent.identifier`` remembered by blob URI.
+* ``binary_marker``, ``known_urlsafe``, ``urlsafe_of`` and ``read_blobs``
+  (``integrations._references``, reference parts for zero-download resume):
+  the marker a stored ``BinaryContent`` gets, built by the save's own code;
+  the URL-safe flag that marker needs; blobs read as a restore reads them.
 """
 
 from mediastash.walker._identifiers import IdentifierMemo
 from mediastash.walker._recognise import TypedPayload, typed_payloads, with_replaced_contents
-from mediastash.walker._typed import LeanMessages, TypedBinaries, TypedWalker
+from mediastash.walker._typed import (
+    LeanMessages,
+    TypedBinaries,
+    TypedWalker,
+    binary_marker,
+    known_urlsafe,
+    read_blobs,
+    urlsafe_of,
+)
 
 __all__ = [
     'IdentifierMemo',
@@ -30,6 +42,10 @@ __all__ = [
     'TypedBinaries',
     'TypedPayload',
     'TypedWalker',
+    'binary_marker',
+    'known_urlsafe',
+    'read_blobs',
     'typed_payloads',
+    'urlsafe_of',
     'with_replaced_contents',
 ]

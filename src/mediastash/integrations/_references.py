@@ -1,0 +1,243 @@
+"""Reference parts: stored media as URL parts whose URL is the blob's ``media+sha256://`` URI.
+
+A restore with ``restore='references'`` (``OffloadingStepStore``) reads no
+blob for the binary markers a ``BinaryContent`` left in a user prompt or a
+tool return: each becomes the matching ``ImageUrl`` / ``AudioUrl`` /
+``VideoUrl`` / ``DocumentUrl`` with the URI as ``url`` and the original
+``media_type``, ``identifier`` and ``vendor_metadata``. ``MediaUrls``
+resolves such parts per request. Saving turns every reference part back into
+exactly the marker the original ``BinaryContent`` produced, so a later
+``'bytes'`` restore gives the original bytes (``docs/model-urls.md``).
+
+The one thing a marker holds that a URL part cannot is the URL-safe stamp;
+it depends only on the blob's bytes, so it is remembered here by URI when a
+marker is turned into a reference, and found again (known-blob cache, or one
+read of the blob) when it is not.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Final, TypeGuard
+
+from pydantic_ai.messages import AudioUrl, DocumentUrl, ImageUrl, ModelMessage, ModelRequest, VideoUrl
+
+from mediastash._lru import BoundedLRU
+from mediastash.integrations._model_kinds import MediaKind, kind_of_media_type
+from mediastash.markers import MARKER_KEY, URI_KEY, URLSAFE_KEY, URLSAFE_STAMP, marker_shape
+from mediastash.stores.protocols import MediaStore
+from mediastash.uri import is_media_uri
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import TreeCopier
+from mediastash.walker.typed import binary_marker, known_urlsafe, read_blobs, urlsafe_of
+
+__all__ = [
+    'REFERENCE_PART_KINDS',
+    'ReferencePart',
+    'has_reference_parts',
+    'is_reference_part',
+    'kind_of_reference',
+    'references_to_markers',
+    'with_reference_parts',
+]
+
+ReferencePart = ImageUrl | AudioUrl | VideoUrl | DocumentUrl
+
+REFERENCE_PART_KINDS: Final = frozenset({'user-prompt', 'tool-return'})
+"""Request parts whose ``content`` (or an item of its list) becomes a reference part on restore."""
+
+_URL_KIND: Final[dict[MediaKind, str]] = {
+    'image': 'image-url',
+    'audio': 'audio-url',
+    'video': 'video-url',
+    'document': 'document-url',
+}
+_KIND_OF_URL: Final = {url_kind: kind for kind, url_kind in _URL_KIND.items()}
+_BINARY_FIELDS: Final = ('media_type', 'vendor_metadata', 'kind', 'identifier')
+"""A ``BinaryContent``'s JSON keys without ``data``, in the order pydantic-ai dumps them (the marker keeps it)."""
+_MARKER_KEYS: Final = frozenset({*_BINARY_FIELDS, MARKER_KEY, URI_KEY, 'uri', URLSAFE_KEY})
+_URL_PART_KEYS: Final = frozenset({'url', 'force_download', 'vendor_metadata', 'kind', 'media_type', 'identifier'})
+_URL_CLASSES: Final = (ImageUrl, AudioUrl, VideoUrl, DocumentUrl)
+
+_urlsafe_by_uri: BoundedLRU[str, bool] = BoundedLRU(max_items=1 << 16)
+_lock = threading.Lock()
+
+
+def _remember_urlsafe(uri: str, urlsafe: bool) -> None:
+    with _lock:
+        _urlsafe_by_uri.put(uri, urlsafe)
+
+
+def _remembered_urlsafe(uri: str) -> bool | None:
+    with _lock:
+        return _urlsafe_by_uri.get(uri)
+
+
+# -- restoring: markers to reference parts -------------------------------------------------
+
+
+def _reference_for(node: object) -> dict[str, Any] | None:
+    """The JSON of the reference part standing for a binary marker, or ``None`` when it cannot stand exactly.
+
+    Only a marker with exactly a ``BinaryContent``'s fields qualifies (its
+    URI mirror present, a media type one of pydantic-ai's URL parts takes),
+    so that saving the reference back rebuilds the same marker; any other
+    marker is restored with its bytes.
+    """
+    if type(node) is not dict or node.get(MARKER_KEY) is not True or not node.keys() <= _MARKER_KEYS:
+        return None
+    uri = node.get(URI_KEY)
+    media_type = node.get('media_type')
+    identifier = node.get('identifier')
+    vendor_metadata = node.get('vendor_metadata')
+    stamp = node.get(URLSAFE_KEY, None)
+    if (
+        not is_media_uri(uri)
+        or node.get('uri') != uri
+        or not isinstance(media_type, str)
+        or not isinstance(identifier, str)
+        or not (vendor_metadata is None or type(vendor_metadata) is dict)
+        or stamp not in (None, URLSAFE_STAMP)
+        or marker_shape(node) != 'binary'
+    ):
+        return None
+    kind = kind_of_media_type(media_type)
+    if kind is None:
+        return None
+    assert isinstance(uri, str)
+    _remember_urlsafe(uri, stamp is not None)
+    # force_download: a model reached without MediaUrls downloads instead of sending the URI on, and
+    # pydantic-ai refuses the media+sha256 protocol before any request leaves (see docs/model-urls.md).
+    return {
+        'url': uri,
+        'force_download': True,
+        'vendor_metadata': vendor_metadata,
+        'kind': _URL_KIND[kind],
+        'media_type': media_type,
+        'identifier': identifier,
+    }
+
+
+def _part_with_references(part: object) -> object:
+    if type(part) is not dict or part.get('part_kind') not in REFERENCE_PART_KINDS:
+        return part
+    content = part.get('content')
+    if type(content) is list:
+        items = [_reference_for(item) or item for item in content]
+        if all(new is old for new, old in zip(items, content, strict=True)):
+            return part
+        return {**part, 'content': items}
+    reference = _reference_for(content)
+    return part if reference is None else {**part, 'content': reference}
+
+
+def with_reference_parts(leans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lean request messages with each qualifying binary marker of a part's content made a reference part.
+
+    Containers on the way are copied; ``leans`` is not changed. Markers
+    anywhere else (response ``FilePart``s, text, nested deeper) stay, and the
+    restore reads their blobs as usual.
+    """
+    out: list[dict[str, Any]] = []
+    for lean in leans:
+        parts = lean.get('parts')
+        if lean.get('kind') != 'request' or type(parts) is not list:
+            out.append(lean)
+            continue
+        new_parts = [_part_with_references(part) for part in parts]
+        changed = any(new is not old for new, old in zip(new_parts, parts, strict=True))
+        out.append({**lean, 'parts': new_parts} if changed else lean)
+    return out
+
+
+# -- saving: reference parts to markers ----------------------------------------------------
+
+
+def is_reference_part(item: object) -> TypeGuard[ReferencePart]:
+    """Whether ``item`` is a URL part whose URL is a stored blob's ``media+sha256://`` URI."""
+    return isinstance(item, _URL_CLASSES) and is_media_uri(item.url)
+
+
+def kind_of_reference(part: ReferencePart) -> MediaKind:
+    """The media kind a reference part's class stands for."""
+    return _KIND_OF_URL[part.kind]
+
+
+def has_reference_parts(message: ModelMessage) -> bool:
+    """Whether a request part's ``content`` (or an item of its list) is a reference part."""
+    if not isinstance(message, ModelRequest):
+        return False
+    for part in message.parts:
+        content = getattr(part, 'content', None)
+        if is_reference_part(content):
+            return True
+        if isinstance(content, list) and any(is_reference_part(item) for item in content):
+            return True
+    return False
+
+
+def _is_reference_json(node: dict[str, Any]) -> bool:
+    return (
+        node.get('kind') in _KIND_OF_URL
+        and node.keys() == _URL_PART_KEYS
+        and is_media_uri(node.get('url'))
+        and isinstance(node.get('media_type'), str)
+        and isinstance(node.get('identifier'), str)
+    )
+
+
+class _ToMarkers(TreeCopier):
+    """Copies lean JSON; each reference part's JSON becomes an empty dict to hold its marker (filled later)."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[dict[str, Any], str, dict[str, Any]]] = []
+
+    def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
+        if not _is_reference_json(node):
+            return self.copy_fields(node, depth)
+        fields = {
+            'media_type': node['media_type'],
+            'vendor_metadata': node['vendor_metadata'],
+            'kind': 'binary',
+            'identifier': node['identifier'],
+        }
+        slot: dict[str, Any] = {}
+        self.waiting.append((slot, node['url'], self.copy_fields(fields, depth)))
+        return slot
+
+
+async def _urlsafe_flags(uris: set[str], media_store: MediaStore, options: WalkOptions) -> dict[str, bool]:
+    """Each URI's URL-safe stamp: remembered, in the known-blob cache, or found by reading the blob once."""
+    flags: dict[str, bool] = {}
+    unknown: dict[str, str | None] = {}
+    for uri in uris:
+        flag = _remembered_urlsafe(uri)
+        if flag is None:
+            flag = known_urlsafe(media_store, options, uri)
+        if flag is None:
+            unknown[uri] = None
+        else:
+            flags[uri] = flag
+    if unknown:
+        for uri, raw in (await read_blobs(media_store, options, unknown)).items():
+            flags[uri] = urlsafe_of(raw)
+            _remember_urlsafe(uri, flags[uri])
+    return flags
+
+
+async def references_to_markers(tree: Any, media_store: MediaStore, options: WalkOptions) -> tuple[Any, int]:
+    """A copy of lean JSON with every reference part's JSON replaced by the marker its bytes would have got.
+
+    Returns the copy and how many parts were replaced (``tree`` itself when
+    none). The marker is built by the walker's own code from the part's
+    fields, so it equals the marker of the original ``BinaryContent``; no
+    blob is read unless its URL-safe stamp is unknown in this process.
+    """
+    walker = _ToMarkers()
+    out = walker.walk(tree)
+    if not walker.waiting:
+        return tree, 0
+    flags = await _urlsafe_flags({uri for _, uri, _ in walker.waiting}, media_store, options)
+    for slot, uri, fields in walker.waiting:
+        slot.update(binary_marker(fields, uri, flags[uri]))
+    return out, len(walker.waiting)

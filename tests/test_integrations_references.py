@@ -1,0 +1,494 @@
+"""Zero-download resume: ``OffloadingStepStore(restore='references')`` with ``MediaUrls`` (issue 20, part 1).
+
+The headline test saves a real agent run (8 x 1 MiB images and a PDF) through
+``OffloadingStepStore(FileStepStore, S3 on moto with presigned URLs)``, then
+resumes it in a fresh Python process with ``restore='references'`` and
+``MediaUrls`` on pydantic-ai's ``OpenAIChatModel`` pointed at a local
+recording endpoint, counting every store call with ``CountingMediaStore``.
+The other tests check the reference parts themselves: what a restore gives,
+what a save writes (byte for byte the markers of the original bytes), the
+``OffloadingKV`` route, lazy reads, and the loud failure without ``MediaUrls``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import random
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    AudioUrl,
+    BinaryContent,
+    DocumentUrl,
+    ImageUrl,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai_harness.step_persistence import (
+    ContinuableSnapshot,
+    FileStepStore,
+    InMemoryStepStore,
+    StepPersistence,
+)
+from pydantic_ai_persistence import InMemoryAsyncKV
+
+from mediastash import InvalidArgumentError, KnownBlobCache, MemoryMediaStore, media_uri_for
+from mediastash.integrations import MediaUrls, OffloadingKV, OffloadingStepStore
+from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+from mediastash.testing import CountingMediaStore
+from mediastash.urls import make_static_public_url
+from tests.provider_endpoint import CapturedRequest, ProviderEndpoint
+from tests.s3_servers import S3Endpoint, unique_bucket
+from tests.test_store_s3 import RawBucket
+
+MiB = 1 << 20
+THRESHOLD = 1024
+PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+
+
+def png_like(size: int, seed: int) -> bytes:
+    return PNG_SIGNATURE + random.Random(seed).randbytes(size - len(PNG_SIGNATURE))
+
+
+def pdf_like(size: int, seed: int) -> bytes:
+    return b'%PDF-1.7\n' + random.Random(seed).randbytes(size - 9)
+
+
+def base64_slices(data: bytes) -> tuple[bytes, bytes]:
+    """A slice of ``data``'s base64 in both alphabets (the slice starts at a byte offset divisible by 3)."""
+    chunk = data[3000:6000]
+    return base64.b64encode(chunk), base64.urlsafe_b64encode(chunk)
+
+
+def carries(body: bytes, data: bytes) -> bool:
+    standard, url_safe = base64_slices(data)
+    return standard in body or url_safe in body
+
+
+def openai_user_items(request: CapturedRequest) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for message in request.json['messages']:
+        content = message.get('content')
+        if message['role'] == 'user' and isinstance(content, list):
+            items.extend(content)
+    return items
+
+
+def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=[TextPart('noted')])
+
+
+def contents(messages: list[ModelMessage]) -> list[Any]:
+    """Every item of every user prompt's content list, and every tool return's content."""
+    out: list[Any] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+                    out.extend(part.content)
+                elif isinstance(part, ToolReturnPart):
+                    out.append(part.content)
+    return out
+
+
+def snapshot(messages: list[ModelMessage], step: int, run_id: str = 'run-1') -> ContinuableSnapshot:
+    return ContinuableSnapshot(run_id=run_id, step_index=step, messages=messages, state='complete')  # type: ignore[arg-type]
+
+
+def mixed_history() -> list[ModelMessage]:
+    """User prompt and tool return media of every kind, an explicit identifier, vendor metadata and big text.
+
+    Validated once from JSON, so each ``BinaryContent`` has the class pydantic-ai narrows it to on a restore.
+    """
+    messages: list[ModelMessage] = [
+        ModelRequest(
+            parts=[
+                UserPromptPart(
+                    content=[
+                        'look at these',
+                        BinaryContent(
+                            data=png_like(5000, 1), media_type='image/png', vendor_metadata={'detail': 'low'}
+                        ),
+                        BinaryContent(data=pdf_like(6000, 2), media_type='application/pdf', identifier='report-7'),
+                        BinaryContent(data=random.Random(4).randbytes(4000), media_type='audio/wav'),
+                        BinaryContent(data=b'\x00' * 3000, media_type='video/mp4'),
+                        BinaryContent(
+                            data=random.Random(5).randbytes(100), media_type='image/png'
+                        ),  # below the threshold
+                    ]
+                )
+            ]
+        ),
+        ModelResponse(
+            parts=[TextPart('calling the tool'), ToolCallPart(tool_name='chart', args={}, tool_call_id='c1')]
+        ),
+        ModelRequest(
+            parts=[
+                ToolReturnPart(
+                    tool_name='chart',
+                    content=BinaryContent(data=png_like(7000, 3), media_type='image/png'),
+                    tool_call_id='c1',
+                ),
+                UserPromptPart(content='t' * 5000),
+            ]
+        ),
+    ]
+    return ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(messages))
+
+
+async def inner_json(inner: InMemoryStepStore, run_id: str = 'run-1') -> list[str]:
+    """The JSON text of each message the inner store holds for the run's latest snapshot (envelopes included)."""
+    latest = await inner.latest_snapshot(run_id=run_id)
+    assert latest is not None
+    return [json.dumps(item) for item in ModelMessagesTypeAdapter.dump_python(list(latest.messages), mode='json')]
+
+
+# -- reference parts: restore, save, bytes again --------------------------------------------
+
+
+async def test_references_restore_reads_no_blob_and_a_save_writes_the_same_markers() -> None:
+    media = CountingMediaStore(MemoryMediaStore())
+    inner = InMemoryStepStore()
+    history = mixed_history()
+    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
+    original = await inner_json(inner)
+
+    # A fresh known-blob cache: this process knows nothing of the save, as a fresh worker would not.
+    steps = OffloadingStepStore(
+        inner, media_store=media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache(), restore='references'
+    )
+    media.reset()
+    restored = await steps.latest_snapshot(run_id='run-1')
+    assert restored is not None
+    assert media.calls['get'] == 1  # only the big text payload: text is part of the prompt, so it is read
+    assert media.calls['get_stream'] == 0
+
+    image, pdf, audio, video, small = restored.messages[0].parts[0].content[1:]  # type: ignore[union-attr]
+    originals = history[0].parts[0].content[1:]  # type: ignore[union-attr]
+    assert [type(part) for part in (image, pdf, audio, video)] == [ImageUrl, DocumentUrl, AudioUrl, type(video)]
+    assert type(video).__name__ == 'VideoUrl'
+    for part, content in zip((image, pdf, audio, video), originals, strict=False):
+        assert part.url == media_uri_for(content.data)
+        assert part.media_type == content.media_type
+        assert part.identifier == content.identifier
+        assert part.vendor_metadata == content.vendor_metadata
+    assert pdf.identifier == 'report-7'
+    assert image.vendor_metadata == {'detail': 'low'}
+    assert small == originals[4]  # below the threshold: never stored, still bytes
+    tool_return = restored.messages[2].parts[0]
+    assert isinstance(tool_return.content, ImageUrl)
+    assert tool_return.content.url == media_uri_for(history[2].parts[0].content.data)  # type: ignore[union-attr]
+    assert restored.messages[2].parts[1].content == 't' * 5000
+
+    # Saving the reference history writes exactly what the bytes wrote: every message's JSON, byte for byte.
+    media.reset()
+    await steps.save_snapshot(snapshot(list(restored.messages), 2))
+    assert media.calls['get'] == 0 and media.calls['put'] == 0
+    assert await inner_json(inner) == original
+
+    # And a 'bytes' restore of that save gives the original history back.
+    back = await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).latest_snapshot(
+        run_id='run-1'
+    )
+    assert back is not None and back.step_index == 2
+    assert back.messages == history
+
+
+async def test_a_copied_reference_history_saves_the_same_lean_json() -> None:
+    """A run copies the messages it is given: the save still writes the original envelopes, sizes included."""
+    media = MemoryMediaStore()
+    inner = InMemoryStepStore()
+    history = mixed_history()
+    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
+    original = await inner_json(inner)
+    steps = OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD, restore='references')
+    restored = await steps.latest_snapshot(run_id='run-1')
+    assert restored is not None
+    copied = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(list(restored.messages)))
+    assert copied[0] is not restored.messages[0]
+    await steps.save_snapshot(snapshot(copied, 2))
+    assert await inner_json(inner) == original
+    assert 'KiB stored as media+sha256://' in original[0]  # the stand-ins keep the payload sizes
+
+
+async def test_a_save_without_the_url_safe_stamp_in_memory_reads_the_blob_once() -> None:
+    """The one field a URL part cannot hold, the URL-safe stamp, is read from the blob if this process never saw it."""
+    media = CountingMediaStore(MemoryMediaStore())
+    history = mixed_history()
+    inner = InMemoryStepStore()
+    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
+    original = await inner_json(inner)
+    restored = await OffloadingStepStore(
+        inner, media_store=media, threshold_bytes=THRESHOLD, restore='references'
+    ).latest_snapshot(run_id='run-1')
+    assert restored is not None
+
+    # Hand-made references (no restore in this process told the stamp) for a store with an empty cache.
+    from mediastash.integrations import _references
+
+    _references._urlsafe_by_uri.clear()
+    fresh = OffloadingStepStore(InMemoryStepStore(), media_store=media, threshold_bytes=THRESHOLD, known_blobs=False)
+    media.reset()
+    await fresh.save_snapshot(snapshot(list(restored.messages), 1))
+    assert media.calls['get'] == 5  # each referenced blob once: 4 prompt media and the tool's chart
+    assert [json.loads(text)['metadata'] for text in await inner_json(fresh.inner)] == [
+        json.loads(text)['metadata'] for text in original
+    ]
+
+
+async def test_a_bytes_restore_then_save_keeps_the_url_safe_stamp() -> None:
+    """Restoring bytes in a process that did not store them and saving again writes the same markers."""
+    media = MemoryMediaStore()
+    inner = InMemoryStepStore()
+    history = mixed_history()
+    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
+    original = await inner_json(inner)
+    assert '__harness_external_urlsafe__' in original[0]
+    steps = OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
+    restored = await steps.latest_snapshot(run_id='run-1')
+    assert restored is not None
+    await steps.save_snapshot(snapshot(list(restored.messages), 2))
+    assert await inner_json(inner) == original
+
+
+async def test_offloading_kv_writes_the_markers_of_reference_parts() -> None:
+    media = CountingMediaStore(MemoryMediaStore())
+    history = mixed_history()
+    kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, threshold_bytes=THRESHOLD)
+    await kv.put('runs', 'bytes', ModelMessagesTypeAdapter.dump_json(history).decode())
+    lean_of_bytes = await kv.inner.get('runs', 'bytes')
+
+    inner = InMemoryStepStore()
+    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
+    restored = await OffloadingStepStore(
+        inner, media_store=media, threshold_bytes=THRESHOLD, restore='references'
+    ).latest_snapshot(run_id='run-1')
+    assert restored is not None
+    media.reset()
+    await kv.put('runs', 'references', ModelMessagesTypeAdapter.dump_json(list(restored.messages)).decode())
+    assert media.calls['get'] == 0
+    assert await kv.inner.get('runs', 'references') == lean_of_bytes
+
+    # The wrapper hands its own writes back as written; another reader gets the bytes.
+    assert await kv.get('runs', 'references') == ModelMessagesTypeAdapter.dump_json(list(restored.messages)).decode()
+    read = await OffloadingKV(kv.inner, media_store=media, threshold_bytes=THRESHOLD).get('runs', 'references')
+    assert read is not None
+    assert ModelMessagesTypeAdapter.validate_json(read) == history
+
+
+async def test_restore_mode_is_checked() -> None:
+    with pytest.raises(InvalidArgumentError, match="restore must be 'bytes' or 'references'") as caught:
+        OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore(), restore='urls')  # type: ignore[arg-type]
+    assert 'urls' not in str(caught.value)
+
+
+# -- MediaUrls with reference parts ----------------------------------------------------------
+
+
+async def reference_history(media: Any) -> list[ModelMessage]:
+    inner = InMemoryStepStore()
+    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(
+        snapshot(mixed_history(), 1)
+    )
+    restored = await OffloadingStepStore(
+        inner, media_store=media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache(), restore='references'
+    ).latest_snapshot(run_id='run-1')
+    assert restored is not None
+    return list(restored.messages)
+
+
+async def test_media_urls_reads_a_reference_only_when_it_cannot_go_by_url() -> None:
+    """Images by URL; every other kind read lazily, once per blob however many requests send it."""
+    media = CountingMediaStore(MemoryMediaStore(public_url=make_static_public_url('https://cdn.example/media')))
+    history = await reference_history(media)
+    seen: list[list[Any]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(contents(messages))
+        return ModelResponse(parts=[TextPart('ok')])
+
+    capability = MediaUrls(media, kinds=['image'], threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
+    agent = Agent(FunctionModel(model), capabilities=[capability])
+    media.reset()
+    first = await agent.run('again?', message_history=history)
+    await agent.run('and again?', message_history=first.all_messages())
+
+    assert len(seen) == 2, seen
+    originals = contents(mixed_history())
+    for sent in seen:
+        image, pdf, audio, video, small, chart = sent[1:7]
+        assert isinstance(image, ImageUrl) and image.url.startswith('https://cdn.example/media/')
+        assert image.vendor_metadata == {'detail': 'low'} and image.identifier == originals[1].identifier
+        assert isinstance(chart, ImageUrl) and chart.url.startswith('https://cdn.example/media/')
+        for got, want in ((pdf, originals[2]), (audio, originals[3]), (video, originals[4])):
+            assert isinstance(got, BinaryContent)
+            assert (got.data, got.media_type, got.identifier) == (want.data, want.media_type, want.identifier)
+        assert small == originals[5]
+    assert media.calls['get'] == 3  # pdf, audio, video: once each over both requests
+    assert media.calls['public_url'] == 2  # the two images, once each
+    # The run's history keeps the reference parts.
+    assert isinstance(contents(first.all_messages())[2], DocumentUrl)
+
+
+@pytest.mark.parametrize('cache', ['fresh', 'shared'])
+async def test_a_store_without_urls_inlines_every_reference(cache: str) -> None:
+    """No URL to give: every reference is inlined, read once, or not at all when the known-blob cache holds it."""
+    media = CountingMediaStore(MemoryMediaStore())
+    history = await reference_history(media)  # this process saved the blobs: the store's shared cache holds them
+    sent: list[Any] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.extend(contents(messages))
+        return ModelResponse(parts=[TextPart('ok')])
+
+    known = KnownBlobCache() if cache == 'fresh' else True
+    media.reset()
+    await Agent(
+        FunctionModel(model), capabilities=[MediaUrls(media, threshold_bytes=THRESHOLD, known_blobs=known)]
+    ).run('go', message_history=history)
+    originals = contents(mixed_history())
+    assert [item.data for item in sent[1:6]] == [item.data for item in originals[1:6]]
+    assert sent[6].data == originals[6].data
+    assert media.calls['get'] == (5 if cache == 'fresh' else 0)
+
+
+async def test_a_reference_part_without_media_urls_fails_before_any_request() -> None:
+    media = MemoryMediaStore()
+    history = await reference_history(media)
+    async with ProviderEndpoint() as endpoint:
+        model = OpenAIChatModel('gpt-4o', provider=OpenAIProvider(base_url=endpoint.openai_base_url, api_key='test'))
+        with pytest.raises(ValueError, match='media\\+sha256'):
+            await Agent(model).run('go', message_history=history)
+        assert endpoint.requests == []
+
+
+# -- the headline: a fresh process resumes a run without downloading ------------------------
+
+CHILD = r"""
+import asyncio, json, sys
+from pathlib import Path
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai_harness.step_persistence import FileStepStore, StepPersistence, continue_run
+from mediastash.integrations import MediaUrls, OffloadingStepStore
+from mediastash.stores.s3 import PresignedUrls, S3MediaStore
+from mediastash.testing import CountingMediaStore
+from mediastash.urls import make_static_public_url
+
+config = json.loads(sys.argv[1])
+
+async def main():
+    s3 = S3MediaStore(bucket=config['bucket'], public_url=PresignedUrls(expires_in=900), **config['s3'])
+    async with s3:
+        media = CountingMediaStore(s3)
+        steps = OffloadingStepStore(FileStepStore(Path(config['steps']), media_store=None), media_store=media,
+                                    restore='references')
+        history = await continue_run(steps, run_id=config['run_id'])
+        kinds = [type(item).__name__ for item in history[0].parts[0].content]
+        model = OpenAIChatModel('gpt-4o', provider=OpenAIProvider(base_url=config['base_url'], api_key='test'))
+        agent = Agent(model, capabilities=[MediaUrls(media), StepPersistence(store=steps)])
+        first = await agent.run('What changed?', message_history=history)
+        await agent.run('And now?', message_history=first.all_messages())
+        print(json.dumps({'calls': dict(media.calls), 'kinds': kinds}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.fixture
+async def bucket(moto_server: S3Endpoint) -> AsyncIterator[RawBucket]:
+    raw = await RawBucket(moto_server, unique_bucket('refs')).open()
+    await raw.create()
+    yield raw
+    await raw.close()
+
+
+def snapshot_files(steps: Path, run_id: str) -> list[Path]:
+    return sorted((steps / run_id).rglob('*.json'), key=lambda path: int(path.stem) if path.stem.isdigit() else -1)
+
+
+async def test_a_fresh_process_resumes_with_no_blob_download(
+    tmp_path: Path, moto_server: S3Endpoint, bucket: RawBucket
+) -> None:
+    images = [png_like(MiB, seed) for seed in range(8)]
+    pdf = pdf_like(300_000, 99)
+    prompt: list[Any] = ['Compare these.', *(BinaryContent(data=data, media_type='image/png') for data in images)]
+    prompt.append(BinaryContent(data=pdf, media_type='application/pdf', identifier='spec'))
+    s3 = S3MediaStore(bucket=bucket.bucket, public_url=PresignedUrls(expires_in=900), **moto_server.client_options())
+    async with s3:
+        steps = OffloadingStepStore(FileStepStore(tmp_path / 'steps', media_store=None), media_store=s3)
+        await Agent(FunctionModel(reply), capabilities=[StepPersistence(store=steps)]).run(prompt)
+        [first_run] = [record.run_id for record in await steps.list_runs()]
+
+        async with ProviderEndpoint() as endpoint:
+            config = {
+                'bucket': bucket.bucket,
+                's3': moto_server.client_options(),
+                'steps': str(tmp_path / 'steps'),
+                'run_id': first_run,
+                'base_url': endpoint.openai_base_url,
+            }
+            child = await asyncio.create_subprocess_exec(
+                sys.executable,
+                '-c',
+                CHILD,
+                json.dumps(config),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(child.communicate(), timeout=120)
+            assert child.returncode == 0, err.decode()[-3000:]
+            report = json.loads(out.decode().strip().splitlines()[-1])
+            requests = endpoint.model_requests('openai')
+
+        # The resumed process restored references and read no image: one get, for the PDF the model needs as bytes.
+        assert report['kinds'] == ['str', *['ImageUrl'] * 8, 'DocumentUrl']
+        assert report['calls'].get('get', 0) == 1
+        assert report['calls'].get('get_stream', 0) == 0
+        assert report['calls'].get('put', 0) == 0
+
+        # Each request carries 8 presigned URLs, one per image, and no image bytes; the PDF goes inline.
+        assert len(requests) == 2
+        for request in requests:
+            urls = [item['image_url']['url'] for item in openai_user_items(request) if item.get('type') == 'image_url']
+            assert len(urls) == 8
+            for url, data in zip(urls, images, strict=True):
+                parts = urlsplit(url)
+                assert f'{parts.scheme}://{parts.netloc}' == moto_server.url
+                assert unquote(parts.path) == f'/{bucket.bucket}/{s3.key_for(media_uri_for(data))}'
+                assert 'X-Amz-Signature=' in parts.query
+                assert await bucket.read(s3.key_for(media_uri_for(data))) == data
+                assert not carries(request.body, data)
+            assert carries(request.body, pdf)
+
+        # The snapshots the resumed runs saved restore ('bytes') to the exact original bytes, and their first
+        # message is byte for byte the envelope the original run wrote.
+        runs = [record.run_id for record in await steps.list_runs()]
+        assert len(runs) == 3
+        last = await steps.latest_snapshot(run_id=runs[-1])
+        assert last is not None
+        restored = last.messages[0].parts[0].content  # type: ignore[union-attr]
+        assert [item.data for item in restored[1:]] == [*images, pdf]  # type: ignore[union-attr]
+        assert restored[-1].identifier == 'spec'  # type: ignore[union-attr]
+        original = json.loads(snapshot_files(tmp_path / 'steps', first_run)[-1].read_text())['messages'][0]
+        for run_id in runs[1:]:
+            resumed = json.loads(snapshot_files(tmp_path / 'steps', run_id)[-1].read_text())['messages'][0]
+            assert json.dumps(resumed) == json.dumps(original)
