@@ -68,6 +68,16 @@ async def put(saver: Any, values: dict[str, Any], config: Any = CONFIG) -> Any:
     return await saver.aput(config, cp, {'source': 'loop', 'step': 1, 'parents': {}}, cp['channel_versions'])
 
 
+async def saved_history(store: Any) -> tuple[InMemorySaver, OffloadingCheckpointSaver, Any, Any]:
+    """An ``InMemorySaver``, the wrapper around it, the config of a checkpoint of ``history()``, its lean tuple."""
+    inner = InMemorySaver()
+    saver = OffloadingCheckpointSaver(inner, media_store=store)
+    stored = await put(saver, {'messages': history()})
+    plain = await inner.aget_tuple(stored)
+    assert plain is not None
+    return inner, saver, stored, plain
+
+
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[DiskMediaStore]:
     media = DiskMediaStore(tmp_path / 'media')
@@ -258,11 +268,7 @@ async def test_a_missing_blob_fails_loudly(store: DiskMediaStore) -> None:
 
 
 async def test_envelopes_this_reader_does_not_know_fail_loudly(store: DiskMediaStore) -> None:
-    inner = InMemorySaver()
-    saver = OffloadingCheckpointSaver(inner, media_store=store)
-    stored = await put(saver, {'messages': history()})
-    plain = await inner.aget_tuple(stored)
-    assert plain is not None
+    inner, saver, _, plain = await saved_history(store)
     lean = plain.checkpoint['channel_values']['messages']
     block = lean[0].content[1]
     newer = {**block, ENVELOPE_KEY: {**block[ENVELOPE_KEY], 'format': 'mediastash-langgraph-v2'}}
@@ -275,11 +281,7 @@ async def test_envelopes_this_reader_does_not_know_fail_loudly(store: DiskMediaS
 
 
 async def test_a_plain_read_written_back_stays_lean_and_restores(store: DiskMediaStore) -> None:
-    inner = InMemorySaver()
-    saver = OffloadingCheckpointSaver(inner, media_store=store)
-    stored = await put(saver, {'messages': history()})
-    plain = await inner.aget_tuple(stored)
-    assert plain is not None
+    _, saver, _, plain = await saved_history(store)
     again = await put(
         saver, plain.checkpoint['channel_values'], {'configurable': {'thread_id': 'y', 'checkpoint_ns': ''}}
     )
