@@ -16,7 +16,8 @@
   environment carries the servers' addresses (``example_environment``).
 - ``check`` fails (``ExampleFailed``) when the process exits non-zero, times
   out, prints a never-awaited coroutine or an unclosed client session, or
-  prints other than the expected output.
+  prints other than the expected output. ``lint`` adds pyflakes' findings
+  (ruff's ``F`` rules: unused imports, undefined names on paths a run skips).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     'collect',
     'documentation_files',
     'example_environment',
+    'lint',
     'output_matches',
     'run',
     'server_needs',
@@ -234,6 +236,35 @@ def check(block: Block, workdir: Path, env: Mapping[str, str], timeout: float = 
             f'--- expected\n{block.expected_output}--- printed\n{done.stdout}'
         )
     return done.stdout
+
+
+def lint(blocks: list[Block], workdir: Path) -> list[str]:
+    """Pyflakes' findings (ruff's ``F`` rules) in ``blocks``, each as ``page.md:<line in the page>:<column>: ...``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    for number, block in enumerate(blocks):
+        (workdir / f'example_{number}.py').write_text(block.code, encoding='utf-8')
+    ruff = str(Path(sys.executable).with_name('ruff'))
+    done = subprocess.run(
+        [ruff, 'check', '--no-cache', '--isolated', '--select', 'F', '--output-format', 'concise', '.'],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    def where(found: re.Match[str]) -> str:
+        block = blocks[int(found[1])]
+        try:
+            page = block.path.relative_to(ROOT).as_posix()
+        except ValueError:
+            page = str(block.path)
+        return f'{page}:{block.line + int(found[2])}:{found[3]}'
+
+    lines = [re.sub(r'^example_(\d+)\.py:(\d+):(\d+)', where, line) for line in done.stdout.splitlines()]
+    findings = [line for line in lines if not line.startswith('example_') and re.match(r'^\S+:\d+:\d+: ', line)]
+    if done.returncode not in (0, 1) or (done.returncode == 1 and not findings):
+        raise ExampleFailed(f'ruff failed: {done.stderr or done.stdout}')
+    return findings
 
 
 def server_needs(code: str) -> set[str]:

@@ -24,6 +24,7 @@ from tests.docs_examples import (
     collect,
     documentation_files,
     example_environment,
+    lint,
     output_matches,
     server_needs,
 )
@@ -77,6 +78,12 @@ def test_documentation_example_runs(block: Block, tmp_path: Path, request: pytes
             pytest.xfail(f'page being rewritten: {failure}')
         return
     check(block, tmp_path, environment)
+
+
+def test_examples_have_no_unused_imports_or_undefined_names(tmp_path: Path) -> None:
+    """Pyflakes' rules over every example: what a run cannot see (an unused import, a name only some paths reach)."""
+    findings = lint([block for block in EXAMPLES if block.name.split(':')[0] not in PAGES_BEING_REWRITTEN], tmp_path)
+    assert not findings, '\n'.join(findings)
 
 
 def test_at_most_three_fragments() -> None:
@@ -157,6 +164,12 @@ def test_examples_run_in_an_empty_folder_outside_the_repository(tmp_path: Path) 
     listing, cwd = printed.splitlines()
     assert listing == '[]'
     assert not Path(cwd).resolve().is_relative_to(ROOT)
+
+
+def test_lint_names_the_page_and_line_of_a_finding(tmp_path: Path) -> None:
+    (block,) = page(tmp_path, 'Prose.\n\n```python\nimport json\n\nprint(1)\n```\n')
+    (finding,) = lint([block], tmp_path / 'lint')
+    assert finding.startswith(f'{tmp_path}/page.md:4:8: F401')
 
 
 def test_fragments_are_counted_not_run(tmp_path: Path) -> None:
