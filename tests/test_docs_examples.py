@@ -46,7 +46,8 @@ def s3_for_examples(moto_server: S3Endpoint) -> dict[str, str]:
     import boto3
 
     client = boto3.client('s3', **moto_server.client_options())
-    client.create_bucket(Bucket=EXAMPLE_BUCKET)
+    if EXAMPLE_BUCKET not in {bucket['Name'] for bucket in client.list_buckets().get('Buckets', [])}:
+        client.create_bucket(Bucket=EXAMPLE_BUCKET)
     return {
         'MEDIASTASH_S3_ENDPOINT_URL': moto_server.url,
         'AWS_ACCESS_KEY_ID': moto_server.access_key_id,
