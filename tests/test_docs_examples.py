@@ -167,6 +167,17 @@ def test_examples_run_in_an_empty_folder_outside_the_repository(tmp_path: Path) 
     assert not Path(cwd).resolve().is_relative_to(ROOT)
 
 
+def test_a_new_page_is_collected_without_registering_it(tmp_path: Path) -> None:
+    """Every Markdown file under docs/ (at any depth) and README.md: a new page's examples run with no list to edit."""
+    (tmp_path / 'README.md').write_text('```python\nprint(1)\n```\n', encoding='utf-8')
+    (tmp_path / 'docs' / 'guides').mkdir(parents=True)
+    (tmp_path / 'docs' / 'guides' / 'new.md').write_text('# New\n\n```python\nundefined_name\n```\n', encoding='utf-8')
+    found = [block for path in documentation_files(tmp_path) for block in collect(path)]
+    assert [(block.path.name, block.line) for block in found] == [('README.md', 1), ('new.md', 3)]
+    with pytest.raises(ExampleFailed, match='NameError'):
+        check(found[1], tmp_path / 'work', example_environment(os.environ, {}), timeout=60)
+
+
 def test_lint_names_the_page_and_line_of_a_finding(tmp_path: Path) -> None:
     (block,) = page(tmp_path, 'Prose.\n\n```python\nimport json\n\nprint(1)\n```\n')
     (finding,) = lint([block], tmp_path / 'lint')
