@@ -8,7 +8,7 @@ single dict; the walks live in ``mediastash.walker``.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from mediastash.errors import UnsupportedMarkerFormat
 
@@ -16,6 +16,11 @@ __all__ = [
     'ESCAPED_KEYS',
     'ESCAPE_FORMAT',
     'ESCAPE_FORMAT_PREFIX',
+    'JSON_ESCAPE_FORMAT',
+    'JSON_FORMAT',
+    'JSON_FORMAT_PREFIX',
+    'JSON_MEDIA_TYPE',
+    'STRUCTURED_PART_KINDS',
     'FORMAT_KEY',
     'LITERAL_FORMAT',
     'LITERAL_FORMAT_PREFIX',
@@ -30,9 +35,13 @@ __all__ = [
     'URLSAFE_KEY',
     'URLSAFE_STAMP',
     'MarkerShape',
+    'MarkerStash',
     'escape_stash_of',
+    'is_structured_marker',
+    'json_stash',
     'literal_payload',
     'marker_shape',
+    'marker_stash',
     'needs_literal_wrap',
     'wrap_literal',
 ]
@@ -58,6 +67,21 @@ ESCAPE_FORMAT_PREFIX: Final = 'escaped-keys-v'
 ESCAPE_FORMAT: Final = 'escaped-keys-v1'
 """A caller's own values for the keys in ``MARKER_OWNED_KEYS`` are kept in ``ESCAPED_KEYS``,
 with ``FORMAT_KEY: ESCAPE_FORMAT`` stamped beside them."""
+
+JSON_ESCAPE_FORMAT: Final = 'escaped-keys-v2'
+"""Stamp of a structured (JSON) marker: a text-shaped marker whose moved ``content`` was JSON, not a string.
+
+Its stash is ``{FORMAT_KEY: JSON_FORMAT}`` plus, when the caller's dict had
+marker-owned keys, ``{ESCAPED_KEYS: <their values>}``. It is never empty, so a
+reader of version 1 (pydantic-ai-harness 0.62, mediastash before structured
+payloads) sees a stash of a version it does not know and refuses the marker."""
+JSON_FORMAT_PREFIX: Final = 'json-v'
+JSON_FORMAT: Final = 'json-v1'
+"""Encoding of a structured payload's blob: compact JSON, UTF-8, keys in their order (see ``docs/marker-format.md``)."""
+JSON_MEDIA_TYPE: Final = 'application/json'
+"""Media type recorded for a structured payload's blob."""
+STRUCTURED_PART_KINDS: Final = ('tool-return', 'builtin-tool-return')
+"""``part_kind`` of the parts whose non-string ``content`` is a structured payload."""
 
 LITERAL_KEY: Final = '__harness_external_literal__'
 LITERAL_FORMAT_PREFIX: Final = 'literal-v'
@@ -109,6 +133,11 @@ def marker_shape(node: dict[str, object]) -> MarkerShape | None:
     return 'binary'
 
 
+def is_structured_marker(node: dict[str, object]) -> bool:
+    """Whether a text-shaped marker says its payload is JSON (the stamp only; never raises)."""
+    return node.get(FORMAT_KEY) == JSON_ESCAPE_FORMAT and node.get(TEXT_KEY) is True
+
+
 def needs_literal_wrap(node: dict[str, object]) -> bool:
     """A caller dict that is left inline must be wrapped when it carries a trigger key."""
     return MARKER_KEY in node or LITERAL_KEY in node
@@ -137,20 +166,63 @@ def literal_payload(node: dict[str, object]) -> dict[str, object] | None:
     return payload
 
 
-def escape_stash_of(marker: dict[str, object]) -> dict[str, object] | None:
-    """The escaped caller values of a marker, or ``None`` when the marker carries none.
+class MarkerStash(NamedTuple):
+    """What a marker's stash holds: the caller's escaped values, and whether its payload is JSON."""
+
+    escaped: dict[str, object] | None
+    structured: bool
+
+
+def marker_stash(marker: dict[str, object], *, structured: bool = True) -> MarkerStash:
+    """Read the stash of a marker: its escaped caller values and whether it is a structured marker.
 
     Both halves must look like ours: a non-empty stash holding only
     marker-owned key names, and a stamp from the escape namespace. Otherwise
     the two keys are the caller's own data (as in markers written before
-    escaping existed). A well-formed stash with an unknown version raises.
+    escaping existed). A well-formed stash with a version this reader does not
+    know raises ``UnsupportedMarkerFormat``; so does a structured marker when
+    ``structured`` is ``False`` (the reader was asked to read version 1 only),
+    or one on a binary-shaped marker.
     """
     stash = marker.get(ESCAPED_KEYS)
     stamp = marker.get(FORMAT_KEY)
     if not isinstance(stash, dict) or not stash or not isinstance(stamp, str):
-        return None
+        return _NO_STASH
     if not stamp.startswith(ESCAPE_FORMAT_PREFIX) or not stash.keys() <= MARKER_OWNED_KEYS:
-        return None
-    if stamp != ESCAPE_FORMAT:
+        return _NO_STASH
+    if stamp == ESCAPE_FORMAT:
+        return MarkerStash(stash, False)
+    if stamp != JSON_ESCAPE_FORMAT or marker.get(TEXT_KEY) is not True:
         raise UnsupportedMarkerFormat('media marker escaped-keys stash', stamp)
-    return stash
+    if not structured:
+        raise UnsupportedMarkerFormat('structured (JSON) media marker (restore with structured=True to read it)', stamp)
+    return MarkerStash(json_stash(stash), True)
+
+
+_NO_STASH: Final = MarkerStash(None, False)
+
+
+def json_stash(stash: dict[str, object]) -> dict[str, object] | None:
+    """The caller's escaped values held by a structured marker's stash (``None`` when it holds none).
+
+    Raises ``UnsupportedMarkerFormat`` for an encoding stamp this reader does
+    not know, or a stash of another shape (nothing is guessed).
+    """
+    encoding = stash.get(FORMAT_KEY)
+    escaped = stash.get(ESCAPED_KEYS)
+    if encoding != JSON_FORMAT:
+        raise UnsupportedMarkerFormat('structured media marker encoding', encoding)
+    if not stash.keys() <= {FORMAT_KEY, ESCAPED_KEYS} or (
+        escaped is not None
+        and (not isinstance(escaped, dict) or not escaped or not escaped.keys() <= MARKER_OWNED_KEYS)
+    ):
+        raise UnsupportedMarkerFormat('structured media marker stash', sorted(stash))
+    return escaped
+
+
+def escape_stash_of(marker: dict[str, object]) -> dict[str, object] | None:
+    """The escaped caller values of a version 1 marker, or ``None`` when it carries none (see ``marker_stash``).
+
+    A structured marker raises ``UnsupportedMarkerFormat``: this is the reading of format version 1.
+    """
+    return marker_stash(marker, structured=False).escaped

@@ -25,6 +25,7 @@ from mediastash.markers import (
     MARKER_KEY,
     MARKER_OWNED_KEYS,
     URI_KEY,
+    is_structured_marker,
     literal_payload,
     marker_shape,
 )
@@ -100,7 +101,10 @@ class _StandIns(TreeCopier):
         uri = _reference(marker)
         self.uris.append(uri)
         media_type = marker.get('media_type')
-        what = 'text' if shape == 'text' else media_type if isinstance(media_type, str) else 'binary data'
+        if shape == 'text':
+            what = 'JSON' if is_structured_marker(marker) else 'text'
+        else:
+            what = media_type if isinstance(media_type, str) else 'binary data'
         return placeholder_text(what, uri, self.sizes.get(uri))
 
     def empty_binary(self, marker: dict[str, Any]) -> dict[str, Any]:

@@ -61,6 +61,8 @@ class OffloadingKV:
 
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    Structured payloads (a tool return's large JSON ``content``) move too,
+    unless ``options=WalkOptions(structured=False)``.
     """
 
     threshold_bytes = WalkSetting()
@@ -82,6 +84,7 @@ class OffloadingKV:
         non_negative_int('recent_bytes', recent_bytes)
         non_negative_int('literal_bytes', literal_bytes)
         self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+        self._walk_options = self._walk_options.structured_by_default(True)  # structured payloads: on by default
         # Without the known-blob cache every restore fetches fresh payload strings: nothing to reuse.
         self._literals = LiteralCache(literal_bytes if self.known_blobs is not False else 0, ensure_ascii=False)
         self.recent_bytes = recent_bytes

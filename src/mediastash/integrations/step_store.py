@@ -45,6 +45,8 @@ class OffloadingStepStore:
 
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    Structured payloads (a tool return's large JSON ``content``) move too,
+    unless ``options=WalkOptions(structured=False)``.
     """
 
     def __init__(
@@ -63,7 +65,7 @@ class OffloadingStepStore:
         self.restore: RestoreMode = restore
         self.inner = inner
         self.media_store = media_store
-        chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+        chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency).structured_by_default(True)
         self._offloader = Offloader(media_store, options=chosen)
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:

@@ -27,6 +27,8 @@ from mediastash.markers import (
     ESCAPE_ORDER,
     ESCAPED_KEYS,
     FORMAT_KEY,
+    JSON_ESCAPE_FORMAT,
+    JSON_FORMAT,
     MARKER_KEY,
     MARKER_OWNED_KEYS,
     TEXT_KEY,
@@ -38,6 +40,7 @@ from mediastash.markers import (
 )
 from mediastash.stores.protocols import MediaStore, confirm_in
 from mediastash.walker._common import in_thread_if_large
+from mediastash.walker._recognise import parse_json
 
 __all__ = ['Job', 'PayloadBatch', 'Pending', 'new_marker', 'settle', 'urlsafe_alphabet_used']
 
@@ -199,6 +202,8 @@ class Pending:
     ``node`` is the input dict; ``preserved`` its other fields, walked.
     ``emptied`` is True when the caller removed the payload from ``node``
     already (the typed path), so putting it back inline takes it from the job.
+    ``structured``: the moved ``content`` is JSON (the job holds its
+    ``canonical_json``), so the marker is a structured one.
     """
 
     marker: dict[str, Any]
@@ -207,6 +212,7 @@ class Pending:
     preserved: dict[str, Any]
     job: Job
     emptied: bool = False
+    structured: bool = False
 
 
 def new_marker(node: dict[str, Any], moved_key: str, preserved: dict[str, Any], job: Job) -> Pending:
@@ -221,12 +227,21 @@ def new_marker(node: dict[str, Any], moved_key: str, preserved: dict[str, Any], 
 def _fill_marker(pending: Pending) -> dict[str, Any]:
     marker = pending.marker
     marker.update(pending.preserved)
+    escaped: dict[str, Any] | None = None
     if not marker.keys().isdisjoint(MARKER_OWNED_KEYS):
-        stash = {key: marker.pop(key) for key in ESCAPE_ORDER if key in marker}
-        marker[FORMAT_KEY] = ESCAPE_FORMAT
+        escaped = {key: marker.pop(key) for key in ESCAPE_ORDER if key in marker}
+    if pending.structured:
+        # Never an empty stash: readers of version 1 must meet a stash they cannot read and refuse.
+        stash: dict[str, Any] = {FORMAT_KEY: JSON_FORMAT}
+        if escaped:
+            stash[ESCAPED_KEYS] = escaped
+        marker[FORMAT_KEY] = JSON_ESCAPE_FORMAT
         marker[ESCAPED_KEYS] = stash
+    elif escaped:
+        marker[FORMAT_KEY] = ESCAPE_FORMAT
+        marker[ESCAPED_KEYS] = escaped
     marker[MARKER_KEY] = True
-    if pending.job.kind == 'text':
+    if pending.job.kind == 'text' or pending.structured:
         marker[TEXT_KEY] = True
     return marker
 
@@ -246,7 +261,7 @@ def settle(pendings: Iterable[Pending]) -> None:
             _revert(pending)
             continue
         marker = _fill_marker(pending)
-        if job.urlsafe and job.kind != 'text':
+        if job.urlsafe and job.kind != 'text' and not pending.structured:
             marker[URLSAFE_KEY] = URLSAFE_STAMP
         marker[URI_KEY] = uri
         if 'uri' not in node:
@@ -257,10 +272,14 @@ def _revert(pending: Pending) -> None:
     """Turn a marker back into the inline dict it replaced, in place (it is already in the tree)."""
     node = pending.node
     moved = pending.moved_key
-    if pending.emptied:
+    if pending.structured:
+        source = pending.job.source
+        assert isinstance(source, bytes)
+        payload: object = parse_json(source)  # a copy: the output never shares containers with the input
+    elif pending.emptied:
         source = pending.job.source
         # pydantic serialises bytes as URL-safe base64 in JSON mode.
-        payload: object = encode_base64(source, urlsafe=True) if isinstance(source, bytes) else source
+        payload = encode_base64(source, urlsafe=True) if isinstance(source, bytes) else source
     else:
         payload = node[moved]
     inline = {key: (payload if key == moved else pending.preserved[key]) for key in node}

@@ -1,4 +1,4 @@
-"""``WalkOptions``: the three settings every walk takes, checked once where they are given."""
+"""``WalkOptions``: the settings every walk takes, checked once where they are given."""
 
 from __future__ import annotations
 
@@ -44,11 +44,19 @@ class WalkOptions:
             already stored (``docs/known-blobs.md``), ``False`` none, or pass
             a ``KnownBlobCache``.
         max_concurrency: store calls one walk keeps in flight; a positive int.
+        structured: ``True`` also moves structured payloads (a tool return's
+            non-string JSON ``content`` whose compact JSON reaches the
+            threshold) and reads their markers; ``False`` keeps to the format
+            pydantic-ai-harness reads; ``None`` (the default) takes the
+            default of whoever walks: off in ``externalize_media`` /
+            ``restore_media``, on in ``OffloadingStepStore``,
+            ``OffloadingKV`` and the CLI.
     """
 
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
     known_blobs: KnownBlobCache | bool = True
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    structured: bool | None = None
 
     def __post_init__(self) -> None:
         non_negative_int('threshold_bytes', self.threshold_bytes)
@@ -56,6 +64,14 @@ class WalkOptions:
         known = self.known_blobs
         if not (known is True or known is False or known is None or isinstance(known, KnownBlobCache)):
             raise _KnownBlobsTypeError('known_blobs', 'a KnownBlobCache, True or False', known)
+        if self.structured is not None and type(self.structured) is not bool:
+            raise InvalidArgumentError('structured', 'True, False or None', self.structured)
+
+    def structured_by_default(self, default: bool) -> WalkOptions:
+        """These options with ``structured`` set to ``default`` when it was left at ``None``."""
+        if self.structured is not None:
+            return self
+        return dataclasses.replace(self, structured=default)
 
 
 DEFAULT_OPTIONS: Final = WalkOptions()
@@ -66,8 +82,9 @@ def resolve_options(
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
     known_blobs: KnownBlobCache | bool = True,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    structured: bool | None = None,
 ) -> WalkOptions:
-    """The options of a call that accepts both ``options=`` and the three separate keywords.
+    """The options of a call that accepts both ``options=`` and the separate keywords.
 
     Without ``options`` the keywords make the value (checked). With it, a
     keyword left at its default is ignored and any other one is refused: the
@@ -79,9 +96,12 @@ def resolve_options(
         and known_blobs is True
         and type(max_concurrency) is int
         and max_concurrency == DEFAULT_MAX_CONCURRENCY
+        and structured is None
     )
     if options is None:
-        return DEFAULT_OPTIONS if at_defaults else WalkOptions(threshold_bytes, known_blobs, max_concurrency)
+        if at_defaults:
+            return DEFAULT_OPTIONS
+        return WalkOptions(threshold_bytes, known_blobs, max_concurrency, structured)
     if not isinstance(options, WalkOptions):
         raise InvalidArgumentError('options', 'a WalkOptions or None', options)
     if not at_defaults:
@@ -89,6 +109,7 @@ def resolve_options(
             ('threshold_bytes', threshold_bytes, DEFAULT_THRESHOLD_BYTES),
             ('known_blobs', known_blobs, True),
             ('max_concurrency', max_concurrency, DEFAULT_MAX_CONCURRENCY),
+            ('structured', structured, None),
         ):
             if not (value is default or (type(value) is int and value == default)):
                 raise InvalidArgumentError(name, 'left out when options= is given (set it in WalkOptions)', value)

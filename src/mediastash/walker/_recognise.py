@@ -4,20 +4,34 @@ The rules for the two input forms sit side by side so they cannot drift:
 ``JsonPayloadFinder`` finds payload dicts while copying a JSON tree, and
 ``typed_payloads`` finds the same payloads on typed messages (where
 ``with_replaced_contents`` later swaps them). Both measure size with the one
-threshold rule (``text_size``, ``binary_size``). What happens to a payload
-once found is ``_batch``'s job.
+threshold rule (``text_size``, ``binary_size``, ``canonical_json``). What
+happens to a payload once found is ``_batch``'s job.
+
+Structured payloads (a tool return's non-string JSON ``content``) are found in
+the JSON form only; the typed walk dumps its messages and meets them there.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+import pydantic_core
 
 from mediastash.codec import max_decoded_size, text_to_bytes
 from mediastash.known_blobs import PayloadKind
-from mediastash.markers import LITERAL_KEY, MARKER_KEY, TEXT_CONTENT_KINDS, TEXT_MEDIA_TYPE, wrap_literal
+from mediastash.markers import (
+    LITERAL_KEY,
+    MARKER_KEY,
+    RESERVED_KEY_PREFIX,
+    STRUCTURED_PART_KINDS,
+    TEXT_CONTENT_KINDS,
+    TEXT_MEDIA_TYPE,
+    wrap_literal,
+)
 from mediastash.walker._common import TreeCopier
 
 if TYPE_CHECKING:
@@ -29,6 +43,9 @@ __all__ = [
     'Path',
     'TypedPayload',
     'binary_size',
+    'canonical_json',
+    'parse_json',
+    'payload_sizes',
     'shallow_replace',
     'text_size',
     'typed_payloads',
@@ -56,6 +73,48 @@ def binary_size(data: str, threshold: int) -> int | None:
     return size if size >= threshold else None
 
 
+_CONTAINER_TYPES: Final = (dict, list)
+
+_EMBEDDED: Final = tuple(
+    marker.encode()
+    for marker in (
+        '"kind":"binary"',
+        '"kind":"text-content"',
+        '"kind":"structured-content"',
+        '"part_kind":',
+        RESERVED_KEY_PREFIX,
+    )
+)
+"""Text in a structured payload's JSON that may mean a payload or marker of its own: such a value is walked."""
+
+
+def canonical_json(value: object) -> bytes | None:
+    """The one encoding of a structured payload: compact JSON, UTF-8, keys in order; ``None`` when it has none.
+
+    pydantic-core's serializer writes it (the one pydantic-ai's own JSON round
+    trip uses); a string holding an unpaired surrogate, which it refuses, is
+    written with ``\\u`` escapes instead (still a function of the value alone,
+    so equal values always give equal bytes). A value neither can write
+    exactly (an int past Python's digit limit) has none and stays inline.
+    """
+    try:
+        return pydantic_core.to_json(value)
+    except (ValueError, TypeError, RecursionError):
+        pass
+    try:
+        return json.dumps(value, ensure_ascii=True, separators=(',', ':')).encode('ascii')
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def parse_json(raw: bytes) -> Any:
+    """A structured payload's value from its blob (``canonical_json`` reversed: same types, order, float bits)."""
+    try:
+        return pydantic_core.from_json(raw, cache_strings=False)
+    except ValueError:
+        return json.loads(raw)  # what pydantic-core does not read: escaped unpaired surrogates
+
+
 # -- recognition: JSON trees -------------------------------------------------------------
 
 
@@ -69,14 +128,38 @@ class JsonPayloadFinder(TreeCopier):
 
     A payload is a ``kind == 'binary'`` dict's base64 ``data``, or the string
     ``content`` of a message part (it has a ``part_kind``) or of
-    ``TextContent`` / ``StructuredContent``, at or above ``threshold``. The
-    check runs inline in ``walk_dict`` because it runs for every dict of every
-    history.
+    ``TextContent`` / ``StructuredContent``, at or above ``threshold``. With
+    ``structured``, so is a tool return's dict or list ``content`` whose
+    ``canonical_json`` reaches ``threshold`` and holds no payload or marker of
+    its own (``found_structured``). The check runs inline in ``walk_dict``
+    because it runs for every dict of every history.
     """
 
     threshold: int
     found: Found
     """What replaces a payload dict; subclasses define it (see ``Found``)."""
+    structured: bool = False
+
+    def found_structured(self, node: dict[str, Any], raw: bytes, depth: int) -> dict[str, Any] | None:
+        """What replaces a tool return whose ``content`` is the structured payload ``raw``; ``None`` keeps it."""
+        return None
+
+    def _structured(self, node: dict[str, Any], content: Any, depth: int) -> dict[str, Any] | None:
+        """The replacement for a tool return with a structured payload, or ``None`` when its content is not one.
+
+        Only a content large enough is walked here (the copy is dropped): that
+        checks every value is JSON before it is stored. A content holding
+        something the walk treats itself (a payload, a marker) is left to it.
+        """
+        raw = canonical_json(content)
+        if raw is None or len(raw) < self.threshold or any(marker in raw for marker in _EMBEDDED):
+            return None
+        deferred = len(self._deferred)
+        self.walk_other(content, depth + 1)
+        if len(self._deferred) != deferred:
+            del self._deferred[deferred:]  # nested too deep to check here: walked the ordinary way
+            return None
+        return self.found_structured(node, raw, depth)
 
     def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         kind = node.get('kind')
@@ -99,10 +182,55 @@ class JsonPayloadFinder(TreeCopier):
                 replaced = self.found(node, 'content', 'text', content, size, TEXT_MEDIA_TYPE, depth)
                 if replaced is not None:
                     return replaced
+        elif (
+            self.structured
+            and type(content) in _CONTAINER_TYPES
+            and node.get('part_kind') in STRUCTURED_PART_KINDS
+            and (replaced := self._structured(node, content, depth)) is not None
+        ):
+            return replaced
         out = self.copy_fields(node, depth)
         if MARKER_KEY in node or LITERAL_KEY in node:  # needs_literal_wrap, inline
             return wrap_literal(out)
         return out
+
+
+class _Sizes(JsonPayloadFinder):
+    """Records the size of every payload it finds (each occurrence) and copies on."""
+
+    def __init__(self, structured: bool) -> None:
+        self.threshold = 1
+        self.structured = structured
+        self.sizes: list[int] = []
+
+    def found(
+        self,
+        node: dict[str, Any],
+        moved_key: str,
+        kind: PayloadKind,
+        source: str,
+        size: int,
+        media_type: str | None,
+        depth: int,
+    ) -> dict[str, Any] | None:
+        self.sizes.append(size)
+        return None
+
+    def found_structured(self, node: dict[str, Any], raw: bytes, depth: int) -> dict[str, Any] | None:
+        self.sizes.append(len(raw))
+        return None
+
+
+def payload_sizes(tree: object, *, structured: bool = True) -> list[int]:
+    """The size of every payload of a JSON tree, each occurrence, as the walk measures it for its threshold.
+
+    Decoded bytes for binary data, UTF-8 bytes for text, ``canonical_json``
+    bytes for a structured payload (with ``structured``); empty payloads are
+    left out. Raises what ``externalize_media`` raises for a tree that is not JSON.
+    """
+    finder = _Sizes(structured)
+    finder.walk(tree)
+    return finder.sizes
 
 
 # -- recognition: typed pydantic-ai messages ---------------------------------------------

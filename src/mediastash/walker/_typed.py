@@ -85,7 +85,8 @@ class TypedWalker:
                 node = node[step]
             assert job is not None
             emptied[id(node)] = ('content' if item.text else 'data', job)
-        lean = await externalize_emptied(dumped, batch, emptied, options.threshold_bytes)
+        structured = options.structured is True
+        lean = await externalize_emptied(dumped, batch, emptied, options.threshold_bytes, structured=structured)
         for job, identifier in computed:
             if job.uri is not None:
                 self._identifiers.remember(job.uri, identifier)

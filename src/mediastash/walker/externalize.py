@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from mediastash.known_blobs import KnownBlobCache, PayloadKind
+from mediastash.markers import JSON_MEDIA_TYPE
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker._batch import Job, PayloadBatch, Pending, new_marker, settle
 from mediastash.walker._common import NotJSON, TooDeep, depth_error, not_json_error, select_cache
@@ -28,9 +29,10 @@ _log = logging.getLogger(__name__)
 class _Externalizer(JsonPayloadFinder):
     """The synchronous copy: payloads go to ``batch``, their markers wait in ``pendings``."""
 
-    def __init__(self, threshold: int, batch: PayloadBatch) -> None:
+    def __init__(self, threshold: int, batch: PayloadBatch, structured: bool = False) -> None:
         self.threshold = threshold
         self.batch = batch
+        self.structured = structured
         self.pendings: list[Pending] = []
 
     def found(
@@ -46,13 +48,25 @@ class _Externalizer(JsonPayloadFinder):
         job = self.batch.add(kind, source, size, media_type)
         return None if job is None else self.wait(node, moved_key, job, depth)
 
+    def found_structured(self, node: dict[str, Any], raw: bytes, depth: int) -> dict[str, Any] | None:
+        job = self.batch.add('bytes', raw, len(raw), JSON_MEDIA_TYPE)
+        return None if job is None else self.wait(node, 'content', job, depth, structured=True)
+
     def wait(
-        self, node: dict[str, Any], moved_key: str, job: Job, depth: int, *, emptied: bool = False
+        self,
+        node: dict[str, Any],
+        moved_key: str,
+        job: Job,
+        depth: int,
+        *,
+        emptied: bool = False,
+        structured: bool = False,
     ) -> dict[str, Any]:
         """The marker for ``node``, registered to receive ``job``'s URI when the batch is flushed."""
         preserved = self.copy_fields({key: value for key, value in node.items() if key != moved_key}, depth)
         pending = new_marker(node, moved_key, preserved, job)
         pending.emptied = emptied
+        pending.structured = structured
         self.pendings.append(pending)
         return pending.marker
 
@@ -61,8 +75,10 @@ class _EmptiedExternalizer(_Externalizer):
     """For the typed path: ``emptied`` maps ``id()`` of dicts whose payload the caller already
     took out and added to the batch to ``(moved_key, job)``."""
 
-    def __init__(self, threshold: int, batch: PayloadBatch, emptied: dict[int, tuple[str, Job]]) -> None:
-        super().__init__(threshold, batch)
+    def __init__(
+        self, threshold: int, batch: PayloadBatch, emptied: dict[int, tuple[str, Job]], structured: bool
+    ) -> None:
+        super().__init__(threshold, batch, structured)
         self.emptied = emptied
 
     def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
@@ -99,16 +115,22 @@ async def _run(walker: _Externalizer, tree: object) -> Any:
 
 
 async def externalize_emptied(
-    tree: object, batch: PayloadBatch, emptied: dict[int, tuple[str, Job]], threshold: int
+    tree: object,
+    batch: PayloadBatch,
+    emptied: dict[int, tuple[str, Job]],
+    threshold: int,
+    *,
+    structured: bool = False,
 ) -> Any:
     """The typed walk's seam (``_typed``): walk a dump whose payloads the caller already added to ``batch``.
 
     Each dict whose ``id`` is a key of ``emptied`` becomes exactly the marker
     ``externalize_media`` would write had the payload been in place; any other
-    payload joins the same batch. One flush, then every marker is settled.
-    ``tree`` must stay alive and unmodified during the call.
+    payload (structured ones too, with ``structured``) joins the same batch.
+    One flush, then every marker is settled. ``tree`` must stay alive and
+    unmodified during the call.
     """
-    return await _run(_EmptiedExternalizer(threshold, batch, emptied), tree)
+    return await _run(_EmptiedExternalizer(threshold, batch, emptied, structured), tree)
 
 
 async def externalize_media(
@@ -118,6 +140,7 @@ async def externalize_media(
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
     known_blobs: KnownBlobCache | bool = True,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    structured: bool | None = None,
     options: WalkOptions | None = None,
 ) -> Any:
     """Return a copy of ``tree`` whose large payloads live in ``media_store``.
@@ -128,23 +151,28 @@ async def externalize_media(
     ``threshold_bytes``, and string ``content`` of a message part or
     ``TextContent`` / ``StructuredContent`` of at least ``threshold_bytes``
     UTF-8 bytes, are stored and replaced by markers. The input is not mutated.
+    With ``structured=True`` (default off: the output stays what
+    pydantic-ai-harness writes and reads) a tool return's dict or list
+    ``content`` whose compact JSON reaches ``threshold_bytes`` is stored as
+    one ``application/json`` blob behind a structured marker, which
+    ``restore_media(..., structured=True)`` reads (``docs/marker-format.md``).
 
     ``known_blobs``: ``True`` uses the store's process-wide cache of payloads
     already stored (re-saving a history then costs no store call; entries
     older than the cache's trust age are re-checked in one batch), ``False``
     disables it, or pass a ``KnownBlobCache``. ``max_concurrency`` bounds the
-    store calls in flight. ``options``: the three settings as one
+    store calls in flight. ``options``: the settings as one
     ``WalkOptions`` instead (then leave the separate keywords out). Raises
     ``InvalidArgumentError`` for a bad setting, ``TypeError`` for values that
     are not JSON and ``TreeDepthError`` for a tree nested deeper than the
     recursion limit (at least 1,000 levels) or containing itself.
     """
-    chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+    chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency, structured)
     return await externalize_with(tree, media_store, chosen)
 
 
 async def externalize_with(tree: object, media_store: MediaStore, options: WalkOptions) -> Any:
-    """``externalize_media`` with its settings already checked (for callers holding a ``WalkOptions``)."""
+    """``externalize_media`` with its settings already checked (``structured=None`` counts as off)."""
     cache = select_cache(options.known_blobs, media_store)
     batch = PayloadBatch(media_store, cache, options.max_concurrency)
-    return await _run(_Externalizer(options.threshold_bytes, batch), tree)
+    return await _run(_Externalizer(options.threshold_bytes, batch, options.structured is True), tree)

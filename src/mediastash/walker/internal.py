@@ -22,10 +22,13 @@ What it offers, and to whom:
 * ``TreeCopier`` and ``TooDeep`` (``integrations._placeholders``): the
   walker's depth-safe copy of a JSON tree, to subclass, and what it raises
   below the depth limit.
+* ``payload_sizes(tree, structured=)`` (``tuning``): the size of every
+  payload of a tree, measured as the threshold measures it.
 """
 
 from mediastash.walker._common import TooDeep, TreeCopier, deepest_path
 from mediastash.walker._options import WalkSetting, resolve_options
+from mediastash.walker._recognise import payload_sizes
 from mediastash.walker.externalize import externalize_with
 from mediastash.walker.restore import restore_collecting
 
@@ -35,6 +38,7 @@ __all__ = [
     'WalkSetting',
     'deepest_path',
     'externalize_with',
+    'payload_sizes',
     'resolve_options',
     'restore_collecting',
 ]

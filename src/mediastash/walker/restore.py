@@ -6,7 +6,9 @@ flagged with the marker key, is caller data and only walked) and groups them
 by URI. Each distinct URI is then fetched once,
 concurrently under a bound, checked against its sha256 (unless the store
 already does that), converted once per form (text, standard or URL-safe
-base64), and written into every dict that waits for it.
+base64), and written into every dict that waits for it. A structured
+marker's JSON is parsed once per marker, so no two restored dicts share a
+container.
 """
 
 from __future__ import annotations
@@ -25,15 +27,16 @@ from mediastash.known_blobs import KnownBlobCache, PayloadKind, fingerprint, fin
 from mediastash.markers import (
     ESCAPED_KEYS,
     FORMAT_KEY,
+    JSON_MEDIA_TYPE,
     MARKER_KEY,
     TEXT_KEY,
     TEXT_MEDIA_TYPE,
     URI_KEY,
     URLSAFE_KEY,
     URLSAFE_STAMP,
-    escape_stash_of,
     literal_payload,
     marker_shape,
+    marker_stash,
 )
 from mediastash.stores._blob import check_digest
 from mediastash.stores.protocols import MediaStore
@@ -51,6 +54,7 @@ from mediastash.walker._common import (
     with_path,
 )
 from mediastash.walker._options import DEFAULT_MAX_CONCURRENCY, WalkOptions, resolve_options
+from mediastash.walker._recognise import parse_json
 
 __all__ = ['restore_collecting', 'restore_media']
 
@@ -65,13 +69,19 @@ class _Wanted:
     media_type: str | None
     text_marker: object = None
     """The first text marker (input dict) waiting for ``uri``: where an undecodable blob is reported."""
+    json_marker: object = None
+    """The first structured marker (input dict) waiting for ``uri``: where a blob that is not JSON is reported."""
     text: list[dict[str, Any]] = field(default_factory=list)
     standard: list[dict[str, Any]] = field(default_factory=list)
     urlsafe: list[dict[str, Any]] = field(default_factory=list)
+    json: list[dict[str, Any]] = field(default_factory=list)
+
+    def count(self) -> int:
+        return len(self.text) + len(self.standard) + len(self.urlsafe) + len(self.json)
 
 
 class _NotText(Exception):
-    """Internal: a text marker's blob is not UTF-8. Turned into ``MalformedMarker`` with a path."""
+    """Internal: a text marker's blob is not UTF-8 (or a structured marker's not JSON). Made ``MalformedMarker``."""
 
     def __init__(self, wanted: _Wanted, error: UnicodeDecodeError, size: int) -> None:
         self.marker = wanted.text_marker
@@ -81,6 +91,12 @@ class _NotText(Exception):
         )
 
 
+class _NotJSONBlob(_NotText):
+    def __init__(self, wanted: _Wanted, size: int) -> None:
+        self.marker = wanted.json_marker
+        self.reason = f'it is a structured marker, but the blob it refers to, {wanted.uri}, is not JSON ({size} bytes)'
+
+
 class _MarkerError(Exception):
     def __init__(self, error: UnsupportedMarkerFormat | MalformedMarker, node: object) -> None:
         self.error = error
@@ -88,8 +104,9 @@ class _MarkerError(Exception):
 
 
 class _Restorer(TreeCopier):
-    def __init__(self) -> None:
+    def __init__(self, structured: bool) -> None:
         self.wanted: dict[str, _Wanted] = {}
+        self.structured = structured
 
     def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         if len(node) == 2:
@@ -113,8 +130,8 @@ class _Restorer(TreeCopier):
         urlsafe = node.get(URLSAFE_KEY) == URLSAFE_STAMP
         if urlsafe:
             dropped.add(URLSAFE_KEY)
-        stash = escape_stash_of(node)
-        if stash is not None:
+        stash, is_json = marker_stash(node, structured=self.structured)
+        if stash is not None or is_json:
             dropped.update((FORMAT_KEY, ESCAPED_KEYS))
         if URI_KEY in node:
             uri = node[URI_KEY]
@@ -132,13 +149,19 @@ class _Restorer(TreeCopier):
         restored = self.copy_fields(kept, depth)
         wanted = self.wanted.get(uri)
         if wanted is None:
-            if is_text:
-                media_type: str | None = TEXT_MEDIA_TYPE
+            if is_json:
+                media_type: str | None = JSON_MEDIA_TYPE
+            elif is_text:
+                media_type = TEXT_MEDIA_TYPE
             else:
                 value = node.get('media_type')
                 media_type = value if isinstance(value, str) else None
             wanted = self.wanted[uri] = _Wanted(uri, media_type)
-        if is_text:
+        if is_json:
+            if wanted.json_marker is None:
+                wanted.json_marker = node
+            wanted.json.append(restored)
+        elif is_text:
             if wanted.text_marker is None:
                 wanted.text_marker = node
             wanted.text.append(restored)
@@ -152,6 +175,27 @@ class _Restorer(TreeCopier):
 def _from_cache(wanted: _Wanted, cache: KnownBlobCache, raw_binary: bool = False) -> bool:
     """Fill ``wanted`` from cached sources when every form it needs is cached."""
     forms: list[tuple[list[dict[str, Any]], str, str | bytes]] = []
+    if wanted.json:
+        entry = cache.by_uri(wanted.uri, 'bytes')
+        if entry is None or not isinstance(entry.source, bytes):
+            return False
+        raw = entry.source
+        try:
+            values = [parse_json(raw) for _ in wanted.json]
+        except ValueError:
+            return False  # the store's copy decides (and reports)
+        if not _from_cache_plain(wanted, cache, raw_binary, forms):
+            return False
+        for restored, value in zip(wanted.json, values, strict=True):
+            restored['content'] = value
+        return True
+    return _from_cache_plain(wanted, cache, raw_binary, forms)
+
+
+def _from_cache_plain(
+    wanted: _Wanted, cache: KnownBlobCache, raw_binary: bool, forms: list[tuple[list[dict[str, Any]], str, str | bytes]]
+) -> bool:
+    """The text and binary forms of ``_from_cache``."""
     if raw_binary:
         if wanted.text:
             entry = cache.by_uri(wanted.uri, 'text')
@@ -203,6 +247,15 @@ async def _fetch(
         if verify and is_media_uri(wanted.uri):
             await in_thread_if_large(size, _check, wanted.uri[-64:], raw, type(store).__name__)
         forms: list[tuple[list[dict[str, Any]], str, str | bytes, PayloadKind, bool]] = []
+        if wanted.json:
+            try:
+                values = [await in_thread_if_large(size, parse_json, raw) for _ in wanted.json]
+            except ValueError:
+                raise _NotJSONBlob(wanted, size) from None
+            for restored, value in zip(wanted.json, values, strict=True):
+                restored['content'] = value
+            if not (raw_binary and (wanted.standard or wanted.urlsafe)):
+                forms.append(([], 'content', raw, 'bytes', False))  # remembered for the next save
         if wanted.text:
             try:
                 text = bytes_to_text(raw)
@@ -245,6 +298,7 @@ async def restore_media(
     media_store: MediaStore,
     known_blobs: KnownBlobCache | bool = True,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    structured: bool | None = None,
     options: WalkOptions | None = None,
 ) -> Any:
     """Return a copy of ``tree`` with every marker replaced by the payload it stands for.
@@ -255,16 +309,21 @@ async def restore_media(
     data and comes back as it is. Each distinct URI is fetched once; bytes are
     checked against the URI's sha256 (stores with ``verifies_reads`` already
     do it). ``known_blobs=True`` serves payloads this process stored or
-    restored recently from memory. ``options``: the settings as one
+    restored recently from memory. ``structured=True`` also reads
+    structured markers (a tool return's JSON ``content``, written by
+    ``externalize_media(..., structured=True)``, ``OffloadingStepStore`` and
+    ``OffloadingKV``); off by default, where such a marker is refused as
+    pydantic-ai-harness refuses it. ``options``: the settings as one
     ``WalkOptions`` instead of the separate keywords (its ``threshold_bytes``
     is not used here). Raises ``InvalidArgumentError`` for a bad setting,
-    ``UnsupportedMarkerFormat`` for a marker from a newer format, ``MalformedMarker`` for a marker whose
-    reference is not a string or a text marker whose blob is not UTF-8,
+    ``UnsupportedMarkerFormat`` for a marker from a newer format (or a structured one, unasked),
+    ``MalformedMarker`` for a marker whose reference is not a string, a text marker whose blob is
+    not UTF-8 or a structured marker whose blob is not JSON,
     ``MediaNotFoundError`` for a missing blob, ``TreeDepthError`` for a tree
     nested deeper than the recursion limit (at least 1,000 levels) or
     containing itself, and ``TypeError`` for values that are not JSON.
     """
-    chosen = resolve_options(options, known_blobs=known_blobs, max_concurrency=max_concurrency)
+    chosen = resolve_options(options, known_blobs=known_blobs, max_concurrency=max_concurrency, structured=structured)
     restored, _ = await restore_collecting(tree, media_store, chosen)
     return restored
 
@@ -272,15 +331,16 @@ async def restore_media(
 async def restore_collecting(
     tree: object, media_store: MediaStore, options: WalkOptions, *, raw_binary: bool = False
 ) -> tuple[Any, list[tuple[dict[str, Any], str]]]:
-    """``restore_media`` that also returns every ``(dict, key)`` it wrote a payload into.
+    """``restore_media`` that also returns every ``(dict, key)`` it wrote a text or binary payload into.
 
-    With ``raw_binary=True`` binary payloads are written as the verified raw
+    Structured markers are read when ``options.structured`` is ``True``. With
+    ``raw_binary=True`` binary payloads are written as the verified raw
     ``bytes`` instead of base64 text (for validating straight into typed
     ``BinaryContent``). Same errors as ``restore_media``.
     """
     gate = asyncio.Semaphore(options.max_concurrency)
     cache = select_cache(options.known_blobs, media_store)
-    walker = _Restorer()
+    walker = _Restorer(options.structured is True)
     started = time.perf_counter()
     try:
         restored = walker.walk(tree)
@@ -300,7 +360,7 @@ async def restore_collecting(
         except _NotText as error:
             raise MalformedMarker(error.reason, path=find_path(tree, error.marker)) from None
         if _log.isEnabledFor(logging.DEBUG):
-            markers = sum(len(w.text) + len(w.standard) + len(w.urlsafe) for w in walker.wanted.values())
+            markers = sum(w.count() for w in walker.wanted.values())
             _log.debug(
                 'restore: %d markers, %d distinct blobs, %.1f ms',
                 markers,

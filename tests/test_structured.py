@@ -1,0 +1,348 @@
+"""Structured payloads: a tool return's JSON ``content`` stored as one blob behind a structured marker.
+
+Round trips are checked strictly (``exact``: types, key order and float bits,
+so ``-0.0`` differs from ``0.0`` and ``1`` from ``1.0``), through the JSON walks,
+through ``OffloadingStepStore`` over the harness's File and SQLite step stores,
+and through ``OffloadingKV``. Readers of marker format version 1 (the harness,
+``restore_media`` without ``structured=True``) refuse the marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pybase64
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai_harness.media import _walker as harness_walker
+from pydantic_ai_harness.step_persistence import ContinuableSnapshot, FileStepStore, RunRecord, SqliteStepStore
+from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
+
+from mediastash import MemoryMediaStore, UnsupportedMarkerFormat, WalkOptions
+from mediastash.gc import referenced_uris
+from mediastash.integrations import OffloadingKV, OffloadingStepStore
+from mediastash.integrations._placeholders import PLACEHOLDER_PREFIX
+from mediastash.markers import (
+    ESCAPED_KEYS,
+    FORMAT_KEY,
+    JSON_ESCAPE_FORMAT,
+    JSON_FORMAT,
+    MARKER_KEY,
+    TEXT_KEY,
+    URI_KEY,
+    escape_stash_of,
+    is_structured_marker,
+    marker_shape,
+)
+from mediastash.walker import externalize_media, restore_media
+from tests.integration_support import roundtrip
+
+# -- strict equality ------------------------------------------------------------------------------
+
+
+def exact(value: Any) -> Any:
+    """A form of ``value`` that compares equal only for the same types, key order and float bits."""
+    if isinstance(value, bool) or value is None:
+        return ('b', value)
+    if isinstance(value, int):
+        return ('i', value)
+    if isinstance(value, float):
+        return ('f', struct.pack('>d', value))
+    if isinstance(value, str):
+        return ('s', value)
+    if isinstance(value, list):
+        return ('l', [exact(item) for item in value])
+    assert isinstance(value, dict), type(value)
+    return ('d', [(key, exact(item)) for key, item in value.items()])
+
+
+# -- values -----------------------------------------------------------------------------------------
+
+_strings = st.text(max_size=12) | st.text(st.characters(codec='utf-8') | st.characters(categories=['Cs']), max_size=6)
+_typed_strings = st.text(max_size=12)  # pydantic's dump_json refuses unpaired surrogates, so typed messages have none
+_floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([-0.0, 0.0, 5e-324, 1e16, 0.1])
+_ints = st.integers() | st.integers(min_value=-(2**300), max_value=2**300) | st.sampled_from([2**63, -(2**64) - 1])
+
+
+def json_values(strings: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    scalars = st.none() | st.booleans() | _ints | _floats | strings
+    return st.recursive(
+        scalars,
+        lambda children: st.lists(children, max_size=5) | st.dictionaries(strings, children, max_size=5),
+        max_leaves=30,
+    )
+
+
+def containers(strings: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    values = json_values(strings)
+    return st.lists(values, max_size=5) | st.dictionaries(strings, values, max_size=5)
+
+
+def tool_tree(content: Any, **extra: Any) -> list[dict[str, Any]]:
+    part = {'part_kind': 'tool-return', 'tool_name': 'search', 'content': content, 'tool_call_id': 'c1', **extra}
+    return [{'kind': 'request', 'parts': [part]}]
+
+
+def rows(count: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    """Search-hit-like rows: what a big tool output usually is."""
+    return [
+        {'id': seed * 100_000 + i, 'title': f'hit {i} \u00e9\u4e2d', 'score': i / 7, 'tags': ['a', 'b'], 'none': None}
+        for i in range(count)
+    ]
+
+
+def part_of(lean: Any) -> dict[str, Any]:
+    part: dict[str, Any] = lean[0]['parts'][0]
+    return part
+
+
+# -- the JSON walks -----------------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content=containers(_strings), threshold=st.sampled_from([0, 2, 64]))
+def test_json_tree_round_trip_is_exact(content: Any, threshold: int) -> None:
+    async def scenario() -> None:
+        media = MemoryMediaStore()
+        tree = tool_tree(content)
+        lean = await externalize_media(tree, media_store=media, threshold_bytes=threshold, structured=True)
+        size = len(json.dumps(content, separators=(',', ':'), ensure_ascii=False).encode('utf-8', 'surrogatepass'))
+        part = part_of(lean)
+        if threshold <= 2:  # every container's compact JSON is at least 2 bytes
+            assert 'content' not in part and is_structured_marker(part), size
+        for known in (True, False):
+            back = await restore_media(lean, media_store=media, known_blobs=known, structured=True)
+            assert exact(part_of(back)['content']) == exact(content)
+            assert exact(back) != exact(tree) or 'content' in part  # only the part's key order may move
+            assert {k: v for k, v in part_of(back).items() if k != 'content'} == {
+                k: v for k, v in part_of(tree).items() if k != 'content'
+            }
+
+    asyncio.run(scenario())
+
+
+async def test_marker_shape_and_blob() -> None:
+    media = MemoryMediaStore()
+    content = rows(2000)
+    tree = tool_tree(content, metadata={'q': 'x'})
+    lean = await externalize_media(tree, media_store=media, structured=True)
+    part = part_of(lean)
+    assert list(part) == [
+        'part_kind',
+        'tool_name',
+        'tool_call_id',
+        'metadata',
+        FORMAT_KEY,
+        ESCAPED_KEYS,
+        MARKER_KEY,
+        TEXT_KEY,
+        URI_KEY,
+        'uri',
+    ]
+    assert part[FORMAT_KEY] == JSON_ESCAPE_FORMAT
+    assert part[ESCAPED_KEYS] == {FORMAT_KEY: JSON_FORMAT}
+    assert marker_shape(part) == 'text'
+    blob = await media.get(part[URI_KEY])
+    assert blob == json.dumps(content, separators=(',', ':'), ensure_ascii=False).encode()
+    assert (await media.stat(part[URI_KEY])).media_type == 'application/json'
+    assert referenced_uris(lean) == {part[URI_KEY]}
+    assert len(json.dumps(lean)) < 1000
+
+
+async def test_caller_reserved_keys_are_escaped_one_level_down() -> None:
+    media = MemoryMediaStore()
+    tree = tool_tree(rows(2000), **{URI_KEY: 'mine', FORMAT_KEY: 'theirs', 'uri': 'own'})
+    lean = await externalize_media(tree, media_store=media, structured=True)
+    part = part_of(lean)
+    assert part[ESCAPED_KEYS] == {FORMAT_KEY: JSON_FORMAT, ESCAPED_KEYS: {URI_KEY: 'mine', FORMAT_KEY: 'theirs'}}
+    assert part['uri'] == 'own'
+    back = part_of(await restore_media(lean, media_store=media, structured=True))
+    assert back == part_of(tree)
+    assert exact(back['content']) == exact(part_of(tree)['content'])
+
+
+async def test_equal_values_are_stored_once() -> None:
+    media = MemoryMediaStore()
+    first, second = rows(2000), rows(2000)
+    tree = tool_tree(first) + tool_tree(second) + tool_tree(rows(2000, seed=1))
+    lean = await externalize_media(tree, media_store=media, structured=True)
+    uris = [message['parts'][0][URI_KEY] for message in lean]
+    assert uris[0] == uris[1] != uris[2]
+    assert len([uri async for uri in media.iter_uris()]) == 2
+
+
+async def test_small_and_embedded_contents_take_the_ordinary_walk() -> None:
+    media = MemoryMediaStore()
+    image = pybase64.b64encode(bytes(range(256)) * 400).decode()
+    with_binary = [{'kind': 'binary', 'data': image, 'media_type': 'image/png'}, *rows(2000)]
+    tree = tool_tree({'small': 1}) + tool_tree(with_binary) + tool_tree(rows(2000), **{MARKER_KEY: 5})
+    lean = await externalize_media(tree, media_store=media, structured=True)
+    assert part_of(lean[0:1])['content'] == {'small': 1}
+    holding = part_of(lean[1:2])
+    assert 'content' in holding and not is_structured_marker(holding)
+    assert marker_shape(holding['content'][0]) == 'binary'  # the image still moves on its own
+    assert is_structured_marker(part_of(lean[2:3]))  # the part's own reserved key is escaped, as for text
+    assert await restore_media(lean, media_store=media, structured=True) == tree  # a marker's keys move: ==
+
+
+async def test_non_json_values_are_refused_as_before() -> None:
+    with pytest.raises(TypeError, match='tuple'):
+        await externalize_media(tool_tree([(1, 2)] * 20_000), media_store=MemoryMediaStore(), structured=True)
+
+
+async def test_structured_off_by_default_matches_the_harness() -> None:
+    media = MemoryMediaStore()
+    tree = tool_tree(rows(2000)) + tool_tree('x' * 70_000)
+    ours = await externalize_media(tree, media_store=media)
+    theirs = await harness_walker.externalize_media(tree, media_store=media, threshold_bytes=64 * 1024)
+    assert json.dumps(ours) == json.dumps(theirs)
+    assert part_of(ours)['content'] == part_of(tree)['content']
+
+
+async def test_version_one_readers_refuse_a_structured_marker() -> None:
+    media = MemoryMediaStore()
+    lean = await externalize_media(tool_tree(rows(2000)), media_store=media, structured=True)
+    with pytest.raises(ValueError, match='escaped-keys-v2'):
+        await harness_walker.restore_media(lean, media_store=media)
+    with pytest.raises(UnsupportedMarkerFormat, match=r"structured=True.*\$\[0\]\['parts'\]\[0\]"):
+        await restore_media(lean, media_store=media)
+    with pytest.raises(UnsupportedMarkerFormat):
+        escape_stash_of(part_of(lean))  # the version 1 reading of the stash
+    with pytest.raises(UnsupportedMarkerFormat):
+        await restore_media(lean, media_store=media, options=WalkOptions(structured=False))
+
+
+@pytest.mark.parametrize(
+    'stash',
+    [{FORMAT_KEY: 'json-v2'}, {FORMAT_KEY: JSON_FORMAT, 'x': 1}, {FORMAT_KEY: JSON_FORMAT, ESCAPED_KEYS: {'x': 1}}],
+)
+async def test_an_unknown_structured_stash_is_refused(stash: dict[str, Any]) -> None:
+    media = MemoryMediaStore()
+    lean = await externalize_media(tool_tree(rows(2000)), media_store=media, structured=True)
+    part_of(lean)[ESCAPED_KEYS] = stash
+    if not set(stash) <= {FORMAT_KEY, ESCAPED_KEYS}:  # not a stash by its shape: caller data on a text marker
+        back = part_of(await restore_media(lean, media_store=media, structured=True))
+        assert back[ESCAPED_KEYS] == stash and json.loads(back['content']) == rows(2000)
+        return
+    with pytest.raises(UnsupportedMarkerFormat):
+        await restore_media(lean, media_store=media, structured=True)
+
+
+async def test_a_blob_that_is_not_json_is_a_malformed_marker() -> None:
+    media = MemoryMediaStore()
+    lean = await externalize_media(tool_tree(rows(2000)), media_store=media, structured=True)
+    other = await media.put(b'{"not json', context=None)
+    part_of(lean)[URI_KEY] = part_of(lean)['uri'] = other
+    with pytest.raises(ValueError, match='not JSON'):
+        await restore_media(lean, media_store=media, structured=True, known_blobs=False)
+
+
+# -- OffloadingStepStore over the harness's step stores --------------------------------------------
+
+
+def conversation(content: Any) -> list[ModelMessage]:
+    return [
+        ModelRequest(parts=[UserPromptPart(content='find things')]),
+        ModelResponse(parts=[ToolCallPart(tool_name='search', args={'q': 'x'}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart(tool_name='search', content=content, tool_call_id='c1')]),
+    ]
+
+
+def harness_store(kind: str, folder: Path) -> Any:
+    if kind == 'file':
+        return FileStepStore(folder / 'steps', media_store=None)
+    return SqliteStepStore(database=str(folder / 'steps.db'), media_store=None)
+
+
+async def step_store_round_trip(kind: str, content: Any, threshold: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        inner = harness_store(kind, Path(tmp))
+        store = OffloadingStepStore(inner, media_store=MemoryMediaStore(), threshold_bytes=threshold)
+        messages = conversation(content)
+        await store.register_run(RunRecord(run_id='r'))
+        await store.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages, state='complete'))
+        back = await store.latest_snapshot(run_id='r')
+        assert back is not None
+        assert ModelMessagesTypeAdapter.dump_json(back.messages) == ModelMessagesTypeAdapter.dump_json(messages)
+        assert back.messages == roundtrip(messages)
+        returned = back.messages[2].parts[0]
+        assert isinstance(returned, ToolReturnPart)
+        assert exact(returned.content) == exact(json.loads(json.dumps(content)))
+        plain = await harness_store(kind, Path(tmp)).latest_snapshot(run_id='r')  # a reader without mediastash
+        shown = plain.messages[2].parts[0].content
+        assert isinstance(shown, str) and shown.startswith(PLACEHOLDER_PREFIX) and 'JSON' in shown
+
+
+@pytest.mark.parametrize('kind', ['file', 'sqlite'])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content=containers(_typed_strings))
+def test_step_store_round_trip_is_exact(kind: str, content: Any) -> None:
+    asyncio.run(step_store_round_trip(kind, content, 0))
+
+
+@pytest.mark.parametrize('kind', ['file', 'sqlite'])
+async def test_step_store_moves_a_big_tool_output(kind: str, tmp_path: Path) -> None:
+    await step_store_round_trip(kind, rows(3000), 64 * 1024)
+    inner = harness_store(kind, tmp_path)
+    store = OffloadingStepStore(inner, media_store=MemoryMediaStore())
+    await store.register_run(RunRecord(run_id='r'))
+    messages = conversation(rows(3000))
+    await store.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages, state='complete'))
+    plain = await harness_store(kind, tmp_path).latest_snapshot(run_id='r')
+    assert len(ModelMessagesTypeAdapter.dump_json(plain.messages)) < 5000
+    off_inner = harness_store(kind, tmp_path / 'off')
+    off = OffloadingStepStore(off_inner, media_store=MemoryMediaStore(), options=WalkOptions(structured=False))
+    await off.register_run(RunRecord(run_id='r'))
+    await off.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages, state='complete'))
+    kept = await harness_store(kind, tmp_path / 'off').latest_snapshot(run_id='r')
+    assert kept.messages[2].parts[0].content == messages[2].parts[0].content  # off: stays inline
+
+
+# -- OffloadingKV -------------------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content=containers(_strings), known=st.booleans())
+def test_kv_round_trip_is_exact(content: Any, known: bool) -> None:
+    async def scenario() -> None:
+        inner = InMemoryAsyncKV()
+        media = MemoryMediaStore()
+        kv = OffloadingKV(inner, media_store=media, threshold_bytes=0, known_blobs=known, recent_bytes=0)
+        tree = tool_tree(content)
+        await kv.put('p', 's', json.dumps(tree))
+        lean = await inner.get('p', 's')
+        assert lean is not None and JSON_ESCAPE_FORMAT in lean
+        for _ in range(2):
+            got = await kv.get('p', 's')
+            assert got is not None
+            assert exact(part_of(json.loads(got))['content']) == exact(content)
+
+    asyncio.run(scenario())
+
+
+async def test_kv_step_store_round_trip() -> None:
+    inner = InMemoryAsyncKV()
+    media = MemoryMediaStore()
+    store = KVStepStore(OffloadingKV(inner, media_store=media))
+    messages = conversation(rows(3000))
+    await store.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages, state='complete'))
+    stored = sum(len(value) for values in inner._data.values() for value in values.values())  # what the KV holds
+    back = await store.latest_snapshot(run_id='r')
+    assert back is not None
+    assert ModelMessagesTypeAdapter.dump_json(back.messages) == ModelMessagesTypeAdapter.dump_json(messages)
+    assert stored < 100_000
