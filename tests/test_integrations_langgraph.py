@@ -405,3 +405,17 @@ async def test_optional_methods_delegate_async_and_sync(store: DiskMediaStore) -
     assert calls == [('copy', ('a', 'b')), ('copy', ('c', 'd')), ('prune', (['e'], 'delete'))]
     with pytest.raises(SyncCallError, match='aprune'):
         saver.prune(['e'])
+
+
+async def test_state_nested_too_deeply_or_containing_itself_is_a_typed_error(store: DiskMediaStore) -> None:
+    from mediastash.errors import TreeDepthError
+
+    saver = OffloadingCheckpointSaver(InMemorySaver(), media_store=store)
+    deep: Any = {'type': 'text', 'text': 'leaf'}
+    for _ in range(300):
+        deep = {'inner': [deep]}
+    looped: list[Any] = []
+    looped.append(looped)
+    for value in (deep, looped):
+        with pytest.raises(TreeDepthError, match=r'deeper than 200 levels at \$\[0\]'):
+            await put(saver, {'value': value})

@@ -38,7 +38,7 @@ from mediastash.walker.internal import externalize_with, restore_collecting
 
 __all__ = ['Joined', 'envelope_markers', 'lean_values', 'restore_values']
 
-MAX_DEPTH: Final = 500
+MAX_DEPTH: Final = 200
 """Containers nested deeper than this in a state value raise ``TreeDepthError`` (a cycle ends here too)."""
 
 Step = str | int
@@ -74,7 +74,10 @@ class _Finder:
 
     def roots(self, values: Sequence[object]) -> list[_Host]:
         for index, value in enumerate(values):
-            self.visit(value, (index,))
+            try:
+                self.visit(value, (index,))
+            except RecursionError:  # a recursion limit set lower than the walk needs
+                raise TreeDepthError(limit=None, path=_where((index,)), serializer='the Python stack') from None
         return self.hosts
 
     def visit(self, node: object, path: tuple[Step, ...]) -> None:
