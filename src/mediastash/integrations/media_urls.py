@@ -14,6 +14,7 @@ unless ``on_store_error='raise'``. ``docs/model-urls.md`` has the details.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 import weakref
@@ -26,6 +27,7 @@ from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
+    ModelResponse,
 )
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
@@ -37,6 +39,7 @@ from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, Unsaf
 from mediastash.integrations._model_kinds import ALL_KINDS, URL_CLASS, MediaKind, fetches_by_url, kind_of
 from mediastash.integrations._references import REFERENCE_PART_KINDS, ReferencePart
 from mediastash.integrations._sent_parts import BlobAnswer, BlobKey, Place, StoredBlob, reference_places
+from mediastash.integrations.provider_files import ProviderFiles, UploadRegistry
 from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
@@ -148,6 +151,12 @@ class MediaUrlSwapper:
     ``UnsafeKeyError``) are raised either way (``docs/model-urls.md``).
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    ``provider_files``: ``True`` (uploads remembered in this process) or an
+    ``UploadRegistry`` (e.g. ``KVUploadRegistry``, shared across processes)
+    sends media the model would otherwise get as bytes as provider file
+    references (``UploadedFile``), uploading each blob once per provider
+    account; ``False`` (the default) never uploads (``docs/model-urls.md``,
+    "Provider file references").
 
     Reference parts (``OffloadingStepStore(restore='references')``: URL parts
     whose URL is a blob's ``media+sha256://`` URI) are resolved whatever
@@ -177,9 +186,12 @@ class MediaUrlSwapper:
         on_store_error: OnStoreError = 'inline',
         clock: Callable[[], float] = time.monotonic,
         options: WalkOptions | None = None,
+        provider_files: bool | UploadRegistry = False,
     ) -> None:
         if not isinstance(on_store_error, str) or on_store_error not in _ON_STORE_ERROR:
             raise InvalidStoreConfiguration("on_store_error must be 'inline' or 'raise'")
+        if not isinstance(provider_files, bool | UploadRegistry):
+            raise InvalidStoreConfiguration('provider_files must be True, False or an UploadRegistry')
         self.on_store_error: OnStoreError = on_store_error
         self.media_store = media_store
         self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
@@ -212,6 +224,15 @@ class MediaUrlSwapper:
         """How many URLs the store was asked for (a stable run asks once per blob per lifetime)."""
         self.store_failures = 0
         """How many requests went out with their bytes inline because a store call failed."""
+        self.provider_files: ProviderFiles | None = None
+        """The provider-file rewrite (``provider_files=``): its ``uploads`` count and ``delete_uploads``."""
+        if provider_files is not False:
+            self.provider_files = ProviderFiles(
+                media_store,
+                options=self._walk_options,
+                registry=None if provider_files is True else provider_files,
+                on_error=on_store_error,
+            )
 
     @property
     def url_lifetime(self) -> float | None:
@@ -237,8 +258,21 @@ class MediaUrlSwapper:
         Each swapped payload is in the store before its URL is handed out.
         Where the store gives no URL the bytes stay (a reference part gets its
         bytes); where a store call fails, see ``on_store_error``. ``model`` is the model the request goes to
-        (for ``kinds='auto'``).
+        (for ``kinds='auto'``). With ``provider_files``, media the model would
+        get as bytes become provider file references.
         """
+        files = self.provider_files
+        if files is None:
+            return await self._swap_urls(messages, model=model)
+        # First what the model does not take by URL, then what got no URL (a store without public URLs).
+        by_url = functools.partial(self._wanted, model=model)
+        messages = await files.apply(messages, model=model, leave=by_url)
+        failures = self.store_failures
+        swapped = await self._swap_urls(messages, model=model)
+        return swapped if self.store_failures != failures else await files.apply(swapped, model=model)
+
+    async def _swap_urls(self, messages: list[ModelMessage], *, model: Any = None) -> list[ModelMessage]:
+        """``swap`` without provider files: URL parts for what the model takes by URL."""
         binaries = self._binaries_to_send(messages, model)
         references = reference_places(messages)
         if not binaries and not references:
@@ -466,6 +500,7 @@ class MediaUrls(AbstractCapability[Any]):
         max_urls: int = DEFAULT_MAX_URLS,
         on_store_error: OnStoreError = 'inline',
         options: WalkOptions | None = None,
+        provider_files: bool | UploadRegistry = False,
     ) -> None:
         self.swapper = MediaUrlSwapper(
             media_store,
@@ -478,11 +513,31 @@ class MediaUrls(AbstractCapability[Any]):
             max_urls=max_urls,
             on_store_error=on_store_error,
             options=options,
+            provider_files=provider_files,
         )
 
     @property
     def media_store(self) -> MediaStore:
         return self.swapper.media_store
+
+    @property
+    def provider_files(self) -> ProviderFiles | None:
+        """The provider-file rewrite (``None`` unless ``provider_files=`` was given)."""
+        return self.swapper.provider_files
+
+    async def on_model_request_error(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, error: Exception
+    ) -> ModelResponse:
+        """A request refused because the provider lost a file we sent: upload it again, retry once."""
+        files = self.swapper.provider_files
+        if files is not None:
+            messages = await files.recover(error, request_context.messages, model=request_context.model)
+            if messages is not None:
+                request_context.messages = messages
+                return await request_context.model.request(
+                    messages, request_context.model_settings, request_context.model_request_parameters
+                )
+        raise error
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

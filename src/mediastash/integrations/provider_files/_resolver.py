@@ -27,25 +27,16 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final, Literal
 
-from pydantic_ai.messages import (
-    AudioUrl,
-    BinaryContent,
-    DocumentUrl,
-    ImageUrl,
-    ModelMessage,
-    ModelRequest,
-    UploadedFile,
-    VideoUrl,
-)
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UploadedFile
 
 from mediastash._lru import BoundedLRU
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidStoreConfiguration
-from mediastash.integrations._model_kinds import MediaKind
+from mediastash.integrations._model_kinds import MediaKind, kind_of
+from mediastash.integrations._references import REFERENCE_PART_KINDS, is_reference_part, kind_of_reference
 from mediastash.integrations.provider_files._registry import MemoryUploadRegistry, UploadRecord, UploadRegistry
 from mediastash.integrations.provider_files._targets import Target, target_for
 from mediastash.stores.protocols import MediaStore
-from mediastash.uri import MEDIA_URI_SCHEME
 from mediastash.walker import WalkOptions
 from mediastash.walker.typed import IdentifierMemo, TypedBinaries, TypedPayload, typed_payloads, with_replaced_contents
 
@@ -56,27 +47,8 @@ logger = logging.getLogger('mediastash.integrations.provider_files')
 DEFAULT_FILE_MIN_VALIDITY: Final = 3600.0
 """Seconds an uploaded file must still live to be sent again; one closer to expiry is uploaded anew."""
 
-_PARTS: Final = frozenset({'user-prompt', 'tool-return'})
-_URL_KINDS: Final[dict[type[Any], MediaKind]] = {
-    ImageUrl: 'image',
-    AudioUrl: 'audio',
-    VideoUrl: 'video',
-    DocumentUrl: 'document',
-}
 _LOST_FILE_STATUS: Final = frozenset({400, 403, 404, 410})
 _NEVER_INLINED: Final = (TypeError, AttributeError, NameError, KeyError, AssertionError, InvalidStoreConfiguration)
-
-
-def _kind_of(content: BinaryContent) -> MediaKind | None:
-    for kind, test in (
-        ('image', content.is_image),
-        ('audio', content.is_audio),
-        ('video', content.is_video),
-        ('document', content.is_document),
-    ):
-        if test:
-            return kind  # type: ignore[return-value]
-    return None
 
 
 @dataclass(slots=True)
@@ -211,23 +183,21 @@ class ProviderFiles:
             content = item.original
             if item.text or not isinstance(content, BinaryContent) or not self._in_request_part(messages, item):
                 continue
-            kind = _kind_of(content)
+            kind = kind_of(content)
             if kind is not None and target.accepts(kind, content.media_type):
                 binaries.append(_Candidate(item, kind, content.media_type))
         for index, message in enumerate(messages):
             if not isinstance(message, ModelRequest):
                 continue
             for j, part in enumerate(message.parts):
-                if getattr(part, 'part_kind', None) not in _PARTS:
+                if getattr(part, 'part_kind', None) not in REFERENCE_PART_KINDS:
                     continue
                 content = getattr(part, 'content', None)
                 items = list(enumerate(content)) if isinstance(content, list) else [(None, content)]
                 for k, value in items:
-                    kind = _URL_KINDS.get(type(value))
-                    url = getattr(value, 'url', '')
-                    if kind is None or value is None or not url.startswith(MEDIA_URI_SCHEME):
+                    if not is_reference_part(value):
                         continue
-                    media_type = value.media_type
+                    kind, media_type, url = kind_of_reference(value), value.media_type, value.url
                     if not target.accepts(kind, media_type):
                         continue
                     path = ('parts', j, 'content') if k is None else ('parts', j, 'content', k)
@@ -240,7 +210,7 @@ class ProviderFiles:
         message = messages[item.message]
         j = item.path[1]
         part = message.parts[j] if isinstance(message, ModelRequest) and isinstance(j, int) else None
-        return getattr(part, 'part_kind', None) in _PARTS
+        return getattr(part, 'part_kind', None) in REFERENCE_PART_KINDS
 
     async def _file_for(self, candidate: _Candidate, target: Target) -> UploadedFile:
         uri = candidate.uri
