@@ -15,7 +15,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
@@ -82,37 +81,46 @@ async def test_conformance_async_sqlite(tmp_path: Path) -> None:
 
 
 async def test_conformance_async_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    psycopg = pytest.importorskip('psycopg')
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
-
     schemas: list[str] = []
 
     @asynccontextmanager
     async def inner() -> AsyncIterator[BaseCheckpointSaver[Any]]:
         schema = f'lg_{uuid.uuid4().hex[:12]}'
         schemas.append(schema)
-        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as admin:
-            await admin.execute(f'CREATE SCHEMA "{schema}"')
-        async with await psycopg.AsyncConnection.connect(
-            postgres_dsn,
-            autocommit=True,
-            prepare_threshold=0,
-            row_factory=dict_row,
-            options=f'-c search_path={schema}',
-        ) as connection:
-            saver = AsyncPostgresSaver(connection)
-            await saver.setup()
+        async with postgres_saver(postgres_dsn, schema) as saver:
             yield saver
 
     try:
         plain, wrapped = await _reports('AsyncPostgresSaver', inner, tmp_path)
     finally:
-        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as admin:
-            for schema in schemas:
-                await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await drop_schemas(postgres_dsn, schemas)
     assert 'prune' in {name for name, result in plain.results.items() if result.detected}
     _check(plain, wrapped)
+
+
+@asynccontextmanager
+async def postgres_saver(dsn: str, schema: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """An ``AsyncPostgresSaver`` whose tables live in a new schema of their own (``drop_schemas`` removes it)."""
+    import psycopg
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+        await admin.execute(f'CREATE SCHEMA "{schema}"')
+    async with await psycopg.AsyncConnection.connect(
+        dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row, options=f'-c search_path={schema}'
+    ) as connection:
+        saver = AsyncPostgresSaver(connection)
+        await saver.setup()
+        yield saver
+
+
+async def drop_schemas(dsn: str, schemas: list[str]) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+        for schema in schemas:
+            await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_the_wrapper_offers_what_the_inner_class_offers() -> None:

@@ -24,6 +24,9 @@ from langgraph.graph.message import add_messages
 
 from mediastash import DiskMediaStore
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
+from tests.postgres_support import postgres_dsn
+
+__all__ = ['GraphRun', 'build_graph', 'comparable', 'postgres_dsn', 'run_graph']  # postgres_dsn: the fixture
 
 
 class GraphState(TypedDict):
@@ -183,3 +186,33 @@ async def test_a_sync_invoke_from_a_worker_thread_goes_through_the_bridge(tmp_pa
             assert len(str(lean.checkpoint['channel_values']['messages'])) < 20_000
     finally:
         await store.aclose()
+
+
+async def test_the_graph_on_async_postgres_saver(tmp_path: Path, postgres_dsn: str) -> None:
+    """The same graph on ``AsyncPostgresSaver`` (its own schema): wrapped, it reads back what a plain saver does."""
+    import uuid
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from tests.test_integrations_langgraph_conformance import drop_schemas, postgres_saver
+
+    builder = build_graph(12, 70_000, 70_000)
+    config: Any = {'configurable': {'thread_id': 'pg'}, 'recursion_limit': 30}
+    start = {'messages': [HumanMessage(content='start', id='start')], 'step': 0}
+    plain = builder.compile(checkpointer=InMemorySaver())
+    await plain.ainvoke(start, config)
+    schema = f'lg_{uuid.uuid4().hex[:12]}'
+    store = DiskMediaStore(tmp_path / 'media')
+    try:
+        async with postgres_saver(postgres_dsn, schema) as inner:
+            graph = builder.compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=store))
+            await graph.ainvoke(start, config)
+            fresh = builder.compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=store, known_blobs=False))
+            theirs = [comparable(s) async for s in plain.aget_state_history(config)]
+            assert [comparable(s) async for s in fresh.aget_state_history(config)] == theirs
+            lean = await inner.aget_tuple(config)
+            assert lean is not None
+            assert len(str(lean.checkpoint['channel_values']['messages'])) < 30_000
+    finally:
+        await store.aclose()
+        await drop_schemas(postgres_dsn, [schema])
