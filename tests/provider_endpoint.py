@@ -39,7 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ['CapturedRequest', 'ProviderEndpoint', 'StoredFile']
+__all__ = ['CapturedRequest', 'ProviderEndpoint', 'StoredFile', 'file_references']
 
 HOST = '127.0.0.1'
 _MESSAGE_APIS = ('openai', 'openai-responses', 'anthropic', 'bedrock', 'gemini')
@@ -265,21 +265,7 @@ class ProviderEndpoint:
 
     def _unknown_file_ids(self, payload: Any) -> list[str]:
         """File references in a message request (``file_id`` values, ``s3://`` locations aside) not held here."""
-        found: list[str] = []
-
-        def walk(node: Any) -> None:
-            if isinstance(node, dict):
-                for key, value in node.items():
-                    if key in ('file_id', 'file_uri', 'fileUri') and isinstance(value, str) and value not in self.files:
-                        found.append(value)
-                    else:
-                        walk(value)
-            elif isinstance(node, list):
-                for value in node:
-                    walk(value)
-
-        walk(payload)
-        return found
+        return [file_id for file_id in file_references(payload) if file_id not in self.files]
 
     def _gemini_files(self, request: web.Request, body: bytes) -> web.Response:
         """google-genai's resumable upload (start, then one or more chunks), and files get/delete."""
@@ -458,6 +444,25 @@ class ProviderEndpoint:
             {'type': 'message_stop'},
         ]
         return [(event['type'], event) for event in events]
+
+
+def file_references(payload: Any) -> list[str]:
+    """Every provider file reference of a message request's JSON (``file_id``, Gemini's ``file_uri``), in order."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ('file_id', 'file_uri', 'fileUri') and isinstance(value, str):
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(payload)
+    return found
 
 
 def form_fields(content_type: str, body: bytes) -> dict[str, tuple[str | None, str | None, bytes]]:

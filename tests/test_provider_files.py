@@ -49,7 +49,7 @@ from mediastash.integrations.provider_files import (
 )
 from mediastash.stores.s3 import S3MediaStore
 from mediastash.testing import CountingMediaStore
-from tests.provider_endpoint import CapturedRequest, ProviderEndpoint
+from tests.provider_endpoint import CapturedRequest, ProviderEndpoint, file_references
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
 
 __all__ = ['moto_server']  # the session fixture, imported so pytest finds it here
@@ -78,22 +78,8 @@ def assert_no_base64(body: bytes, data: bytes) -> None:
 
 
 def file_ids_in(request: CapturedRequest) -> list[str]:
-    """Every ``file_id`` value of a message request, in order."""
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ('file_id', 'file_uri') and isinstance(value, str):
-                    found.append(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(request.json)
-    return found
+    """Every file reference of a message request, in order."""
+    return file_references(request.json)
 
 
 class SqliteKV:
