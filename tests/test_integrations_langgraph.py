@@ -318,6 +318,8 @@ async def test_everything_else_delegates(store: DiskMediaStore) -> None:
     assert await store.exists(media_uri_for(RAW))  # blobs stay: gc collects them
     allowed = saver.with_allowlist([('tests', 'Thing')])
     assert isinstance(allowed, OffloadingCheckpointSaver) and allowed.media_store is store
+    copied = copy.copy(saver)  # what BaseCheckpointSaver.with_allowlist does to other savers
+    assert type(copied) is type(saver) and copied.inner is inner
 
 
 async def test_sync_methods_bridge_from_another_thread_and_refuse_on_the_loop(store: DiskMediaStore) -> None:

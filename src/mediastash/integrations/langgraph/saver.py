@@ -84,8 +84,10 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
     known_blobs = WalkSetting()
     max_concurrency = WalkSetting()
 
-    def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> OffloadingCheckpointSaver:
-        if cls is OffloadingCheckpointSaver:
+    def __new__(
+        cls, inner: BaseCheckpointSaver[Any] | None = None, *args: Any, **kwargs: Any
+    ) -> OffloadingCheckpointSaver:
+        if cls is OffloadingCheckpointSaver and inner is not None:  # (copy.copy calls it with the class alone)
             cls = _with_capabilities_of(type(inner))
         return super().__new__(cls)
 
