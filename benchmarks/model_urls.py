@@ -5,6 +5,7 @@ Run from the repository root with the project venv active::
     python benchmarks/model_urls.py --runs 5     # about 2 minutes with SeaweedFS
     python benchmarks/model_urls.py --quick      # smoke run
     python benchmarks/model_urls.py --s3 none    # without the S3 presigned-URL row
+    python benchmarks/model_urls.py --resume     # part (a): zero-download resume, 'bytes' vs 'references'
 
 A 20-turn agent run with pydantic-ai's real ``OpenAIChatModel`` and the OpenAI
 SDK, against a local chat-completions endpoint (``tests/provider_endpoint.py``)
@@ -31,6 +32,7 @@ import platform
 import random
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -46,7 +48,7 @@ from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ModelR
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from _servers import Server, s3_server
+from _servers import Server, ServerName, latency_proxy, s3_server
 from mediastash import media_uri_for
 from mediastash.integrations import MediaUrls
 from mediastash.integrations.media_urls import MediaUrlSwapper
@@ -389,11 +391,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--swap-parts', type=int, default=100, help='image parts in the swap timing (default 100)')
     parser.add_argument('--swap-kib', type=int, default=1024, help='KiB per image in the swap timing (default 1024)')
     parser.add_argument('--swap-calls', type=int, default=200, help='cached swap calls per run (default 200)')
+    parser.add_argument('--resume', action='store_true', help="part (a) only: resume with 'bytes' vs 'references'")
+    parser.add_argument('--resume-steps', type=int, default=50, help='steps of the resumed run (default 50)')
+    parser.add_argument('--resume-mib', type=float, default=200, help='MiB of images in the run (default 200)')
+    parser.add_argument('--latency-ms', type=float, default=20, help='delay per S3 request in part (a) (default 20)')
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.turns, args.images, args.swap_calls, args.swap_kib = 2, 6, 3, 50, 128
     if args.runs < 1 or args.turns < 1 or args.images < 1:
         parser.error('--runs, --turns and --images must be at least 1')
+    if args.resume:
+        return resume_main(args)
     images = min(args.images, (args.turns + 1) // 2)
     pictures = make_images(images, 1.0, 2.0, seed=0)
     variants: list[Variant] = ['without', 'static'] + ([] if args.s3 == 'none' else ['s3'])
@@ -436,6 +444,194 @@ def main(argv: list[str] | None = None) -> int:
         command += f' --s3 {args.s3}'
     table = render(results, firsts, encodes, medians, args.swap_parts, swap_bytes, images)
     print('\n'.join([*info, '', *table, '', f'Rerun: `{command}`']))
+    return 0
+
+
+# -- Part (a): zero-download resume -------------------------------------------------------------------
+#
+# A worker resumes a 50-step run whose history holds 200 MiB of images (one 4 MiB image a step), from
+# ``OffloadingStepStore(FileStepStore, S3MediaStore)`` with presigned URLs, and sends the next model
+# request with ``MediaUrls`` (``OpenAIChatModel`` at the local endpoint). Each resume is a fresh worker:
+# new store objects and a new known-blob cache, so nothing is served from memory. Measured: bytes read
+# from the store and the time from the start of the resume to the first model request, with
+# ``restore='bytes'`` and ``restore='references'``, S3 requests through a proxy that adds a fixed delay.
+
+
+class ReadCountingStore(CountingMediaStore):
+    """``CountingMediaStore`` that also sums the bytes ``get`` returned."""
+
+    def __init__(self, inner: MediaStore) -> None:
+        super().__init__(inner)
+        self.bytes_read = 0
+
+    async def get(self, uri: str, *, context: Any = None) -> bytes:
+        data = await (super().get(uri) if context is None else super().get(uri, context=context))
+        self.bytes_read += len(data)
+        return data
+
+
+@dataclass
+class ResumeRun:
+    """One resume: seconds to the first model request, bytes and calls the store served."""
+
+    seconds: float
+    bytes_read: int
+    gets: int
+    s3_requests: int
+    urls_sent: int
+
+
+def resume_history(images: list[bytes]) -> list[ModelMessage]:
+    """One step per image: a user prompt bringing it, and the model's answer."""
+    history: list[ModelMessage] = []
+    for step, data in enumerate(images):
+        history.append(
+            ModelRequest(
+                parts=[UserPromptPart(content=[f'step {step}', BinaryImage(data=data, media_type='image/png')])]
+            )
+        )
+        history.append(ModelResponse(parts=[TextPart(f'noted {step}')]))
+    return history
+
+
+async def resume_once(
+    mode: Literal['bytes', 'references'], folder: Path, run_id: str, bucket: str, proxy_url: str, server: Server
+) -> ResumeRun:
+    """Resume ``run_id`` as a fresh worker and send one model request; time until the request leaves."""
+    import httpx
+    from pydantic_ai_harness.step_persistence import FileStepStore, continue_run
+
+    from mediastash import KnownBlobCache
+    from mediastash.integrations import OffloadingStepStore
+
+    sent_at: list[float] = []
+
+    async def on_request(request: httpx.Request) -> None:
+        sent_at.append(time.perf_counter())
+
+    async with ProviderEndpoint() as endpoint, httpx.AsyncClient(event_hooks={'request': [on_request]}) as http:
+        s3 = S3MediaStore(
+            bucket=bucket,
+            public_url=PresignedUrls(expires_in=EXPIRES_IN),
+            endpoint_url=proxy_url,
+            region_name=REGION,
+            aws_access_key_id=server.access_key_id,
+            aws_secret_access_key=server.secret_access_key,
+        )
+        async with s3:
+            media = ReadCountingStore(s3)
+            model = OpenAIChatModel(
+                'gpt-4o', provider=OpenAIProvider(base_url=endpoint.openai_base_url, api_key='x', http_client=http)
+            )
+            cache = KnownBlobCache()  # a fresh worker remembers nothing
+            steps = OffloadingStepStore(
+                FileStepStore(folder, media_store=None), media_store=media, restore=mode, known_blobs=cache
+            )
+            agent = Agent(model, capabilities=[MediaUrls(media, known_blobs=cache)])
+            gc.collect()
+            started = time.perf_counter()
+            history = await continue_run(steps, run_id=run_id)
+            await agent.run('What changed since the last step?', message_history=history)
+            seconds = sent_at[0] - started
+            [request] = endpoint.model_requests('openai')
+            urls = len(image_urls(request))
+    return ResumeRun(seconds, media.bytes_read, media.calls['get'], 0, urls)
+
+
+async def measure_resume(
+    server: Server, steps: int, image_mib: float, delay: float, runs: int, verbose: bool
+) -> tuple[dict[str, list[ResumeRun]], int]:
+    from pydantic_ai_harness.step_persistence import ContinuableSnapshot, FileStepStore
+
+    from mediastash.integrations import OffloadingStepStore
+
+    rng = random.Random(7)
+    images = [png_like(int(image_mib * MiB), rng) for _ in range(steps)]
+    bucket = f'bench-resume-{uuid.uuid4().hex[:12]}'
+    session = get_session()
+    options = {
+        'endpoint_url': server.url,
+        'region_name': REGION,
+        'aws_access_key_id': server.access_key_id,
+        'aws_secret_access_key': server.secret_access_key,
+    }
+    async with session.create_client('s3', config=AioConfig(), **options) as client:
+        await client.create_bucket(Bucket=bucket)
+    with tempfile.TemporaryDirectory(prefix='bench-resume-') as tmp:
+        folder = Path(tmp) / 'steps'
+        async with S3MediaStore(bucket=bucket, public_url=PresignedUrls(expires_in=EXPIRES_IN), **options) as s3:
+            saver = OffloadingStepStore(FileStepStore(folder, media_store=None), media_store=s3)
+            snapshot = ContinuableSnapshot(run_id='resume', step_index=steps, messages=resume_history(images))
+            await saver.save_snapshot(snapshot)
+        print(f'saved a {steps}-step run with {fmt_bytes(sum(map(len, images)))} of images', file=sys.stderr)
+        del images
+        results: dict[str, list[ResumeRun]] = {'bytes': [], 'references': []}
+        with latency_proxy(server, delay) as proxy:
+            modes: list[Literal['bytes', 'references']] = ['bytes', 'references']
+            for mode in modes:  # warm-up: imports, connection set-up
+                await resume_once(mode, folder, 'resume', bucket, proxy.endpoint.url, server)
+            for run in range(runs):
+                for mode in modes if run % 2 == 0 else modes[::-1]:
+                    before = len(proxy.seen())
+                    outcome = await resume_once(mode, folder, 'resume', bucket, proxy.endpoint.url, server)
+                    outcome.s3_requests = len(proxy.seen()) - before
+                    results[mode].append(outcome)
+                    if verbose:
+                        print(
+                            f'    {mode:10} {fmt_time(outcome.seconds)}, {fmt_bytes(outcome.bytes_read)} read, '
+                            f'{outcome.gets} gets, {outcome.s3_requests} S3 requests, {outcome.urls_sent} URLs',
+                            file=sys.stderr,
+                        )
+                print(f'  resumes: {run + 1}/{runs} done', file=sys.stderr, flush=True)
+    return results, steps
+
+
+def render_resume(results: dict[str, list[ResumeRun]], steps: int) -> list[str]:
+    plain, lean = results['bytes'], results['references']
+    read_plain = Sample.of([float(r.bytes_read) for r in plain])
+    read_lean = Sample.of([float(r.bytes_read) for r in lean])
+    time_plain = Sample.of([r.seconds for r in plain])
+    time_lean = Sample.of([r.seconds for r in lean])
+    speedup = time_plain.median / time_lean.median
+    urls_ok = all(r.urls_sent == steps for r in plain + lean)
+    return [
+        "| case | restore='bytes' | restore='references' | change | target | result |",
+        '|---|---:|---:|---:|---:|:---:|',
+        f'| bytes read from the media store | {fmt_sample(read_plain, fmt_bytes)} | {fmt_sample(read_lean, fmt_bytes)} '
+        f'| | 0 | {"PASS" if read_lean.high == 0 else "MISS"} |',
+        f'| store gets / S3 requests (median) | {statistics.median(r.gets for r in plain):g} / '
+        f'{statistics.median(r.s3_requests for r in plain):g} | {statistics.median(r.gets for r in lean):g} / '
+        f'{statistics.median(r.s3_requests for r in lean):g} | | (info) | |',
+        f'| time from resume to first model request | {fmt_sample(time_plain, fmt_time)} | '
+        f'{fmt_sample(time_lean, fmt_time)} | {speedup:.1f}x shorter | ≥ 10x | {"PASS" if speedup >= 10 else "MISS"} |',
+        f'| image URLs in the request ({steps} expected) | {plain[0].urls_sent} | {lean[0].urls_sent} | | '
+        f'{steps} | {"PASS" if urls_ok else "MISS"} |',
+    ]
+
+
+def resume_main(args: argparse.Namespace) -> int:
+    """Part (a) alone (``--resume``)."""
+    steps, image_mib = (10, 1.0) if args.quick else (args.resume_steps, args.resume_mib / args.resume_steps)
+    server_name: ServerName = 'moto' if args.s3 == 'none' else args.s3
+    with s3_server(server_name) as server:
+        results, steps = asyncio.run(
+            measure_resume(server, steps, image_mib, args.latency_ms / 1000, args.runs, args.verbose)
+        )
+    info = [
+        f'- machine: {platform.platform()}, {os.cpu_count()} CPUs; Python {platform.python_version()}; {versions()}',
+        f'- run: {steps} steps, one PNG-like image of {fmt_bytes(image_mib * MiB)} per step '
+        f'({fmt_bytes(steps * image_mib * MiB)} in all), saved as one snapshot through '
+        f'`OffloadingStepStore(FileStepStore, S3MediaStore)` ({server_name} on 127.0.0.1)',
+        f'- resume: a fresh worker each time (new store objects and known-blob cache): `continue_run`, then one '
+        '`agent.run` with `MediaUrls(S3MediaStore, PresignedUrls)` on `OpenAIChatModel` at a local endpoint; '
+        f'every S3 request goes through a proxy adding {args.latency_ms:g} ms; the time ends when the model '
+        'request leaves the HTTP client',
+        f'- one warm-up resume per mode, then {args.runs} of each, alternating order; medians (ranges)',
+    ]
+    command = 'python benchmarks/model_urls.py --resume' + (' --quick' if args.quick else f' --runs {args.runs}')
+    if args.s3 not in ('seaweedfs', 'none'):
+        command += f' --s3 {args.s3}'
+    print('\n'.join([*info, '', *render_resume(results, steps), '', f'Rerun: `{command}`']))
     return 0
 
 
