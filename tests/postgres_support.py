@@ -128,6 +128,15 @@ class RawTables:
                 f'UPDATE {self.chunked} SET written_at = $2 WHERE sha256 = $1', digest_of(uri), when
             )
 
+    async def stamped(self, uri: str) -> bool | None:
+        """Whether the inline row's ``checked_xid`` stamp holds (its row version was written by the stamping
+        writer); ``None`` when there is no inline row."""
+        value = await self.connection.fetchval(
+            f'SELECT coalesce(checked_xid = xmin::text::bigint, false) FROM {self.main} WHERE sha256 = $1',
+            digest_of(uri),
+        )
+        return None if value is None else bool(value)
+
     async def columns(self, table: str | None = None) -> list[str]:
         rows = await self.connection.fetch(
             'SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 '

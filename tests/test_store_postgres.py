@@ -31,7 +31,7 @@ from mediastash.errors import (
 from mediastash.stores.postgres import MAX_CHUNK_SIZE_BYTES, PostgresMediaStore
 from mediastash.testing.store import StoreTests, blob, collect
 from mediastash.urls import PublicUrlResolver
-from tests.postgres_support import CountingProxy, RawTables, postgres_dsn, raw_connection, unique_table
+from tests.postgres_support import CountingProxy, RawTables, digest_of, postgres_dsn, raw_connection, unique_table
 from tests.s3_servers import free_port
 
 __all__ = ['postgres_dsn']  # the session fixture, imported so pytest finds it here
@@ -265,7 +265,15 @@ async def test_small_blob_is_one_harness_row_and_large_one_is_chunked(make: Any)
     manifest = await raw.manifest(large_uri)
     assert manifest is not None and manifest['size_bytes'] == len(large) and manifest['chunk_bytes'] == 64 * 1024
     assert await raw.chunk_rows() == 2
-    assert await raw.columns() == ['sha256', 'media_type', 'bytes', 'size_bytes', 'metadata', 'written_at']
+    assert await raw.columns() == [
+        'sha256',
+        'media_type',
+        'bytes',
+        'size_bytes',
+        'metadata',
+        'written_at',
+        'checked_xid',
+    ]
     assert await store.get(large_uri) == large
 
 
@@ -323,7 +331,7 @@ async def test_harness_table_is_read_without_change_and_first_write_adds_what_it
         assert await raw.tables_like(table) == [table]
         # The first write adds written_at and the side tables; the harness still reads and writes.
         new = await store.put(b'written by mediastash')
-        assert await raw.columns() == [*before, 'written_at']
+        assert await raw.columns() == [*before, 'written_at', 'checked_xid']
         assert await raw.tables_like(table) == sorted([table, f'{table}_chunked', f'{table}_chunks'])
         assert await theirs.get(new) == b'written by mediastash'
         again = await theirs.put(b'the harness, after our first write')
@@ -403,6 +411,68 @@ async def test_put_of_a_stored_blob_sends_no_body_and_dates_it(make: Any, postgr
         finally:
             await proxied.close()
     assert (await raw.row(uri))['written_at'] > time.time() - 60
+
+
+async def test_a_stamped_row_is_trusted_without_hashing_and_any_other_update_voids_the_stamp(
+    make: Any, connection: Any
+) -> None:
+    """``checked_xid``: a put of stored bytes skips hashing a row whose stamp holds; an UPDATE voids the stamp."""
+    store, raw = make()
+    data = blob(200_000, seed=8)
+    uri = await store.put(data)
+    assert await raw.stamped(uri) is True  # the insert stamps what the client hashed
+    digest = uri.removeprefix('media+sha256://')
+    # An UPDATE that leaves the bytes alone still makes a new row version: the stamp no longer holds, so the next
+    # put (a fresh instance) has the server hash the copy once and stamps it again.
+    await connection.execute(f'UPDATE {raw.main} SET metadata = metadata WHERE sha256 = $1', digest)
+    assert await raw.stamped(uri) is False
+    fresh, _ = make(table=store.table)
+    assert await fresh.put(data) == uri
+    assert await raw.stamped(uri) is True
+    # A forged stamp (bytes changed by SQL that also sets checked_xid to its own transaction) is what the stamp
+    # cannot see: the fresh put trusts it and sends nothing, a get still refuses the bytes, and that instance heals.
+    await connection.execute(
+        f'UPDATE {raw.main} SET bytes = overlay(bytes placing $2 from 10), '
+        'checked_xid = txid_current() % 4294967296 WHERE sha256 = $1',
+        digest,
+        b'\xff\xfe',
+    )
+    forged = bytes((await raw.row(uri))['bytes'])
+    other, _ = make(table=store.table)
+    assert await other.put(data) == uri
+    assert bytes((await raw.row(uri))['bytes']) == forged, 'the stamp was trusted: no hash, no body'
+    with pytest.raises(IntegrityError):
+        await other.get(uri)
+    assert await other.put(data) == uri
+    assert await other.get(uri) == data and await raw.stamped(uri) is True
+
+
+async def test_a_harness_row_is_hashed_once_then_stamped_and_touch_keeps_the_stamp(
+    make: Any, pool: Any, connection: Any
+) -> None:
+    store, raw = make()
+    theirs = harness_store(pool, store.table)
+    await store.put(b'our first write adds the columns')
+    data = blob(150_000, seed=9)
+    uri = await theirs.put(data)
+    assert await raw.stamped(uri) is False  # the harness knows no stamp
+    assert await store.put(data) == uri  # the server hashes it, finds it sound and stamps it
+    row = await raw.row(uri)
+    assert await raw.stamped(uri) is True and row['written_at'] is not None
+    await raw.set_written_at(uri, 1000.0)  # an outside UPDATE: the stamp is void again
+    assert await raw.stamped(uri) is False
+    assert await store.put(data) == uri
+    assert await raw.stamped(uri) is True
+    await connection.execute(f'UPDATE {raw.main} SET written_at = 1000 WHERE sha256 = $1', digest_of(uri))
+    assert await store.put(data) == uri  # hashed again (the update voided the stamp), dated and stamped
+    await connection.execute(
+        f'UPDATE {raw.main} SET written_at = 1000, checked_xid = txid_current() % 4294967296 WHERE sha256 = $1',
+        digest_of(uri),
+    )
+    assert await raw.stamped(uri) is True
+    assert await store.touch_many([uri]) == {uri}  # touching dates the row and carries the holding stamp over
+    row = await raw.row(uri)
+    assert row['written_at'] > time.time() - 60 and await raw.stamped(uri) is True
 
 
 # -- streaming in bounded memory -------------------------------------------------------------
@@ -764,6 +834,35 @@ async def test_a_pool_of_unknown_address_is_named_by_the_pool_object(pool: Any, 
     )
     uri = await first.put(b'through a wrapped pool')
     assert await store.get(uri) == b'through a wrapped pool'
+
+
+async def test_delete_unless_touched_keeps_a_blob_while_either_of_its_two_copies_is_young(
+    make: Any, pool: Any, connection: Any
+) -> None:
+    """A blob with both an inline row (here the harness's) and a chunked copy is collected only when both are old."""
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    data = blob(100_000, seed=12)
+    uri = await store.put(data)  # chunked: above the chunk size
+    assert await harness_store(pool, store.table).put(data) == uri  # and an inline row beside it
+    digest = digest_of(uri)
+
+    async def date(inline: float | None, chunked: float | None) -> None:
+        await connection.execute(f'UPDATE {raw.main} SET written_at = $2 WHERE sha256 = $1', digest, inline)
+        await connection.execute(f'UPDATE {raw.chunked} SET written_at = $2 WHERE sha256 = $1', digest, chunked)
+
+    async def copies() -> tuple[bool, bool]:
+        return await raw.row(uri) is not None, await raw.manifest(uri) is not None
+
+    cutoff = time.time() - 600
+    for inline, chunked in [(1000.0, time.time()), (time.time(), 1000.0), (None, 1000.0)]:
+        await date(inline, chunked)
+        assert await store.delete_unless_touched([uri], written_before=cutoff) == frozenset()
+        assert await copies() == (True, True), (inline, chunked)
+        assert await store.get(uri) == data
+    await date(1000.0, 1000.0)
+    assert await store.delete_unless_touched([uri], written_before=cutoff) == {uri}
+    assert await copies() == (False, False)
+    assert await raw.chunk_rows() == 0 and not await store.exists(uri)
 
 
 async def test_put_of_a_stored_chunked_blob_sends_no_chunk(make: Any, postgres_dsn: str) -> None:

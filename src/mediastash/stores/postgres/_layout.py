@@ -2,8 +2,17 @@
 
 ``<table>``: pydantic-ai-harness's media table (``sha256 TEXT PRIMARY KEY,
 media_type TEXT, bytes BYTEA NOT NULL, size_bytes BIGINT NOT NULL, metadata
-TEXT``) plus a nullable ``written_at`` (Unix time): one row per blob of at
-most the chunk size, readable by the harness as it is.
+TEXT``) plus a nullable ``written_at`` (Unix time) and a nullable
+``checked_xid``: one row per blob of at most the chunk size, readable by the
+harness as it is.
+
+``checked_xid`` is the stamp that lets a ``put`` of stored bytes skip hashing
+the stored copy: a writer that knows the row's bytes hash to its key (it sent
+them, or the server just hashed them) sets it to its own transaction id, which
+is also the row version's ``xmin``. Any later ``UPDATE`` of the row (a script,
+a restore, anything but a writer that re-checks) makes a new row version with
+another ``xmin``, so the stamp no longer matches and the next ``put`` of the
+blob hashes the stored copy on the server again (see ``docs/postgres.md``).
 
 ``<table>_chunked`` and ``<table>_chunks``: a larger blob is one row in the
 first (its size, media type, metadata, ``written_at`` and the id of its chunk
@@ -25,6 +34,10 @@ IDENTIFIER: Final = re.compile(r'[a-z_][a-z0-9_]{0,62}')
 """A table or schema name: lowercase, at most 63 bytes (PostgreSQL cuts longer names), as the harness requires."""
 
 _MAX_NAME: Final = 63
+_STAMP: Final = 'txid_current() % 4294967296'
+"""The current transaction's id as a row version's ``xmin`` shows it (32 bits): the ``checked_xid`` to write."""
+_STAMP_HOLDS: Final = 'checked_xid = xmin::text::bigint'
+"""The row version was written by the writer that stamped it: its bytes are the ones found sound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +47,12 @@ class Layout:
     main: bool
     written_at: bool
     chunked: bool
+    checked_xid: bool = False
 
     @property
     def complete(self) -> bool:
         """Everything a write sets up is there; no later write or read changes it."""
-        return self.main and self.written_at and self.chunked
+        return self.main and self.written_at and self.checked_xid and self.chunked
 
 
 class Tables:
@@ -59,11 +73,19 @@ class Tables:
         return (
             f'CREATE TABLE IF NOT EXISTS {self.main} ('
             'sha256 TEXT PRIMARY KEY, media_type TEXT, bytes BYTEA NOT NULL, '
-            'size_bytes BIGINT NOT NULL, metadata TEXT, written_at DOUBLE PRECISION)'
+            'size_bytes BIGINT NOT NULL, metadata TEXT, written_at DOUBLE PRECISION, checked_xid BIGINT)'
         )
 
-    def add_written_at(self) -> str:
-        return f'ALTER TABLE {self.main} ADD COLUMN IF NOT EXISTS written_at DOUBLE PRECISION'
+    def store_main_uncompressed(self) -> str:
+        """For a table this store creates: media rarely compresses, so skip the attempt (as for chunks)."""
+        return f'ALTER TABLE {self.main} ALTER COLUMN bytes SET STORAGE EXTERNAL'
+
+    def add_columns(self) -> str:
+        """What a harness table lacks: ``written_at`` and ``checked_xid`` (nullable; the harness never names them)."""
+        return (
+            f'ALTER TABLE {self.main} ADD COLUMN IF NOT EXISTS written_at DOUBLE PRECISION, '
+            'ADD COLUMN IF NOT EXISTS checked_xid BIGINT'
+        )
 
     def create_chunked(self) -> str:
         return (
@@ -99,6 +121,7 @@ class Tables:
         return Layout(
             main=bool(main),
             written_at='written_at' in main,
+            checked_xid='checked_xid' in main,
             chunked=self.chunked_name in columns and self.chunks_name in columns,
         )
 
@@ -181,17 +204,29 @@ class Tables:
     # -- writes ------------------------------------------------------------------------
 
     def probe(self) -> str:
-        """What is stored under ``$1`` (complete layout): ``(size, sha256 hex or NULL)`` rows, the sha256 computed
-        by the server for copies of at most ``$2`` bytes. Stored copies written before ``$4`` (or of unknown age)
-        get ``written_at = $3`` in the same statement: a put of stored bytes marks them in use."""
+        """What is stored under ``$1`` (complete layout): ``(size, digest or NULL)`` rows, ``digest`` being the
+        sha256 hex the stored bytes are known to have: the key itself for an inline row whose ``checked_xid`` stamp
+        holds (no byte is read), else computed by the server for copies of at most ``$2`` bytes. Stored copies
+        written before ``$4`` (or of unknown age) get ``written_at = $3`` in the same statement: a put of stored
+        bytes marks them in use. An inline row of at most ``$2`` bytes without a valid stamp is hashed once and
+        stamped when sound; an update carries a valid stamp over to the new row version."""
         return (
-            f'WITH a AS (UPDATE {self.main} SET written_at = $3 WHERE sha256 = $1 '
-            'AND (written_at IS NULL OR written_at < $4) RETURNING 1), '
+            f'WITH a AS (UPDATE {self.main} SET '
+            'written_at = CASE WHEN written_at IS NULL OR written_at < $4 THEN $3 ELSE written_at END, '
+            f'checked_xid = CASE WHEN {_STAMP_HOLDS} OR (octet_length(bytes) <= $2 '
+            f"AND encode(sha256(bytes), 'hex') = sha256) THEN {_STAMP} END "
+            'WHERE sha256 = $1 AND (written_at IS NULL OR written_at < $4 '
+            'OR (checked_xid IS DISTINCT FROM xmin::text::bigint AND octet_length(bytes) <= $2)) '
+            'RETURNING octet_length(bytes)::bigint AS size, '
+            'CASE WHEN checked_xid IS NOT NULL THEN sha256 END AS digest), '
             f'b AS (UPDATE {self.chunked} SET written_at = $3 WHERE sha256 = $1 '
             'AND (written_at IS NULL OR written_at < $4) RETURNING 1) '
-            'SELECT octet_length(bytes)::bigint AS size, '
-            "CASE WHEN octet_length(bytes) <= $2 THEN encode(sha256(bytes), 'hex') END AS digest "
-            f'FROM {self.main} WHERE sha256 = $1 '
+            'SELECT size, digest FROM a '
+            'UNION ALL '
+            'SELECT octet_length(bytes)::bigint, '
+            f'CASE WHEN {_STAMP_HOLDS} THEN sha256 '
+            "WHEN octet_length(bytes) <= $2 THEN encode(sha256(bytes), 'hex') END "
+            f'FROM {self.main} WHERE sha256 = $1 AND NOT EXISTS (SELECT 1 FROM a) '
             'UNION ALL '
             f'SELECT (SELECT coalesce(sum(octet_length(c.bytes)), 0)::bigint FROM {self.chunks} c '
             'WHERE c.chunk_set = m.chunk_set), '
@@ -201,9 +236,10 @@ class Tables:
         )
 
     def insert_inline(self) -> str:
+        """Insert a row whose bytes the caller hashed: stamped (``checked_xid``) as sound."""
         return (
-            f'INSERT INTO {self.main} (sha256, media_type, bytes, size_bytes, metadata, written_at) '
-            'VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (sha256) DO NOTHING RETURNING 1'
+            f'INSERT INTO {self.main} (sha256, media_type, bytes, size_bytes, metadata, written_at, checked_xid) '
+            f'VALUES ($1, $2, $3, $4, $5, $6, {_STAMP}) ON CONFLICT (sha256) DO NOTHING RETURNING 1'
         )
 
     def insert_chunk(self) -> str:
@@ -227,9 +263,10 @@ class Tables:
 
     def touch(self) -> str:
         """Mark the stored blobs among ``$1`` written before ``$3`` (or of unknown age) as written at ``$2``; return
-        which of ``$1`` are stored."""
+        which of ``$1`` are stored. A valid ``checked_xid`` stamp is carried over to the new row version."""
         return (
-            f'WITH a AS (UPDATE {self.main} SET written_at = $2 WHERE sha256 = ANY($1::text[]) '
+            f'WITH a AS (UPDATE {self.main} SET written_at = $2, '
+            f'checked_xid = CASE WHEN {_STAMP_HOLDS} THEN {_STAMP} END WHERE sha256 = ANY($1::text[]) '
             'AND (written_at IS NULL OR written_at < $3) RETURNING 1), '
             f'b AS (UPDATE {self.chunked} SET written_at = $2 WHERE sha256 = ANY($1::text[]) '
             'AND (written_at IS NULL OR written_at < $3) RETURNING 1) '
@@ -238,23 +275,35 @@ class Tables:
         )
 
     def delete(self, layout: Layout, *, older_than: bool) -> str:
-        """Delete the blobs among ``$1`` (only those written before ``$2`` with ``older_than``; a row of unknown
-        age never is); the digests deleted, one row per copy."""
-        age = ' AND written_at IS NOT NULL AND written_at < $2' if older_than else ''
-        parts = []
+        """Delete the blobs among ``$1``; the digests deleted, one row per copy.
+
+        With ``older_than``, only blobs written before ``$2``: a blob with an inline row and a chunked copy (two
+        writers raced, or the chunk size changed) goes only when both are that old, since either copy serves
+        reads; a copy of unknown age (``written_at`` NULL, a harness row) keeps the blob."""
+        deletes = []
         selects = []
+        age = ' AND written_at < $2 AND sha256 NOT IN (SELECT sha256 FROM young)' if older_than else ''
         if layout.main and (layout.written_at or not older_than):
-            parts.append(f'a AS (DELETE FROM {self.main} WHERE sha256 = ANY($1::text[]){age} RETURNING sha256)')
+            deletes.append(f'a AS (DELETE FROM {self.main} WHERE sha256 = ANY($1::text[]){age} RETURNING sha256)')
             selects.append('SELECT sha256 FROM a')
         if layout.chunked:
             selects.append('SELECT sha256 FROM b')
-            parts.append(
+            deletes.append(
                 f'b AS (DELETE FROM {self.chunked} WHERE sha256 = ANY($1::text[]){age} RETURNING sha256, chunk_set)'
             )
-            parts.append(f'c AS (DELETE FROM {self.chunks} WHERE chunk_set IN (SELECT chunk_set FROM b))')
-        if not parts:
+            deletes.append(f'c AS (DELETE FROM {self.chunks} WHERE chunk_set IN (SELECT chunk_set FROM b))')
+        if not deletes:
             return 'SELECT NULL::text WHERE $1::text[] IS NULL' + (' AND $2::float8 IS NULL' if older_than else '')
-        return f'WITH {", ".join(parts)} ' + ' UNION ALL '.join(selects)
+        if older_than:
+            young = '(written_at IS NULL OR written_at >= $2)'
+            copies = []
+            if layout.main:
+                when = young if layout.written_at else 'true'
+                copies.append(f'SELECT sha256 FROM {self.main} WHERE sha256 = ANY($1::text[]) AND {when}')
+            if layout.chunked:
+                copies.append(f'SELECT sha256 FROM {self.chunked} WHERE sha256 = ANY($1::text[]) AND {young}')
+            deletes.insert(0, f'young AS ({" UNION ALL ".join(copies)})')
+        return f'WITH {", ".join(deletes)} ' + ' UNION ALL '.join(selects)
 
 
 def _side_name(table: str, suffix: str) -> str:

@@ -45,7 +45,7 @@ _LIST_PAGE: Final = 1000
 _BATCH: Final = 10_000
 """Digests per ``= ANY($1)`` statement."""
 _WHOLE: Final = 1 << 62
-_LAYOUT_COMPLETE: Final = Layout(main=True, written_at=True, chunked=True)
+_LAYOUT_COMPLETE: Final = Layout(main=True, written_at=True, chunked=True, checked_xid=True)
 _SOUND: Final = object()
 _ABSENT: Final = object()
 _UNSOUND: Final = object()
@@ -199,7 +199,8 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
 
     async def _ready(self, connection: Any) -> None:
         """Create what a write needs (first write of this instance): under the advisory lock the harness takes
-        for its table, the table when missing, ``written_at`` on a harness table, and the two side tables."""
+        for its table, the table when missing, ``written_at`` and ``checked_xid`` on a harness table, and the two
+        side tables."""
         if self._layout is not None:
             return
         async with self._schema_lock:
@@ -209,11 +210,16 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
             if not layout.complete:
                 async with connection.transaction():
                     await connection.execute('SELECT pg_advisory_xact_lock(hashtext($1))', self.table)
-                    await connection.execute(self._tables.create_main())
-                    if layout.main and not layout.written_at:
-                        await connection.execute(self._tables.add_written_at())
-                    await connection.execute(self._tables.create_chunked())
+                    # Looked at again under the lock: another writer may have made some of it meanwhile, and an
+                    # ALTER of a table in use would wait for (and can deadlock with) that writer's transaction.
+                    layout = await self._read_layout(connection)
+                    if not layout.main:
+                        await connection.execute(self._tables.create_main())
+                        await connection.execute(self._tables.store_main_uncompressed())
+                    elif not (layout.written_at and layout.checked_xid):
+                        await connection.execute(self._tables.add_columns())
                     if not layout.chunked:
+                        await connection.execute(self._tables.create_chunked())
                         await connection.execute(self._tables.create_chunks())
                         await connection.execute(self._tables.store_chunks_uncompressed())
             self._layout = _LAYOUT_COMPLETE
@@ -298,8 +304,9 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         return _SOUND if any(self._copy_is_sound(digest, size, int(row[0]), row[1]) for row in rows) else _UNSOUND
 
     def _copy_is_sound(self, digest: str, size: int, stored_size: int, stored_digest: str | None) -> bool:
-        """The base's check on a stored copy (``_stored_copy_is_sound``); a copy small enough to be hashed was
-        hashed by the server (``stored_digest``), so its bytes never travel."""
+        """The base's check on a stored copy (``_stored_copy_is_sound``) without its bytes travelling: for a copy
+        small enough to be hashed, ``stored_digest`` is what the server knows it hashes to (from the row's
+        ``checked_xid`` stamp, else by hashing it; see ``_layout``)."""
         if size > VERIFY_ON_PUT_BYTES:
             return self._stored_copy_is_sound(digest, size, stored_size, _never_read)
         return stored_size == size and self._trusts_stored(digest) and stored_digest == digest
