@@ -24,6 +24,7 @@ import boto3
 import pytest
 from aiobotocore.session import get_session
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import BinaryContent, DocumentUrl, ModelMessage, ModelRequest, UploadedFile, UserPromptPart
 from pydantic_ai.models import Model, ModelRequestParameters
@@ -502,3 +503,11 @@ async def test_a_reference_part_reads_its_blob_only_when_it_must_be_uploaded(
     assert store.calls['get'] + store.calls['get_stream'] == 0
     request = await model.request(again, None, ModelRequestParameters())
     assert request.parts and file_ids_in(endpoint.model_requests('gemini')[-1]) == uploaded_ids(first)
+
+
+async def test_the_history_processor_form_refuses_provider_files(tmp_path: Path) -> None:
+    """A history processor's result is saved: provider file ids must never reach a snapshot."""
+    swapper = MediaUrlSwapper(DiskMediaStore(tmp_path / 'media'), provider_files=True)
+    agent = Agent(TestModel(), capabilities=[ProcessHistory(swapper)])
+    with pytest.raises(InvalidStoreConfiguration, match='provider_files would put provider file ids'):
+        await agent.run(['x', BinaryContent(pdf(100 * KiB, 91), media_type='application/pdf')])

@@ -112,6 +112,10 @@ class _IssuedUrl:
 
     url: str
     expires_at: float | None
+    answer: BlobAnswer = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.answer = BlobAnswer(url=self.url)
 
 
 @dataclasses.dataclass(slots=True)
@@ -339,21 +343,38 @@ class MediaUrlSwapper:
     async def _resolve_places(
         self, places: list[Place], model: Any, lifetime: float | None
     ) -> list[BinaryContent | ReferencePart | None]:
-        """What each place sends: ``resolve_blob`` once per distinct blob, then each place's part from the answer."""
+        """What each place sends: ``resolve_blob`` once per distinct blob, then each place's part from the answer.
+
+        A blob the model takes by URL whose URL is still valid for ``min_validity`` is answered here, without a
+        ``resolve_blob`` call (a history sent again costs no task and no allocation per part).
+        """
         keys: list[BlobKey] = []
-        blobs: dict[BlobKey, StoredBlob] = {}
-        for place in places:
-            blob = place.blob(self._identifiers)
-            keys.append(blob.key)
-            blobs.setdefault(blob.key, blob)
         answers: dict[BlobKey, BlobAnswer | None] = {}
+        pending: dict[BlobKey, StoredBlob] = {}
+        wanted: dict[tuple[MediaKind, str], bool] = {}
+        now = self.clock()
+        for place in places:
+            media_type = place.source.media_type
+            key = (place.uri, media_type, place.kind, isinstance(place.source, BinaryContent))
+            keys.append(key)
+            if key in answers or key in pending:
+                continue
+            by_url = wanted.get((place.kind, media_type))
+            if by_url is None:
+                by_url = wanted[(place.kind, media_type)] = self._wanted(place.kind, media_type, model)
+            known = self._urls.get((place.uri, media_type)) if by_url else None
+            if known is not None and (known.expires_at is None or known.expires_at - now >= self.min_validity):
+                answers[key] = known.answer
+            else:
+                pending[key] = place.blob(self._identifiers)
 
         async def resolve(key: BlobKey) -> None:
-            answers[key] = await self.resolve_blob(blobs[key], model, lifetime)
+            answers[key] = await self.resolve_blob(pending[key], model, lifetime)
 
-        await for_each(list(blobs), self.max_concurrency, resolve)
+        if pending:
+            await for_each(list(pending), self.max_concurrency, resolve)
         return [
-            place.sent(answers[key], self._identifiers, self.url_part) for place, key in zip(places, keys, strict=True)
+            place.sent(answers[key], self._identifiers, self._url_part) for place, key in zip(places, keys, strict=True)
         ]
 
     async def resolve_blob(self, blob: StoredBlob, model: Any, lifetime: float | None) -> BlobAnswer | None:
@@ -442,7 +463,7 @@ class MediaUrlSwapper:
         self._fingerprints.put(id(content), (weakref.ref(content), id(data), fp))
         return fp
 
-    def url_part(
+    def _url_part(
         self, url: str, kind: MediaKind, media_type: str, identifier: str, vendor_metadata: dict[str, Any] | None
     ) -> ReferencePart:
         """The URL part sent for a blob: the one built last time when URL, kind, identifier and metadata agree.
@@ -467,8 +488,14 @@ class MediaUrlSwapper:
 
         A history processor's result becomes the run's history, so the URLs
         would be saved with it: this form refuses stores whose URLs expire
-        (use the ``MediaUrls`` capability there, which changes the request only).
+        (use the ``MediaUrls`` capability there, which changes the request only),
+        and ``provider_files`` (file ids are for requests, never for storage).
         """
+        if self.provider_files is not None:
+            raise InvalidStoreConfiguration(
+                'provider_files would put provider file ids in the run history, which a history processor saves; '
+                'use the MediaUrls capability, which changes only the request'
+            )
         lifetime = self.url_lifetime
         if lifetime is not None:
             raise InvalidStoreConfiguration(
