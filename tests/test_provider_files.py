@@ -31,7 +31,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.bedrock import BedrockConverseModel
 from pydantic_ai.models.google import GoogleModel
-from pydantic_ai.models.openai import OpenAIResponsesModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.bedrock import BedrockProvider
@@ -511,3 +511,23 @@ async def test_the_history_processor_form_refuses_provider_files(tmp_path: Path)
     agent = Agent(TestModel(), capabilities=[ProcessHistory(swapper)])
     with pytest.raises(InvalidStoreConfiguration, match='provider_files would put provider file ids'):
         await agent.run(['x', BinaryContent(pdf(100 * KiB, 91), media_type='application/pdf')])
+
+
+async def test_openai_chat_takes_documents_by_file_id_and_images_stay_inline(
+    endpoint: ProviderEndpoint, tmp_path: Path
+) -> None:
+    """Chat completions reference an uploaded file only as a document: the image keeps its bytes."""
+    document, image = pdf(200 * KiB, 101), png(120 * KiB, 102)
+    model = OpenAIChatModel('gpt-4o', provider=OpenAIProvider(base_url=endpoint.openai_base_url, api_key=API_KEY))
+    capability = MediaUrls(DiskMediaStore(tmp_path / 'media'), provider_files=True)
+    agent = Agent(model, capabilities=[capability])
+    result = await agent.run(
+        ['Read.', BinaryContent(document, media_type='application/pdf'), BinaryContent(image, media_type='image/png')]
+    )
+    await agent.run('again', message_history=result.all_messages())
+    assert [(u.data, u.purpose) for u in endpoint.uploads] == [(document, 'user_data')]
+    for request in endpoint.model_requests('openai'):
+        content = request.json['messages'][0]['content']
+        assert content[1] == {'type': 'file', 'file': {'file_id': endpoint.uploads[0].file_id}}
+        assert content[2]['image_url']['url'] == 'data:image/png;base64,' + base64.b64encode(image).decode()
+        assert_no_base64(request.body, document)
