@@ -26,13 +26,25 @@ from pydantic_ai.messages import (
     ModelResponse,
     TextPart,
     ToolCallPart,
+    ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.step_persistence import FileStepStore, SqliteStepStore, StepPersistence
 
 from mediastash import DiskMediaStore, SqliteMediaStore
-from mediastash.tuning import KNOWN_LIMITS, Limit, ThresholdRow, recommend, rule_text
+from mediastash.tuning import (
+    KNOWN_LIMITS,
+    Limit,
+    ThresholdRow,
+    advice,
+    history_payload_sizes,
+    load_history_file,
+    recommend,
+    rule_text,
+    size_histogram,
+    steps_by_history,
+)
 from tests.s3_servers import S3Endpoint, unique_bucket
 from tests.terminal_support import stderr_on_a_terminal
 
@@ -333,13 +345,17 @@ def test_plot_png_and_svg(known_answer_file: Path, tmp_path: Path) -> None:
             )
         )
     width, height = png_size(png.read_bytes())
-    assert (width, height) == (880, 770)  # 8 x 7 inches at 110 dpi
+    assert (width, height) == (880, 1045)  # 8 x 9.5 inches at 110 dpi
     pixels = matplotlib.image.imread(png)
     assert pixels.shape[:2] == (height, width)
     assert pixels.std() > 0.05  # drawn, not blank
     root = ElementTree.fromstring(svg.read_text())
     assert root.tag.endswith('svg')
-    assert 'recommended: 16 KiB' in svg.read_text()
+    text = svg.read_text()
+    assert 'recommended: 16 KiB' in text
+    # The caps are drawn once, on the single-snapshot panel; the payloads have a panel of their own.
+    assert text.count("MongoDB's 16 MiB document cap") == 1 and text.count("DynamoDB's 400 KB item cap") == 1
+    assert 'one snapshot (MiB)' in text and 'all snapshots (MiB)' in text and 'payloads' in text
 
 
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='pseudo-terminals as on Linux')
@@ -603,6 +619,7 @@ DOCS = Path(__file__).resolve().parent.parent / 'docs' / 'tuning.md'
 
 def test_rule_text_is_what_the_docs_state() -> None:
     assert rule_text(0.10, None) in DOCS.read_text().replace('\n', ' ')
+    assert rule_text(0.10, None, gaps=True) in DOCS.read_text().replace('\n', ' ')
 
 
 def test_docs_python_example_runs_as_pasted(
@@ -745,3 +762,104 @@ async def test_a_wrapped_sqlite_step_store_with_media_in_another_database(tmp_pa
     (history,) = await load_inputs([tmp_path / 'steps.db'], media_store=media)
     assert history.messages == ModelMessagesTypeAdapter.dump_python(messages, mode='json')
     await media.aclose()
+
+
+# -- payload sizes, the gap rule and the warnings -------------------------------------------------
+
+
+def search_rows(count: int) -> list[dict[str, Any]]:
+    return [{'id': i, 'title': f'result {i}', 'score': i / 3, 'tags': ['x', 'y']} for i in range(count)]
+
+
+def tool_output_history(outputs: list[Any], *, steps_after: int = 0) -> list[ModelMessage]:
+    """A run whose tools return ``outputs`` (one step each), then ``steps_after`` short steps."""
+    messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(content='go')])]
+    for index, output in enumerate(outputs):
+        messages.append(ModelResponse(parts=[ToolCallPart('search', {'q': index}, f'c{index}')]))
+        messages.append(ModelRequest(parts=[ToolReturnPart('search', output, f'c{index}')]))
+    for step in range(steps_after):
+        messages.append(ModelResponse(parts=[TextPart(f'thinking {step}')]))
+        messages.append(ModelRequest(parts=[UserPromptPart(content=f'go on {step}')]))
+    messages.append(ModelResponse(parts=[TextPart('done')]))
+    return messages
+
+
+def write_history(path: Path, messages: list[ModelMessage]) -> Path:
+    path.write_bytes(ModelMessagesTypeAdapter.dump_json(messages))
+    return path
+
+
+def test_three_structured_outputs_are_swept_and_warned_about(tmp_path: Path) -> None:
+    """The issue's case: three list-of-dict outputs of about 380, 400 and 700 KB."""
+    outputs = [search_rows(5400), search_rows(5700), search_rows(10_000)]
+    path = write_history(tmp_path / 'three.json', tool_output_history(outputs))
+    report = json.loads(succeeded(tune(path, '--store', 'memory://', '--json', cwd=tmp_path)).stdout)
+    sizes = [len(json.dumps(output, separators=(',', ':'))) for output in outputs]
+    assert sorted(sizes) == [size for size in report['payload_sizes'] if size > 1000]
+    assert report['payload_sizes'] == sorted(report['payload_sizes'])
+    assert sum(bucket['count'] for bucket in report['payload_size_histogram']) == len(report['payload_sizes'])
+    rows = rows_by_threshold(report)
+    assert rows[256 * KiB]['blobs'] == 3 and rows[MiB]['blobs'] == 0  # the structured outputs are swept
+    assert report['recommendation']['threshold_bytes'] == 64 * KiB  # the middle of the gap, not 256 KiB
+    assert 'middle of its gap' in report['recommendation']['reason']
+    (few,) = [w for w in report['warnings'] if 'fewer than 20' in w]
+    assert 'rests on 5 payloads' in few
+
+    text = succeeded(tune(path, '--store', 'memory://', cwd=tmp_path)).stdout
+    assert 'Payloads: 5 (smallest 2 B' in text
+    assert f'Warning: {few}' in text.replace('\n', ' ') or 'Warning: The recommendation rests on 5 payloads' in text
+
+
+def spread_sizes() -> list[int]:
+    """200 sizes from 100 B to about 650 KB, log-spaced (4.5% apart): no cluster, no gap."""
+    return [int(100 * 1.045**index) for index in range(200)]
+
+
+def test_many_spread_payloads_over_several_steps_give_no_warning(tmp_path: Path) -> None:
+    texts = [UserPromptPart(content='t' * size) for size in spread_sizes()]
+    messages: list[ModelMessage] = [ModelRequest(parts=texts)]
+    for step in range(3):
+        messages.append(ModelResponse(parts=[TextPart(f'answer {step}')]))
+        messages.append(ModelRequest(parts=[UserPromptPart(content=f'next {step}')]))
+    path = write_history(tmp_path / 'spread.json', messages)
+    report = json.loads(succeeded(tune(path, '--store', 'memory://', '--json', cwd=tmp_path)).stdout)
+    assert len(report['payload_sizes']) == 200 + 6  # the six short prompts and answers count too
+    assert report['recommendation']['threshold_bytes'] is not None
+    assert report['warnings'] == []
+
+
+def test_advice_on_crafted_sizes() -> None:
+    rows = [row(t, 1000, blobs=3) for t in (4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB)] + [row(MiB, 9000, blobs=0)]
+    three = [383_000, 400_000, 700_000]
+    chosen = recommend(rows, payload_sizes=three)
+    assert chosen.threshold_bytes == 64 * KiB  # the log middle of 4 KiB .. 383 KB is about 39 KB: nearest 64 KiB
+    assert recommend(rows).threshold_bytes == 256 * KiB  # without sizes: the largest, as before
+    warned = advice(chosen, three, [('h', 5)])
+    assert len(warned) == 1 and 'rests on 3 payloads' in warned[0]
+
+    cluster = [300_000, 320_000, 700_000]  # 256 KiB is 87% of 300 KB
+    close = recommend([row(256 * KiB, 1000, blobs=3), row(MiB, 9000, blobs=0)], payload_sizes=cluster)
+    assert close.threshold_bytes == 256 * KiB
+    spread = sorted(cluster + [1000 * i for i in range(1, 40)])
+    (headroom,) = advice(close, spread, [('h', 5)])
+    assert 'within 25% below the smallest payload it moves (293.0 KiB), and no payload lies just below' in headroom
+    assert advice(close, [*spread, 250_000], [('h', 5)]) == []  # a payload just below: inside a continuum
+
+    (short,) = advice(chosen, spread_sizes(), [('a', 2), ('b', 9)])
+    assert '1 history has fewer than 3 steps (a)' in short
+    assert advice(chosen, [], [('h', 5)])[0].startswith('The histories hold no payload')
+    assert size_histogram([1, 3, 4, 5, 1024]) == [(1, 2, 1), (2, 4, 1), (4, 8, 2), (1024, 2048, 1)]
+
+
+def test_payload_sizes_are_measured_as_the_threshold_is(tmp_path: Path) -> None:
+    image = os.urandom(5000)
+    messages = tool_output_history([search_rows(10), 'é' * 10])
+    messages.append(
+        ModelRequest(parts=[UserPromptPart(content=['look', BinaryContent(image, media_type='image/png')])])
+    )
+    history = load_history_file(write_history(tmp_path / 'h.json', messages))
+    sizes = history_payload_sizes([history])
+    assert sorted(sizes) == sorted(
+        [len('go'), len(json.dumps(search_rows(10), separators=(',', ':'))), 20, len('done'), 5000]  # 'look' is no dict
+    )
+    assert steps_by_history([history]) == [(history.name, 3)]

@@ -132,7 +132,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
 
 async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
     """Load the inputs, sweep the thresholds, print the table and recommendation, write JSON and the plot."""
-    from mediastash.tuning import DEFAULT_MARGIN, UrlNamespaces, check_plot_target, plot_sweep, recommend
+    from mediastash.tuning import (
+        DEFAULT_MARGIN,
+        UrlNamespaces,
+        advice,
+        check_plot_target,
+        history_payload_sizes,
+        plot_sweep,
+        recommend,
+        size_histogram,
+        steps_by_history,
+    )
 
     if not args.histories and not args.synthetic:
         raise UserError('nothing to replay: give history files or step stores, or --synthetic')
@@ -147,16 +157,20 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
         for leftover in namespaces.leftovers:
             ui.err.print(f'mediastash: warning: {leftover}', markup=False, highlight=False)
 
-    recommendation = recommend(rows, margin=margin, limit=args.limit)
+    sizes = history_payload_sizes(histories)
+    recommendation = recommend(rows, margin=margin, limit=args.limit, payload_sizes=sizes)
+    warnings = advice(recommendation, sizes, steps_by_history(histories))
     _print_table(ui, rows, histories, snapshots, namespaces.description, seconds)
+    _print_payloads(ui, sizes)
     ui.line(recommendation.line())
     if recommendation.threshold_bytes is not None:
         ui.line(f'Why: {recommendation.reason}.')
     ui.line(f'Rule: {recommendation.rule}')
+    for warning in warnings:
+        ui.line(f'Warning: {warning}')
     if args.plot is not None:
-        plot_sweep(
-            rows, recommendation, args.plot, limit=args.limit, margin=margin, title=_plot_title(histories, snapshots)
-        )
+        title = _plot_title(histories, snapshots)
+        plot_sweep(rows, recommendation, args.plot, limit=args.limit, margin=margin, title=title, payload_sizes=sizes)
         ui.info(f'plot written to {args.plot}')
     ui.json(
         {
@@ -168,6 +182,11 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
             'limit': None if args.limit is None else {'name': args.limit.name, 'bytes': args.limit.bytes},
             'rows': [row.as_json() for row in rows],
             'recommendation': recommendation.as_json(),
+            'payload_sizes': sizes,
+            'payload_size_histogram': [
+                {'low_bytes': low, 'high_bytes': high, 'count': count} for low, high, count in size_histogram(sizes)
+            ],
+            'warnings': warnings,
         }
     )
     return 0
@@ -244,6 +263,22 @@ def _print_table(ui: Ui, rows: list[Any], histories: list[Any], snapshots: int, 
         'puts / gets: store calls; save / restore: median per snapshot; MongoDB / DynamoDB: the largest snapshot '
         'fits 16 MiB / 400 KB.'
     )
+
+
+def _print_payloads(ui: Ui, sizes: list[int]) -> None:
+    """Where the payloads lie: count, smallest / median / largest, and exact counts per power-of-two bucket."""
+    from mediastash.tuning import format_bytes, size_histogram
+
+    if not sizes:
+        ui.line('Payloads: none.')
+        return
+    middle = sizes[len(sizes) // 2]
+    ui.line(
+        f'Payloads: {len(sizes):,} (smallest {format_bytes(sizes[0])}, median {format_bytes(middle)}, '
+        f'largest {format_bytes(sizes[-1])}); by size:'
+    )
+    for low, high, count in size_histogram(sizes):
+        ui.line(f'  {format_bytes(low):>10} - {format_bytes(high):<10} {count:,}')
 
 
 def _plot_title(histories: list[Any], snapshots: int) -> str:

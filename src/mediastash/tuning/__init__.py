@@ -5,7 +5,9 @@ What ``mediastash tune`` runs, usable from Python::
     histories = await load_inputs([Path('history.json')])
     async with UrlNamespaces('/var/media') as namespaces:
         rows = await sweep(histories, [16 << 10, 64 << 10, 256 << 10], namespaces)
-    print(recommend(rows, margin=0.10).line())
+    sizes = history_payload_sizes(histories)
+    pick = recommend(rows, margin=0.10, payload_sizes=sizes)
+    print(pick.line(), advice(pick, sizes, steps_by_history(histories)))
 
 ``docs/tuning.md`` describes what is replayed, what is measured and the rule.
 """
@@ -35,12 +37,33 @@ from mediastash.tuning._results import (
     Limit,
     ThresholdRow,
 )
-from mediastash.tuning._rule import DEFAULT_MARGIN, Recommendation, recommend, rule_text
-from mediastash.tuning._sweep import RoundTripMismatch, count_snapshots, persisted_size, snapshots_of, sweep
+from mediastash.tuning._rule import (
+    CLUSTER_HEADROOM,
+    DEFAULT_MARGIN,
+    FEW_PAYLOADS,
+    FEW_STEPS,
+    Recommendation,
+    advice,
+    recommend,
+    rule_text,
+    size_histogram,
+)
+from mediastash.tuning._sweep import (
+    RoundTripMismatch,
+    count_snapshots,
+    history_payload_sizes,
+    persisted_size,
+    snapshots_of,
+    steps_by_history,
+    sweep,
+)
 
 __all__ = [
+    'CLUSTER_HEADROOM',
     'DEFAULT_MARGIN',
     'DYNAMODB_ITEM_LIMIT',
+    'FEW_PAYLOADS',
+    'FEW_STEPS',
     'KNOWN_LIMITS',
     'MONGODB_DOCUMENT_LIMIT',
     'History',
@@ -56,11 +79,13 @@ __all__ = [
     'StoreNamespaces',
     'ThresholdRow',
     'UrlNamespaces',
+    'advice',
     'check_plot_target',
     'count_snapshots',
     'format_bytes',
     'format_seconds',
     'format_threshold',
+    'history_payload_sizes',
     'load_history_file',
     'load_inputs',
     'load_step_store',
@@ -68,7 +93,9 @@ __all__ = [
     'plot_sweep',
     'recommend',
     'rule_text',
+    'size_histogram',
     'snapshots_of',
+    'steps_by_history',
     'sweep',
     'synthetic_history',
 ]

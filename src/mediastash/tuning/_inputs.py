@@ -92,7 +92,7 @@ async def _restored(tree: Any, media_store: MediaStore, where: str) -> Any:
     from mediastash.walker import restore_media
 
     try:
-        return await restore_media(tree, media_store=media_store, known_blobs=False)
+        return await restore_media(tree, media_store=media_store, known_blobs=False, structured=True)
     except FileNotFoundError:
         raise HistoryInputError(
             f'{where} references media that {media_store!r} does not hold: pass --media URL, '

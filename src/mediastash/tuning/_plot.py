@@ -46,60 +46,79 @@ def plot_sweep(
     limit: Limit | None = None,
     margin: float | None = None,
     title: str = 'mediastash tune',
+    payload_sizes: Sequence[int] | None = None,
 ) -> None:
-    """Draw the sweep into ``path`` (PNG or SVG): bytes on top, median times below, shared log x axis."""
+    """Draw the sweep into ``path`` (PNG or SVG), four panels on one log threshold axis.
+
+    Total persisted bytes of all snapshots (with the margin line); the
+    largest and p95 single snapshot, the only panel the per-document caps
+    are drawn against (a cap applies to one snapshot, never to the total);
+    where the payloads lie (a mark per payload, when ``payload_sizes`` is
+    given); median save and restore times.
+    """
     kind = check_plot_target(path)
     from matplotlib.figure import Figure
 
     thresholds = [row.threshold_bytes for row in rows]
-    figure = Figure(figsize=(8.0, 7.0), layout='constrained')
-    sizes, times = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    figure = Figure(figsize=(8.0, 9.5), layout='constrained')
+    totals, single, marks, times = figure.subplots(4, 1, sharex=True, height_ratios=(3, 3, 1, 2))
 
-    sizes.plot(thresholds, [row.persisted_bytes_total / _MIB for row in rows], 'o-', label='all snapshots (total)')
-    sizes.plot(thresholds, [row.persisted_bytes_p95 / _MIB for row in rows], 's--', label='p95 snapshot')
-    sizes.plot(thresholds, [row.persisted_bytes_max / _MIB for row in rows], '^:', label='largest snapshot')
+    totals.plot(thresholds, [row.persisted_bytes_total / _MIB for row in rows], 'o-', label='all snapshots (total)')
     if margin is not None:
         ceiling = min(row.persisted_bytes_total for row in rows) * (1 + margin) / _MIB
-        sizes.axhline(ceiling, color='0.55', linewidth=0.8, linestyle='--', label=f'smallest total + {margin:.0%}')
-    shown = [limit] if limit is not None else list(KNOWN_LIMITS.values())
-    for cap in shown:
-        sizes.axhline(cap.bytes / _MIB, color='tab:red', linewidth=0.8, linestyle='-.', alpha=0.7)
-        sizes.annotate(
+        totals.axhline(ceiling, color='0.55', linewidth=0.8, linestyle='--', label=f'smallest total + {margin:.0%}')
+    totals.set_yscale('log')
+    totals.set_ylabel('all snapshots (MiB)')
+    totals.set_title(title)
+
+    single.plot(thresholds, [row.persisted_bytes_max / _MIB for row in rows], '^-', label='largest snapshot')
+    single.plot(thresholds, [row.persisted_bytes_p95 / _MIB for row in rows], 's--', label='p95 snapshot')
+    for cap in [limit] if limit is not None else list(KNOWN_LIMITS.values()):
+        single.axhline(cap.bytes / _MIB, color='tab:red', linewidth=0.8, linestyle='-.', alpha=0.7)
+        single.annotate(
             cap.name, (0.01, cap.bytes / _MIB), xycoords=('axes fraction', 'data'), fontsize=7, color='tab:red',
             va='bottom',
         )  # fmt: skip
-    sizes.set_yscale('log')
-    sizes.set_ylabel('persisted snapshot JSON (MiB)')
-    sizes.set_title(title)
+    single.set_yscale('log')
+    single.set_ylabel('one snapshot (MiB)')
+
+    sizes = sorted(payload_sizes or ())
+    if sizes:
+        marks.eventplot(sizes, lineoffsets=0.5, linelengths=0.8, linewidths=0.8, colors='tab:purple', alpha=0.6)
+    marks.set_ylim(0, 1)
+    marks.set_yticks([])
+    marks.set_ylabel(f'payloads\n({len(sizes):,})', fontsize=8)
 
     times.plot(thresholds, [row.externalize_seconds_median * 1000 for row in rows], 'o-', label='save (externalize)')
     times.plot(thresholds, [row.restore_seconds_median * 1000 for row in rows], 's-', label='restore (store reads)')
     times.set_ylabel('median per snapshot (ms)')
     times.set_ylim(bottom=0)
-    times.set_xlabel('threshold_bytes')
+    times.set_xlabel('threshold_bytes (payload size on the payloads panel)')
 
     chosen = recommendation.threshold_bytes
-    for axes in (sizes, times):
+    for axes in (totals, single, marks, times):
         if chosen is not None:
             axes.axvline(chosen, color='tab:green', linewidth=2, alpha=0.6)
         axes.grid(True, which='major', alpha=0.3)
-        axes.legend(fontsize=8, loc='best')
+        if axes is not marks:
+            axes.legend(fontsize=8, loc='best')
     if chosen is not None:
-        sizes.annotate(
+        totals.annotate(
             f'recommended: {format_threshold(chosen)}', (chosen, 0.97), xycoords=('data', 'axes fraction'),
             color='tab:green', ha='center', va='top', fontsize=9, fontweight='bold',
             bbox={'boxstyle': 'round', 'facecolor': 'white', 'edgecolor': 'tab:green'},
         )  # fmt: skip
-    _threshold_axis(times, thresholds)
+    _threshold_axis(times, thresholds, sizes)
     figure.savefig(path, format=kind, dpi=110)
 
 
-def _threshold_axis(axes: Any, thresholds: Sequence[int]) -> None:
-    """Log-2 x axis ticked and labelled at the measured thresholds."""
+def _threshold_axis(axes: Any, thresholds: Sequence[int], sizes: Sequence[int] = ()) -> None:
+    """Log-2 x axis ticked and labelled at the measured thresholds, wide enough for every payload mark."""
     from matplotlib.ticker import NullLocator
 
     axes.set_xscale('log', base=2)
-    low, high = min(thresholds), max(thresholds)
-    axes.set_xlim(low / 1.5, high * 1.5)
+    low = min(min(thresholds), *sizes[:1])
+    high = max(max(thresholds), *sizes[-1:])
+    axes.set_xlim(max(low, 1) / 1.5, high * 1.5)
     axes.set_xticks(list(thresholds), [format_threshold(value) for value in thresholds])
     axes.xaxis.set_minor_locator(NullLocator())

@@ -10,7 +10,8 @@ long strings are new objects, as a new ``dump_python`` call gives, so the
 known-blob cache has to compare payloads as it would in a real saver.
 
 For each threshold, in its own fresh namespace of the store, each snapshot
-is externalized (known-blob cache on, as a saver runs), serialized as
+is externalized (known-blob cache on, structured payloads on: as
+``OffloadingStepStore`` saves), serialized as
 compact JSON and measured, then restored from the store
 (``known_blobs=False``: every blob is really read) and checked against the
 snapshot. The store is wrapped in a ``CountingMediaStore`` to count calls.
@@ -34,8 +35,17 @@ from mediastash.tuning._inputs import History
 from mediastash.tuning._namespaces import Namespaces
 from mediastash.tuning._results import DYNAMODB_ITEM_LIMIT, MONGODB_DOCUMENT_LIMIT, ThresholdRow
 from mediastash.walker import externalize_media, restore_media
+from mediastash.walker.internal import payload_sizes
 
-__all__ = ['RoundTripMismatch', 'count_snapshots', 'persisted_size', 'snapshots_of', 'sweep']
+__all__ = [
+    'RoundTripMismatch',
+    'count_snapshots',
+    'history_payload_sizes',
+    'persisted_size',
+    'snapshots_of',
+    'steps_by_history',
+    'sweep',
+]
 
 
 class RoundTripMismatch(MediaStashError):
@@ -50,6 +60,19 @@ def snapshots_of(history: History) -> Iterator[list[Any]]:
 def count_snapshots(histories: Sequence[History]) -> int:
     """How many snapshots one threshold replays."""
     return sum(1 for history in histories for _ in step_snapshots(history.messages, fresh=False))
+
+
+def steps_by_history(histories: Sequence[History]) -> list[tuple[str, int]]:
+    """Each history's name and how many snapshots (steps) a step store saves of it."""
+    return [(history.name, sum(1 for _ in step_snapshots(history.messages, fresh=False))) for history in histories]
+
+
+def history_payload_sizes(histories: Sequence[History]) -> list[int]:
+    """Every payload the histories hold (each occurrence in each history), ascending, measured as the threshold is."""
+    sizes: list[int] = []
+    for history in histories:
+        sizes.extend(payload_sizes(history.messages, structured=True))
+    return sorted(sizes)
 
 
 def persisted_size(lean: object) -> int:
@@ -88,9 +111,9 @@ async def _measure(
     for history in histories:
         for index, snapshot in enumerate(snapshots_of(history)):
             started = time.perf_counter()
-            lean = await externalize_media(snapshot, media_store=store, threshold_bytes=threshold)
+            lean = await externalize_media(snapshot, media_store=store, threshold_bytes=threshold, structured=True)
             saved = time.perf_counter()
-            restored = await restore_media(lean, media_store=store, known_blobs=False)
+            restored = await restore_media(lean, media_store=store, known_blobs=False, structured=True)
             restores.append(time.perf_counter() - saved)
             saves.append(saved - started)
             if restored != snapshot:
