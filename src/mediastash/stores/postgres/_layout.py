@@ -204,35 +204,41 @@ class Tables:
     # -- writes ------------------------------------------------------------------------
 
     def probe(self) -> str:
-        """What is stored under ``$1`` (complete layout): ``(size, digest or NULL)`` rows, ``digest`` being the
-        sha256 hex the stored bytes are known to have: the key itself for an inline row whose ``checked_xid`` stamp
-        holds (no byte is read), else computed by the server for copies of at most ``$2`` bytes. Stored copies
-        written before ``$4`` (or of unknown age) get ``written_at = $3`` in the same statement: a put of stored
-        bytes marks them in use. An inline row of at most ``$2`` bytes without a valid stamp is hashed once and
-        stamped when sound; an update carries a valid stamp over to the new row version."""
+        """What is stored under ``$1`` (complete layout), read without changing anything: ``(size, digest or NULL,
+        old, stamped)`` rows. ``digest`` is the sha256 hex the stored bytes are known to have: the key itself for
+        an inline row whose ``checked_xid`` stamp holds (no byte is read), else computed by the server for copies
+        of at most ``$2`` bytes. ``old``: written before ``$3`` or of unknown age (``refresh`` dates it);
+        ``stamped``: the stamp holds (always true for a chunked copy, which has none)."""
+        return (
+            'SELECT octet_length(bytes)::bigint AS size, '
+            f'CASE WHEN {_STAMP_HOLDS} THEN sha256 '
+            "WHEN octet_length(bytes) <= $2 THEN encode(sha256(bytes), 'hex') END AS digest, "
+            f'(written_at IS NULL OR written_at < $3) AS old, coalesce({_STAMP_HOLDS}, false) AS stamped '
+            f'FROM {self.main} WHERE sha256 = $1 '
+            'UNION ALL '
+            f'SELECT (SELECT coalesce(sum(octet_length(c.bytes)), 0)::bigint FROM {self.chunks} c '
+            'WHERE c.chunk_set = m.chunk_set), '
+            "CASE WHEN m.size_bytes <= $2 THEN (SELECT encode(sha256(coalesce(string_agg(c.bytes, ''::bytea "
+            f"ORDER BY c.seq), ''::bytea)), 'hex') FROM {self.chunks} c WHERE c.chunk_set = m.chunk_set) END, "
+            '(m.written_at IS NULL OR m.written_at < $3), true '
+            f'FROM {self.chunked} m WHERE m.sha256 = $1'
+        )
+
+    def refresh(self) -> str:
+        """Date the stored copies of ``$1`` written before ``$4`` (or of unknown age) ``written_at = $3``, and stamp
+        an inline row of at most ``$2`` bytes whose stamp does not hold once the server found it sound (an update
+        carries a holding stamp over to the new row version); how many rows changed. A put of stored bytes runs it
+        after ``probe`` when a copy is old or unstamped: it marks the blob in use for garbage collection."""
         return (
             f'WITH a AS (UPDATE {self.main} SET '
             'written_at = CASE WHEN written_at IS NULL OR written_at < $4 THEN $3 ELSE written_at END, '
             f'checked_xid = CASE WHEN {_STAMP_HOLDS} OR (octet_length(bytes) <= $2 '
             f"AND encode(sha256(bytes), 'hex') = sha256) THEN {_STAMP} END "
             'WHERE sha256 = $1 AND (written_at IS NULL OR written_at < $4 '
-            'OR (checked_xid IS DISTINCT FROM xmin::text::bigint AND octet_length(bytes) <= $2)) '
-            'RETURNING octet_length(bytes)::bigint AS size, '
-            'CASE WHEN checked_xid IS NOT NULL THEN sha256 END AS digest), '
+            'OR (checked_xid IS DISTINCT FROM xmin::text::bigint AND octet_length(bytes) <= $2)) RETURNING 1), '
             f'b AS (UPDATE {self.chunked} SET written_at = $3 WHERE sha256 = $1 '
             'AND (written_at IS NULL OR written_at < $4) RETURNING 1) '
-            'SELECT size, digest FROM a '
-            'UNION ALL '
-            'SELECT octet_length(bytes)::bigint, '
-            f'CASE WHEN {_STAMP_HOLDS} THEN sha256 '
-            "WHEN octet_length(bytes) <= $2 THEN encode(sha256(bytes), 'hex') END "
-            f'FROM {self.main} WHERE sha256 = $1 AND NOT EXISTS (SELECT 1 FROM a) '
-            'UNION ALL '
-            f'SELECT (SELECT coalesce(sum(octet_length(c.bytes)), 0)::bigint FROM {self.chunks} c '
-            'WHERE c.chunk_set = m.chunk_set), '
-            "CASE WHEN m.size_bytes <= $2 THEN (SELECT encode(sha256(coalesce(string_agg(c.bytes, ''::bytea "
-            f"ORDER BY c.seq), ''::bytea)), 'hex') FROM {self.chunks} c WHERE c.chunk_set = m.chunk_set) END "
-            f'FROM {self.chunked} m WHERE m.sha256 = $1'
+            'SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)'
         )
 
     def insert_inline(self) -> str:

@@ -296,11 +296,19 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
 
     async def _stored_copies(self, connection: Any, digest: str, size: int) -> object:
         """``_SOUND`` when a stored copy passes the base's cheap checks, ``_ABSENT`` when none is stored, else
-        ``_UNSOUND``; one statement, which also marks stored copies in use (``written_at``)."""
-        now = time.time()
-        rows = await connection.fetch(self._tables.probe(), digest, VERIFY_ON_PUT_BYTES, now, now - TOUCH_AFTER_SECONDS)
-        if not rows:
-            return _ABSENT
+        ``_UNSOUND``. One read-only statement (``probe``); a second (``refresh``) only when a copy is old or
+        unstamped: it dates it (marks the blob in use) and stamps a sound one."""
+        touch_before = time.time() - TOUCH_AFTER_SECONDS
+        for _ in range(2):
+            rows = await connection.fetch(self._tables.probe(), digest, VERIFY_ON_PUT_BYTES, touch_before)
+            if not rows:
+                return _ABSENT
+            if not any(row[2] or (not row[3] and row[1] == digest) for row in rows):
+                break
+            refresh = self._tables.refresh()
+            if await connection.fetchval(refresh, digest, VERIFY_ON_PUT_BYTES, time.time(), touch_before):
+                break
+            # Nothing was left to refresh: another writer did it, or the copies went away since the look.
         return _SOUND if any(self._copy_is_sound(digest, size, int(row[0]), row[1]) for row in rows) else _UNSOUND
 
     def _copy_is_sound(self, digest: str, size: int, stored_size: int, stored_digest: str | None) -> bool:
