@@ -139,6 +139,8 @@ class JsonPayloadFinder(TreeCopier):
     found: Found
     """What replaces a payload dict; subclasses define it (see ``Found``)."""
     structured: bool = False
+    json_only: bool = False
+    """The tree is known to hold JSON types only (a pydantic JSON-mode dump): a structured payload is not re-checked."""
 
     def found_structured(self, node: dict[str, Any], raw: bytes, depth: int) -> dict[str, Any] | None:
         """What replaces a tool return whose ``content`` is the structured payload ``raw``; ``None`` keeps it."""
@@ -148,17 +150,18 @@ class JsonPayloadFinder(TreeCopier):
         """The replacement for a tool return with a structured payload, or ``None`` when its content is not one.
 
         Only a content large enough is walked here (the copy is dropped): that
-        checks every value is JSON before it is stored. A content holding
+        checks every value is JSON before it is stored (skipped for ``json_only`` trees). A content holding
         something the walk treats itself (a payload, a marker) is left to it.
         """
         raw = canonical_json(content)
         if raw is None or len(raw) < self.threshold or any(marker in raw for marker in _EMBEDDED):
             return None
-        deferred = len(self._deferred)
-        self.walk_other(content, depth + 1)
-        if len(self._deferred) != deferred:
-            del self._deferred[deferred:]  # nested too deep to check here: walked the ordinary way
-            return None
+        if not self.json_only:
+            deferred = len(self._deferred)
+            self.walk_other(content, depth + 1)
+            if len(self._deferred) != deferred:
+                del self._deferred[deferred:]  # nested too deep to check here: walked the ordinary way
+                return None
         return self.found_structured(node, raw, depth)
 
     def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:

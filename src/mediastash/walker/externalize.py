@@ -80,6 +80,7 @@ class _EmptiedExternalizer(_Externalizer):
     ) -> None:
         super().__init__(threshold, batch, structured)
         self.emptied = emptied
+        self.json_only = True  # a pydantic JSON-mode dump: only JSON types
 
     def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         hit = self.emptied.get(id(node))
