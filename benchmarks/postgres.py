@@ -2,24 +2,29 @@
 
 Run from the repository root with the project venv active::
 
-    python benchmarks/postgres.py                   # 7 interleaved runs, 256 MiB streams
-    python benchmarks/postgres.py --quick           # 3 runs, 64 MiB streams
-    python benchmarks/postgres.py --latency-ms 1    # through a proxy adding 1 ms each way
+    python benchmarks/postgres.py                        # loopback and 1 ms / 1000 Mbit/s, 7 runs each, streams
+    python benchmarks/postgres.py --quick                # 3 runs, 64 MiB streams
+    python benchmarks/postgres.py --network 0 --network 2/100 --no-stream
 
 The server is ``$MEDIASTASH_POSTGRES_DSN`` or one started (and stopped) with
 ``scripts/postgres-server``. Each run, in alternating order, gives each store a
 fresh table on one shared asyncpg pool and times: the first put of 120 blobs
 of 256 KiB at concurrency 8 (ours hashes each blob for verification), a get of
 each (ours verifies it), and a re-put of all 120 from a fresh store object on
-the same table (ours sends no body for a stored blob). ``--latency-ms`` puts a
-TCP proxy in front of the server that delays every byte by that much in each
-direction, as a database on another host would: round trips then count (the
-proxy runs in a child process, so its forwarding does not share the measured
-event loop). The table shows medians,
-ranges and the harness/ours time ratio (above 1: ours is faster). The stream
-case runs each side in a fresh subprocess and reports peak RSS above the
-baseline taken just before (Linux ``VmHWM`` after ``clear_refs``): ours streams
-with ``put_stream``/``get_stream``; the harness has no streaming, so its
+the same table (ours sends no body for a stored blob). ``--network MS/MBIT``
+(repeatable; ``0`` is loopback) puts a TCP proxy in front of the server that
+delays every byte by ``MS`` in each direction and passes it over one link of
+``MBIT`` Mbit/s per direction shared by all connections, as a database on
+another host would: round trips and bytes sent then count (the proxy runs in a
+child process, so its forwarding does not share the measured event loop). The
+table shows medians, ranges, the harness/ours time ratio (above 1: ours is
+faster) and the CPU per operation of this process and of the server backends
+behind the pool (read from ``/proc``; ``?`` when the server is elsewhere): on a
+machine where the client, the server and the proxy share two cores, CPU is
+what loopback times measure. The stream case runs each side in a fresh
+subprocess and reports peak RSS above the baseline taken just before (Linux
+``VmHWM`` after ``clear_refs``): ours streams with
+``put_stream``/``get_stream``; the harness has no streaming, so its
 ``put``/``get`` hold the whole blob.
 """
 
@@ -37,6 +42,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -105,12 +111,30 @@ asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
 """
 
 
-class DelayProxy:
-    """A TCP forwarder on 127.0.0.1 that delivers everything ``delay`` seconds late, in each direction."""
+class Link:
+    """One direction of a network link shared by every connection through the proxy: ``bytes_per_second`` of
+    bandwidth (``None``: unlimited) and ``delay`` seconds of propagation."""
 
-    def __init__(self, host: str, port: int, delay: float) -> None:
-        self.upstream = (host, port)
+    def __init__(self, delay: float, bytes_per_second: float | None) -> None:
         self.delay = delay
+        self.bytes_per_second = bytes_per_second
+        self._free_at = 0.0
+
+    def due(self, size: int) -> float:
+        """When ``size`` bytes handed over now arrive: after the bytes queued before them, then the delay."""
+        now = time.monotonic()
+        if self.bytes_per_second is None:
+            return now + self.delay
+        self._free_at = max(now, self._free_at) + size / self.bytes_per_second
+        return self._free_at + self.delay
+
+
+class DelayProxy:
+    """A TCP forwarder on 127.0.0.1 in front of the server: every byte crosses a ``Link`` in each direction."""
+
+    def __init__(self, host: str, port: int, delay: float, bytes_per_second: float | None = None) -> None:
+        self.upstream = (host, port)
+        self.links = (Link(delay, bytes_per_second), Link(delay, bytes_per_second))  # to the server, back
         self.port = 0
         self._server: asyncio.Server | None = None
 
@@ -124,11 +148,15 @@ class DelayProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
+        await asyncio.gather(
+            self._pipe(reader, up_writer, self.links[0]),
+            self._pipe(up_reader, writer, self.links[1]),
+            return_exceptions=True,
+        )
         writer.close()
         up_writer.close()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: Link) -> None:
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
         async def deliver() -> None:
@@ -145,7 +173,7 @@ class DelayProxy:
         try:
             while True:
                 data = await reader.read(1 << 16)
-                await queue.put((time.monotonic() + self.delay, data))
+                await queue.put((link.due(len(data)), data))
                 if not data:
                     break
             await sender
@@ -174,28 +202,61 @@ def make_store(side: str, pool: Any, table: str) -> Any:
     return HarnessPostgresMediaStore(pool, table=table)
 
 
-async def one_side(side: str, pool: Any, data: list[bytes]) -> dict[str, float]:
-    """Seconds for the first put, the get and the re-put of ``data`` on a fresh table."""
+class Cpu:
+    """CPU seconds spent by this process and by the server backends behind the pool (from ``/proc``; the server
+    part is ``None`` when the backends are not readable, e.g. on another host)."""
+
+    def __init__(self, backends: list[int]) -> None:
+        self.backends = backends
+        self._tick = os.sysconf('SC_CLK_TCK')
+
+    def now(self) -> tuple[float, float | None]:
+        server: float | None = 0.0
+        for pid in self.backends:
+            try:
+                fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+            except OSError:
+                server = None
+                break
+            assert server is not None
+            server += (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
+        return time.process_time(), server
+
+
+Sample = dict[str, float | None]
+"""``seconds``, ``client`` and ``server`` CPU seconds of one step."""
+
+
+async def one_side(side: str, pool: Any, data: list[bytes], cpu: Cpu) -> dict[str, Sample]:
+    """The first put, the get and the re-put of ``data`` on a fresh table: time and CPU of each."""
     table = f'bench_{side}_{uuid.uuid4().hex[:10]}'
     store = make_store(side, pool, table)
-    timings: dict[str, float] = {}
+    samples: dict[str, Sample] = {}
+
+    async def timed(op: str, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        client, server = cpu.now()
+        started = time.perf_counter()
+        results = await bounded(calls)
+        seconds = time.perf_counter() - started
+        client_after, server_after = cpu.now()
+        samples[op] = {
+            'seconds': seconds,
+            'client': client_after - client,
+            'server': None if server is None or server_after is None else server_after - server,
+        }
+        return results
+
     try:
-        started = time.perf_counter()
-        uris = await bounded([lambda payload=payload: store.put(payload) for payload in data])
-        timings['put'] = time.perf_counter() - started
-        started = time.perf_counter()
-        got = await bounded([lambda uri=uri: store.get(uri) for uri in uris])
-        timings['get'] = time.perf_counter() - started
+        uris = await timed('put', [lambda payload=payload: store.put(payload) for payload in data])
+        got = await timed('get', [lambda uri=uri: store.get(uri) for uri in uris])
         assert got == data
         fresh = make_store(side, pool, table)
-        started = time.perf_counter()
-        await bounded([lambda payload=payload: fresh.put(payload) for payload in data])
-        timings['re-put'] = time.perf_counter() - started
+        await timed('re-put', [lambda payload=payload: fresh.put(payload) for payload in data])
     finally:
         async with pool.acquire() as connection:
             for suffix in ('', '_chunked', '_chunks'):
                 await connection.execute(f'DROP TABLE IF EXISTS "{table}{suffix}"')
-    return timings
+    return samples
 
 
 def stream_peaks(side: str, dsn: str, mib: int) -> dict[str, int]:
@@ -224,19 +285,52 @@ async def _drop(dsn: str, table: str) -> None:
         await connection.close()
 
 
-async def serve_proxy(host: str, port: int, delay: float) -> None:
+@dataclass(frozen=True)
+class Network:
+    """Loopback (no proxy), or a proxy adding ``latency_ms`` each way over a shared link of ``mbit`` Mbit/s."""
+
+    latency_ms: float
+    mbit: float | None
+
+    @classmethod
+    def parse(cls, spec: str) -> Network:
+        latency, _, mbit = spec.partition('/')
+        return cls(float(latency), float(mbit) if mbit else None)
+
+    @property
+    def proxied(self) -> bool:
+        return self.latency_ms > 0 or self.mbit is not None
+
+    def __str__(self) -> str:
+        if not self.proxied:
+            return 'loopback'
+        link = f', {self.mbit:g} Mbit/s shared link' if self.mbit is not None else ''
+        return f'{self.latency_ms:g} ms each way{link}'
+
+    @property
+    def spec(self) -> str:
+        return f'{self.latency_ms:g}/{self.mbit:g}' if self.mbit is not None else f'{self.latency_ms:g}'
+
+
+async def serve_proxy(host: str, port: int, network: Network) -> None:
     """Run a ``DelayProxy`` until killed, printing its port (the ``--serve-proxy`` child)."""
-    proxy = DelayProxy(host, port, delay)
+    rate = None if network.mbit is None else network.mbit * 1e6 / 8
+    proxy = DelayProxy(host, port, network.latency_ms / 1000, rate)
     await proxy.start()
     print(proxy.port, flush=True)
     await asyncio.Event().wait()
 
 
-def start_proxy(dsn: str, latency: float) -> tuple[str, subprocess.Popen[str]]:
+def start_proxy(dsn: str, network: Network) -> tuple[str, subprocess.Popen[str]]:
     """A ``DelayProxy`` in its own process (its forwarding must not share the measured event loop)."""
     parts = urlsplit(dsn)
     child = subprocess.Popen(
-        [sys.executable, __file__, '--serve-proxy', f'{parts.hostname or "127.0.0.1"}:{parts.port or 5432}:{latency}'],
+        [
+            sys.executable,
+            __file__,
+            '--serve-proxy',
+            f'{parts.hostname or "127.0.0.1"}:{parts.port or 5432}:{network.spec}',
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -246,26 +340,41 @@ def start_proxy(dsn: str, latency: float) -> tuple[str, subprocess.Popen[str]]:
     return urlunsplit(parts._replace(netloc=f'{user}@127.0.0.1:{port}')), child
 
 
-async def measure(dsn: str, runs: int, latency: float) -> dict[str, dict[str, list[float]]]:
+Results = dict[str, dict[str, list[Sample]]]
+"""side -> step -> one sample per run."""
+
+
+async def measure(dsn: str, runs: int, network: Network) -> Results:
     proxy = None
-    if latency > 0:
-        dsn, proxy = start_proxy(dsn, latency)
+    if network.proxied:
+        dsn, proxy = start_proxy(dsn, network)
     pool = await asyncpg.create_pool(dsn, min_size=CONCURRENCY, max_size=CONCURRENCY)
-    results: dict[str, dict[str, list[float]]] = {side: {op: [] for op in OPS} for side in SIDES}
+    results: Results = {side: {op: [] for op in OPS} for side in SIDES}
     try:
+        cpu = Cpu(await _backends(pool))
         for run in range(runs):
             data = blobs(run)
             order = SIDES if run % 2 == 0 else SIDES[::-1]
             for side in order:
-                for op, seconds in (await one_side(side, pool, data)).items():
-                    results[side][op].append(seconds)
-            print(f'run {run + 1}/{runs} done', file=sys.stderr)
+                for op, sample in (await one_side(side, pool, data, cpu)).items():
+                    results[side][op].append(sample)
+            print(f'{network}: run {run + 1}/{runs} done', file=sys.stderr)
     finally:
         await pool.close()
         if proxy is not None:
             proxy.kill()
             proxy.wait()
     return results
+
+
+async def _backends(pool: Any) -> list[int]:
+    """The server process ids behind every connection of the pool (all held at once, so all are counted)."""
+    connections = [await pool.acquire() for _ in range(CONCURRENCY)]
+    try:
+        return [int(await connection.fetchval('SELECT pg_backend_pid()')) for connection in connections]
+    finally:
+        for connection in connections:
+            await pool.release(connection)
 
 
 def server_dsn() -> tuple[str, Callable[[], None]]:
@@ -283,19 +392,26 @@ def main() -> None:
     parser.add_argument('--quick', action='store_true', help='3 runs and 64 MiB streams')
     parser.add_argument('--runs', type=int, default=None)
     parser.add_argument('--stream-mib', type=int, default=None)
-    parser.add_argument('--latency-ms', type=float, default=0.0, help='one-way delay a proxy adds (default 0)')
+    parser.add_argument(
+        '--network',
+        action='append',
+        metavar='MS[/MBIT]',
+        help='0 for loopback, or the delay a proxy adds each way with an optional shared bandwidth, e.g. 1/1000 '
+        '(repeatable; default: 0 and 1/1000)',
+    )
     parser.add_argument('--no-stream', action='store_true', help='skip the streaming case')
-    parser.add_argument('--serve-proxy', metavar='HOST:PORT:DELAY', help=argparse.SUPPRESS)
+    parser.add_argument('--serve-proxy', metavar='HOST:PORT:NETWORK', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_proxy:
-        host, port, delay = args.serve_proxy.rsplit(':', 2)
-        asyncio.run(serve_proxy(host, int(port), float(delay)))
+        host, port, spec = args.serve_proxy.rsplit(':', 2)
+        asyncio.run(serve_proxy(host, int(port), Network.parse(spec)))
         return
     runs = args.runs or (3 if args.quick else 7)
     mib = args.stream_mib or (64 if args.quick else 256)
+    networks = [Network.parse(spec) for spec in (args.network or ['0', '1/1000'])]
     dsn, stop = server_dsn()
     try:
-        results = asyncio.run(measure(dsn, runs, args.latency_ms / 1000))
+        results = {network: asyncio.run(measure(dsn, runs, network)) for network in networks}
         peaks = {} if args.no_stream else {side: stream_peaks(side, dsn, mib) for side in SIDES}
         version = asyncio.run(_server_version(dsn))
     finally:
@@ -303,16 +419,22 @@ def main() -> None:
     print(
         f'PostgreSQL {version}, asyncpg {metadata.version("asyncpg")}, '
         f'pydantic-ai-harness {metadata.version("pydantic-ai-harness")}, Python {platform.python_version()}, '
-        f'{os.cpu_count()} CPUs; {runs} interleaved runs, {BLOBS} x {BLOB_SIZE // KiB} KiB '
-        f'at concurrency {CONCURRENCY}, {args.latency_ms:g} ms added each way'
+        f'{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {runs} interleaved runs per network, '
+        f'{BLOBS} x {BLOB_SIZE // KiB} KiB at concurrency {CONCURRENCY}'
     )
     print()
-    print('| case | harness median (range) | ours median (range) | harness / ours |')
-    print('|---|---|---|---|')
-    for op in OPS:
-        theirs, ours = results['harness'][op], results['ours'][op]
-        ratio = statistics.median(theirs) / statistics.median(ours)
-        print(f'| {op} | {_ms(theirs)} | {_ms(ours)} | {ratio:.2f}x |')
+    print(
+        '| network | case | harness median (range) | ours median (range) | harness / ours '
+        '| CPU ms per op, client + server: harness | ours |'
+    )
+    print('|---|---|---|---|---|---|---|')
+    for network, found in results.items():
+        for op in OPS:
+            theirs, ours = found['harness'][op], found['ours'][op]
+            ratio = _median(theirs, 'seconds') / _median(ours, 'seconds')
+            print(
+                f'| {network} | {op} | {_ms(theirs)} | {_ms(ours)} | **{ratio:.2f}x** | {_cpu(theirs)} | {_cpu(ours)} |'
+            )
     if not peaks:
         return
     print()
@@ -325,8 +447,22 @@ def main() -> None:
     )
 
 
-def _ms(values: list[float]) -> str:
-    return f'{statistics.median(values) * 1000:.0f} ms ({min(values) * 1000:.0f}-{max(values) * 1000:.0f})'
+def _median(samples: list[Sample], key: str) -> float:
+    values = [sample[key] for sample in samples]
+    return statistics.median(value for value in values if value is not None)
+
+
+def _ms(samples: list[Sample]) -> str:
+    values = [float(sample['seconds'] or 0.0) * 1000 for sample in samples]
+    return f'{statistics.median(values):.0f} ms ({min(values):.0f}-{max(values):.0f})'
+
+
+def _cpu(samples: list[Sample]) -> str:
+    """Median CPU per operation over the runs: this process, and the server backends when readable."""
+    client = _median(samples, 'client') * 1000 / BLOBS
+    if any(sample['server'] is None for sample in samples):
+        return f'{client:.2f} + ?'
+    return f'{client:.2f} + {_median(samples, "server") * 1000 / BLOBS:.2f}'
 
 
 async def _server_version(dsn: str) -> str:
