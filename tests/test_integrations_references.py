@@ -49,7 +49,14 @@ from pydantic_ai_harness.step_persistence import (
 )
 from pydantic_ai_persistence import InMemoryAsyncKV
 
-from mediastash import InvalidArgumentError, KnownBlobCache, MemoryMediaStore, media_uri_for
+from mediastash import (
+    InvalidArgumentError,
+    KnownBlobCache,
+    MediaNotFoundError,
+    MemoryMediaStore,
+    StoreUnavailableError,
+    media_uri_for,
+)
 from mediastash.integrations import MediaUrls, OffloadingKV, OffloadingStepStore
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
@@ -492,3 +499,41 @@ async def test_a_fresh_process_resumes_with_no_blob_download(
         for run_id in runs[1:]:
             resumed = json.loads(snapshot_files(tmp_path / 'steps', run_id)[-1].read_text())['messages'][0]
             assert json.dumps(resumed) == json.dumps(original)
+
+
+def failing_urls(uri: str, context: object) -> str:
+    raise ConnectionError('the URL service is down')
+
+
+async def test_a_failing_url_service_sends_references_inline_or_raises(caplog: pytest.LogCaptureFixture) -> None:
+    """on_store_error='inline': the request goes out with the referenced bytes read; 'raise': the run fails."""
+    media = CountingMediaStore(MemoryMediaStore(public_url=failing_urls))
+    history = await reference_history(media)
+    sent: list[Any] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.extend(contents(messages))
+        return ModelResponse(parts=[TextPart('ok')])
+
+    capability = MediaUrls(media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
+    await Agent(FunctionModel(model), capabilities=[capability]).run('go', message_history=history)
+    originals = contents(mixed_history())
+    assert [item.data for item in sent[1:6]] == [item.data for item in originals[1:6]]
+    assert capability.swapper.store_failures == 1
+    assert 'failed during public_url (StoreUnavailableError)' in caplog.text
+    assert 'the URL service is down' not in caplog.text
+
+    strict = MediaUrls(media, threshold_bytes=THRESHOLD, on_store_error='raise')
+    with pytest.raises(StoreUnavailableError):
+        await Agent(FunctionModel(model), capabilities=[strict]).run('go', message_history=history)
+
+
+async def test_a_reference_to_a_missing_blob_fails_the_request() -> None:
+    media = MemoryMediaStore()
+    history = await reference_history(media)
+    pdf = contents(history)[2]
+    assert isinstance(pdf, DocumentUrl)
+    await media.delete(pdf.url)
+    capability = MediaUrls(media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
+    with pytest.raises(MediaNotFoundError):
+        await Agent(FunctionModel(reply), capabilities=[capability]).run('go', message_history=history)

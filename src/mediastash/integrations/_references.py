@@ -155,7 +155,14 @@ def with_reference_parts(leans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def is_reference_part(item: object) -> TypeGuard[ReferencePart]:
     """Whether ``item`` is a URL part whose URL is a stored blob's ``media+sha256://`` URI."""
-    return isinstance(item, _URL_CLASSES) and is_media_uri(item.url)
+    cls = type(item)
+    url_class = _IS_URL_CLASS.get(cls)
+    if url_class is None:  # one subclass check per type: the URL parts are ABCs, slow to isinstance
+        url_class = _IS_URL_CLASS[cls] = issubclass(cls, _URL_CLASSES)
+    return url_class and is_media_uri(item.url)  # type: ignore[attr-defined]
+
+
+_IS_URL_CLASS: dict[type, bool] = {}
 
 
 def kind_of_reference(part: ReferencePart) -> MediaKind:

@@ -470,7 +470,7 @@ class MediaUrlSwapper:
 
         Reusing the very part keeps repeated requests identical (providers' prompt caches).
         """
-        built = self._parts.get((url, media_type))
+        built = self._parts.peek((url, media_type))  # no reordering: a part evicted early is only rebuilt
         if (
             built is not None
             and type(built.part) is URL_CLASS[kind]
