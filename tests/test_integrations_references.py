@@ -167,20 +167,33 @@ async def inner_json(inner: InMemoryStepStore, run_id: str = 'run-1') -> list[st
     return [json.dumps(item) for item in ModelMessagesTypeAdapter.dump_python(list(latest.messages), mode='json')]
 
 
+def steps_over(inner: InMemoryStepStore, media: Any, **options: Any) -> OffloadingStepStore:
+    return OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD, **options)
+
+
+async def saved(media: Any) -> tuple[InMemoryStepStore, list[ModelMessage], list[str]]:
+    """``mixed_history()`` saved with its bytes: the inner store, the history, the JSON of what was stored."""
+    inner = InMemoryStepStore()
+    history = mixed_history()
+    await steps_over(inner, media).save_snapshot(snapshot(history, 1))
+    return inner, history, await inner_json(inner)
+
+
+async def restored_messages(steps: OffloadingStepStore) -> list[ModelMessage]:
+    latest = await steps.latest_snapshot(run_id='run-1')
+    assert latest is not None
+    return list(latest.messages)
+
+
 # -- reference parts: restore, save, bytes again --------------------------------------------
 
 
 async def test_references_restore_reads_no_blob_and_a_save_writes_the_same_markers() -> None:
     media = CountingMediaStore(MemoryMediaStore())
-    inner = InMemoryStepStore()
-    history = mixed_history()
-    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
-    original = await inner_json(inner)
+    inner, history, original = await saved(media)
 
     # A fresh known-blob cache: this process knows nothing of the save, as a fresh worker would not.
-    steps = OffloadingStepStore(
-        inner, media_store=media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache(), restore='references'
-    )
+    steps = steps_over(inner, media, known_blobs=KnownBlobCache(), restore='references')
     media.reset()
     restored = await steps.latest_snapshot(run_id='run-1')
     assert restored is not None
@@ -211,25 +224,17 @@ async def test_references_restore_reads_no_blob_and_a_save_writes_the_same_marke
     assert await inner_json(inner) == original
 
     # And a 'bytes' restore of that save gives the original history back.
-    back = await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).latest_snapshot(
-        run_id='run-1'
-    )
-    assert back is not None and back.step_index == 2
-    assert back.messages == history
+    assert await restored_messages(steps_over(inner, media)) == history
 
 
 async def test_a_copied_reference_history_saves_the_same_lean_json() -> None:
     """A run copies the messages it is given: the save still writes the original envelopes, sizes included."""
     media = MemoryMediaStore()
-    inner = InMemoryStepStore()
-    history = mixed_history()
-    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
-    original = await inner_json(inner)
-    steps = OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD, restore='references')
-    restored = await steps.latest_snapshot(run_id='run-1')
-    assert restored is not None
-    copied = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(list(restored.messages)))
-    assert copied[0] is not restored.messages[0]
+    inner, _, original = await saved(media)
+    steps = steps_over(inner, media, restore='references')
+    restored = await restored_messages(steps)
+    copied = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(restored))
+    assert copied[0] is not restored[0]
     await steps.save_snapshot(snapshot(copied, 2))
     assert await inner_json(inner) == original
     assert 'KiB stored as media+sha256://' in original[0]  # the stand-ins keep the payload sizes
@@ -238,22 +243,16 @@ async def test_a_copied_reference_history_saves_the_same_lean_json() -> None:
 async def test_a_save_without_the_url_safe_stamp_in_memory_reads_the_blob_once() -> None:
     """The one field a URL part cannot hold, the URL-safe stamp, is read from the blob if this process never saw it."""
     media = CountingMediaStore(MemoryMediaStore())
-    history = mixed_history()
-    inner = InMemoryStepStore()
-    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
-    original = await inner_json(inner)
-    restored = await OffloadingStepStore(
-        inner, media_store=media, threshold_bytes=THRESHOLD, restore='references'
-    ).latest_snapshot(run_id='run-1')
-    assert restored is not None
+    inner, _, original = await saved(media)
+    restored = await restored_messages(steps_over(inner, media, restore='references'))
 
     # Hand-made references (no restore in this process told the stamp) for a store with an empty cache.
     from mediastash.integrations import _references
 
     _references._urlsafe_by_uri.clear()
-    fresh = OffloadingStepStore(InMemoryStepStore(), media_store=media, threshold_bytes=THRESHOLD, known_blobs=False)
+    fresh = steps_over(InMemoryStepStore(), media, known_blobs=False)
     media.reset()
-    await fresh.save_snapshot(snapshot(list(restored.messages), 1))
+    await fresh.save_snapshot(snapshot(restored, 1))
     assert media.calls['get'] == 5  # each referenced blob once: 4 prompt media and the tool's chart
     assert [json.loads(text)['metadata'] for text in await inner_json(fresh.inner)] == [
         json.loads(text)['metadata'] for text in original
@@ -263,38 +262,28 @@ async def test_a_save_without_the_url_safe_stamp_in_memory_reads_the_blob_once()
 async def test_a_bytes_restore_then_save_keeps_the_url_safe_stamp() -> None:
     """Restoring bytes in a process that did not store them and saving again writes the same markers."""
     media = MemoryMediaStore()
-    inner = InMemoryStepStore()
-    history = mixed_history()
-    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
-    original = await inner_json(inner)
+    inner, _, original = await saved(media)
     assert '__harness_external_urlsafe__' in original[0]
-    steps = OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
-    restored = await steps.latest_snapshot(run_id='run-1')
-    assert restored is not None
-    await steps.save_snapshot(snapshot(list(restored.messages), 2))
+    steps = steps_over(inner, media, known_blobs=KnownBlobCache())
+    await steps.save_snapshot(snapshot(await restored_messages(steps), 2))
     assert await inner_json(inner) == original
 
 
 async def test_offloading_kv_writes_the_markers_of_reference_parts() -> None:
     media = CountingMediaStore(MemoryMediaStore())
-    history = mixed_history()
+    inner, history, _ = await saved(media)
     kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, threshold_bytes=THRESHOLD)
     await kv.put('runs', 'bytes', ModelMessagesTypeAdapter.dump_json(history).decode())
     lean_of_bytes = await kv.inner.get('runs', 'bytes')
 
-    inner = InMemoryStepStore()
-    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(snapshot(history, 1))
-    restored = await OffloadingStepStore(
-        inner, media_store=media, threshold_bytes=THRESHOLD, restore='references'
-    ).latest_snapshot(run_id='run-1')
-    assert restored is not None
+    restored = await restored_messages(steps_over(inner, media, restore='references'))
     media.reset()
-    await kv.put('runs', 'references', ModelMessagesTypeAdapter.dump_json(list(restored.messages)).decode())
+    await kv.put('runs', 'references', ModelMessagesTypeAdapter.dump_json(restored).decode())
     assert media.calls['get'] == 0
     assert await kv.inner.get('runs', 'references') == lean_of_bytes
 
     # The wrapper hands its own writes back as written; another reader gets the bytes.
-    assert await kv.get('runs', 'references') == ModelMessagesTypeAdapter.dump_json(list(restored.messages)).decode()
+    assert await kv.get('runs', 'references') == ModelMessagesTypeAdapter.dump_json(restored).decode()
     read = await OffloadingKV(kv.inner, media_store=media, threshold_bytes=THRESHOLD).get('runs', 'references')
     assert read is not None
     assert ModelMessagesTypeAdapter.validate_json(read) == history
@@ -310,15 +299,8 @@ async def test_restore_mode_is_checked() -> None:
 
 
 async def reference_history(media: Any) -> list[ModelMessage]:
-    inner = InMemoryStepStore()
-    await OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD).save_snapshot(
-        snapshot(mixed_history(), 1)
-    )
-    restored = await OffloadingStepStore(
-        inner, media_store=media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache(), restore='references'
-    ).latest_snapshot(run_id='run-1')
-    assert restored is not None
-    return list(restored.messages)
+    inner, _, _ = await saved(media)
+    return await restored_messages(steps_over(inner, media, known_blobs=KnownBlobCache(), restore='references'))
 
 
 async def test_media_urls_reads_a_reference_only_when_it_cannot_go_by_url() -> None:
