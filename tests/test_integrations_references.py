@@ -313,7 +313,8 @@ async def test_media_urls_reads_a_reference_only_when_it_cannot_go_by_url() -> N
         seen.append(contents(messages))
         return ModelResponse(parts=[TextPart('ok')])
 
-    capability = MediaUrls(media, kinds=['image'], threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
+    # A threshold above every blob: it is for bytes in hand; a reference part is always resolved.
+    capability = MediaUrls(media, kinds=['image'], threshold_bytes=1 << 30, known_blobs=KnownBlobCache())
     agent = Agent(FunctionModel(model), capabilities=[capability])
     media.reset()
     first = await agent.run('again?', message_history=history)
@@ -456,8 +457,10 @@ async def test_a_fresh_process_resumes_with_no_blob_download(
 
         # Each request carries 8 presigned URLs, one per image, and no image bytes; the PDF goes inline.
         assert len(requests) == 2
+        sent_urls: list[list[str]] = []
         for request in requests:
             urls = [item['image_url']['url'] for item in openai_user_items(request) if item.get('type') == 'image_url']
+            sent_urls.append(urls)
             assert len(urls) == 8
             for url, data in zip(urls, images, strict=True):
                 parts = urlsplit(url)
@@ -467,6 +470,7 @@ async def test_a_fresh_process_resumes_with_no_blob_download(
                 assert await bucket.read(s3.key_for(media_uri_for(data))) == data
                 assert not carries(request.body, data)
             assert carries(request.body, pdf)
+        assert sent_urls[0] == sent_urls[1]  # stable URLs: the second request repeats the first one's
 
         # The snapshots the resumed runs saved restore ('bytes') to the exact original bytes, and their first
         # message is byte for byte the envelope the original run wrote.
