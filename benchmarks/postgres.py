@@ -118,11 +118,13 @@ class Link:
     def __init__(self, delay: float, bytes_per_second: float | None) -> None:
         self.delay = delay
         self.bytes_per_second = bytes_per_second
+        self.bytes = 0
         self._free_at = 0.0
 
     def due(self, size: int) -> float:
         """When ``size`` bytes handed over now arrive: after the bytes queued before them, then the delay."""
         now = time.monotonic()
+        self.bytes += size
         if self.bytes_per_second is None:
             return now + self.delay
         self._free_at = max(now, self._free_at) + size / self.bytes_per_second
@@ -202,13 +204,18 @@ def make_store(side: str, pool: Any, table: str) -> Any:
     return HarnessPostgresMediaStore(pool, table=table)
 
 
-class Cpu:
+class Meter:
     """CPU seconds spent by this process and by the server backends behind the pool (from ``/proc``; the server
-    part is ``None`` when the backends are not readable, e.g. on another host)."""
+    part is ``None`` when the backends are not readable, e.g. on another host), and the bytes the proxy forwarded
+    (``None`` on loopback)."""
 
-    def __init__(self, backends: list[int]) -> None:
+    def __init__(self, backends: list[int], proxy: subprocess.Popen[str] | None) -> None:
         self.backends = backends
+        self.proxy = proxy
         self._tick = os.sysconf('SC_CLK_TCK')
+
+    def bytes(self) -> tuple[int, int] | None:
+        return None if self.proxy is None else traffic(self.proxy)
 
     def now(self) -> tuple[float, float | None]:
         server: float | None = 0.0
@@ -224,25 +231,29 @@ class Cpu:
 
 
 Sample = dict[str, float | None]
-"""``seconds``, ``client`` and ``server`` CPU seconds of one step."""
+"""``seconds``, ``client`` and ``server`` CPU seconds, ``sent`` and ``received`` bytes through the proxy of one step."""
 
 
-async def one_side(side: str, pool: Any, data: list[bytes], cpu: Cpu) -> dict[str, Sample]:
+async def one_side(side: str, pool: Any, data: list[bytes], cpu: Meter) -> dict[str, Sample]:
     """The first put, the get and the re-put of ``data`` on a fresh table: time and CPU of each."""
     table = f'bench_{side}_{uuid.uuid4().hex[:10]}'
     store = make_store(side, pool, table)
     samples: dict[str, Sample] = {}
 
     async def timed(op: str, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        moved = cpu.bytes()
         client, server = cpu.now()
         started = time.perf_counter()
         results = await bounded(calls)
         seconds = time.perf_counter() - started
         client_after, server_after = cpu.now()
+        moved_after = cpu.bytes()
         samples[op] = {
             'seconds': seconds,
             'client': client_after - client,
             'server': None if server is None or server_after is None else server_after - server,
+            'sent': None if moved is None or moved_after is None else moved_after[0] - moved[0],
+            'received': None if moved is None or moved_after is None else moved_after[1] - moved[1],
         }
         return results
 
@@ -318,7 +329,18 @@ async def serve_proxy(host: str, port: int, network: Network) -> None:
     proxy = DelayProxy(host, port, network.latency_ms / 1000, rate)
     await proxy.start()
     print(proxy.port, flush=True)
-    await asyncio.Event().wait()
+    loop = asyncio.get_running_loop()
+    while await loop.run_in_executor(None, sys.stdin.readline):  # a line asks for the bytes forwarded so far
+        print(proxy.links[0].bytes, proxy.links[1].bytes, flush=True)
+
+
+def traffic(proxy: subprocess.Popen[str]) -> tuple[int, int]:
+    """Bytes the proxy child has forwarded to the server and back so far."""
+    assert proxy.stdin is not None and proxy.stdout is not None
+    proxy.stdin.write('\n')
+    proxy.stdin.flush()
+    sent, received = proxy.stdout.readline().split()
+    return int(sent), int(received)
 
 
 def start_proxy(dsn: str, network: Network) -> tuple[str, subprocess.Popen[str]]:
@@ -331,6 +353,7 @@ def start_proxy(dsn: str, network: Network) -> tuple[str, subprocess.Popen[str]]
             '--serve-proxy',
             f'{parts.hostname or "127.0.0.1"}:{parts.port or 5432}:{network.spec}',
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -351,7 +374,7 @@ async def measure(dsn: str, runs: int, network: Network) -> Results:
     pool = await asyncpg.create_pool(dsn, min_size=CONCURRENCY, max_size=CONCURRENCY)
     results: Results = {side: {op: [] for op in OPS} for side in SIDES}
     try:
-        cpu = Cpu(await _backends(pool))
+        cpu = Meter(await _backends(pool), proxy)
         for run in range(runs):
             data = blobs(run)
             order = SIDES if run % 2 == 0 else SIDES[::-1]
@@ -425,7 +448,7 @@ def main() -> None:
     print()
     print(
         '| network | case | harness median (range) | ours median (range) | harness / ours '
-        '| CPU ms per op, client + server: harness | ours |'
+        '| CPU ms per op, client + server: harness / ours | KiB per op to / from the server: harness / ours |'
     )
     print('|---|---|---|---|---|---|---|')
     for network, found in results.items():
@@ -433,7 +456,8 @@ def main() -> None:
             theirs, ours = found['harness'][op], found['ours'][op]
             ratio = _median(theirs, 'seconds') / _median(ours, 'seconds')
             print(
-                f'| {network} | {op} | {_ms(theirs)} | {_ms(ours)} | **{ratio:.2f}x** | {_cpu(theirs)} | {_cpu(ours)} |'
+                f'| {network} | {op} | {_ms(theirs)} | {_ms(ours)} | **{ratio:.2f}x** '
+                f'| {_cpu(theirs)} / {_cpu(ours)} | {_kib(theirs)} / {_kib(ours)} |'
             )
     if not peaks:
         return
@@ -455,6 +479,13 @@ def _median(samples: list[Sample], key: str) -> float:
 def _ms(samples: list[Sample]) -> str:
     values = [float(sample['seconds'] or 0.0) * 1000 for sample in samples]
     return f'{statistics.median(values):.0f} ms ({min(values):.0f}-{max(values):.0f})'
+
+
+def _kib(samples: list[Sample]) -> str:
+    """Median bytes per operation sent to the server and back through the proxy; ``-`` on loopback."""
+    if any(sample['sent'] is None for sample in samples):
+        return '-'
+    return f'{_median(samples, "sent") / BLOBS / KiB:.1f} + {_median(samples, "received") / BLOBS / KiB:.1f}'
 
 
 def _cpu(samples: list[Sample]) -> str:
