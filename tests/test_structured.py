@@ -25,6 +25,8 @@ from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    StructuredContent,
+    TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
@@ -41,6 +43,7 @@ from mediastash.markers import (
     ESCAPED_KEYS,
     FORMAT_KEY,
     JSON_ESCAPE_FORMAT,
+    JSON_FIELDS_FORMAT,
     JSON_FORMAT,
     MARKER_KEY,
     TEXT_KEY,
@@ -346,3 +349,77 @@ async def test_kv_step_store_round_trip() -> None:
     assert back is not None
     assert ModelMessagesTypeAdapter.dump_json(back.messages) == ModelMessagesTypeAdapter.dump_json(messages)
     assert stored < 100_000
+
+
+# -- StructuredContent: its text and value move as one blob -----------------------------------------
+
+
+def structured_item(value: Any, content: str | None = None) -> dict[str, Any]:
+    rendered = json.dumps(value, separators=(',', ':'), ensure_ascii=False) if content is None else content
+    return {
+        'content': rendered,
+        'metadata': None,
+        'kind': 'structured-content',
+        'value': value,
+        'tag': 'ui_state',
+        'description': None,
+    }
+
+
+def prompt_tree(*items: Any) -> list[dict[str, Any]]:
+    part = {'part_kind': 'user-prompt', 'content': ['look at this', *items], 'timestamp': '2026-01-01T00:00:00Z'}
+    return [{'kind': 'request', 'parts': [part]}]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=json_values(_strings), content=_strings)
+def test_structured_content_round_trip_is_exact(value: Any, content: str) -> None:
+    async def scenario() -> None:
+        media = MemoryMediaStore()
+        tree = prompt_tree(structured_item(value, content))
+        lean = await externalize_media(tree, media_store=media, threshold_bytes=0, structured=True)
+        marker = lean[0]['parts'][0]['content'][1]
+        assert 'content' not in marker and 'value' not in marker and is_structured_marker(marker)
+        assert marker[ESCAPED_KEYS] == {FORMAT_KEY: JSON_FIELDS_FORMAT}
+        for known in (True, False):
+            back = await restore_media(lean, media_store=media, known_blobs=known, structured=True)
+            item = back[0]['parts'][0]['content'][1]
+            assert exact(item['value']) == exact(value) and exact(item['content']) == exact(content)
+            assert item == tree[0]['parts'][0]['content'][1]
+
+    asyncio.run(scenario())
+
+
+async def test_structured_content_through_the_step_store(tmp_path: Path) -> None:
+    messages = [
+        ModelRequest(parts=[UserPromptPart(content=['what now?', StructuredContent(value=rows(3000), tag='hits')])]),
+        ModelResponse(parts=[TextPart('noted')]),
+    ]
+    inner = harness_store('file', tmp_path)
+    store = OffloadingStepStore(inner, media_store=MemoryMediaStore())
+    await store.register_run(RunRecord(run_id='r'))
+    await store.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages, state='complete'))
+    back = await store.latest_snapshot(run_id='r')
+    assert back is not None
+    assert ModelMessagesTypeAdapter.dump_json(back.messages) == ModelMessagesTypeAdapter.dump_json(messages)
+    plain = await harness_store('file', tmp_path).latest_snapshot(run_id='r')
+    shown = plain.messages[0].parts[0].content
+    assert len(ModelMessagesTypeAdapter.dump_json(plain.messages)) < 5000  # neither the text nor the value stayed
+    assert any(isinstance(item, str) and item.startswith(PLACEHOLDER_PREFIX) and 'JSON' in item for item in shown)
+    lean = await externalize_media(
+        ModelMessagesTypeAdapter.dump_python(messages, mode='json'), media_store=MemoryMediaStore(), structured=True
+    )
+    with pytest.raises(ValueError, match='escaped-keys-v2'):
+        await harness_walker.restore_media(lean, media_store=MemoryMediaStore())
+
+
+async def test_a_fields_blob_of_another_shape_is_a_malformed_marker() -> None:
+    media = MemoryMediaStore()
+    lean = await externalize_media(
+        prompt_tree(structured_item(rows(2000))), media_store=media, structured=True, known_blobs=False
+    )
+    marker = lean[0]['parts'][0]['content'][1]
+    other = await media.put(b'{"value":1,"content":"x"}')
+    marker[URI_KEY] = marker['uri'] = other
+    with pytest.raises(ValueError, match='not JSON'):
+        await restore_media(lean, media_store=media, structured=True, known_blobs=False)

@@ -17,6 +17,8 @@ __all__ = [
     'ESCAPE_FORMAT',
     'ESCAPE_FORMAT_PREFIX',
     'JSON_ESCAPE_FORMAT',
+    'JSON_FIELDS',
+    'JSON_FIELDS_FORMAT',
     'JSON_FORMAT',
     'JSON_FORMAT_PREFIX',
     'JSON_MEDIA_TYPE',
@@ -78,6 +80,10 @@ payloads) sees a stash of a version it does not know and refuses the marker."""
 JSON_FORMAT_PREFIX: Final = 'json-v'
 JSON_FORMAT: Final = 'json-v1'
 """Encoding of a structured payload's blob: compact JSON, UTF-8, keys in their order (see ``docs/marker-format.md``)."""
+JSON_FIELDS_FORMAT: Final = 'json-fields-v1'
+"""Encoding of a ``StructuredContent``'s blob: the JSON object of its moved fields, ``JSON_FIELDS``, in that order."""
+JSON_FIELDS: Final = ('content', 'value')
+"""What a ``StructuredContent`` (``kind == 'structured-content'``) moves: its text and its value, as one blob."""
 JSON_MEDIA_TYPE: Final = 'application/json'
 """Media type recorded for a structured payload's blob."""
 STRUCTURED_PART_KINDS: Final = ('tool-return', 'builtin-tool-return')
@@ -167,10 +173,11 @@ def literal_payload(node: dict[str, object]) -> dict[str, object] | None:
 
 
 class MarkerStash(NamedTuple):
-    """What a marker's stash holds: the caller's escaped values, and whether its payload is JSON."""
+    """What a marker's stash holds: the caller's escaped values, and its payload's encoding."""
 
     escaped: dict[str, object] | None
-    structured: bool
+    encoding: str | None
+    """``None`` for a version 1 marker; ``JSON_FORMAT`` or ``JSON_FIELDS_FORMAT`` for a structured one."""
 
 
 def marker_stash(marker: dict[str, object], *, structured: bool = True) -> MarkerStash:
@@ -191,33 +198,33 @@ def marker_stash(marker: dict[str, object], *, structured: bool = True) -> Marke
     if not stamp.startswith(ESCAPE_FORMAT_PREFIX) or not stash.keys() <= MARKER_OWNED_KEYS:
         return _NO_STASH
     if stamp == ESCAPE_FORMAT:
-        return MarkerStash(stash, False)
+        return MarkerStash(stash, None)
     if stamp != JSON_ESCAPE_FORMAT or marker.get(TEXT_KEY) is not True:
         raise UnsupportedMarkerFormat('media marker escaped-keys stash', stamp)
     if not structured:
         raise UnsupportedMarkerFormat('structured (JSON) media marker (restore with structured=True to read it)', stamp)
-    return MarkerStash(json_stash(stash), True)
+    return json_stash(stash)
 
 
-_NO_STASH: Final = MarkerStash(None, False)
+_NO_STASH: Final = MarkerStash(None, None)
 
 
-def json_stash(stash: dict[str, object]) -> dict[str, object] | None:
-    """The caller's escaped values held by a structured marker's stash (``None`` when it holds none).
+def json_stash(stash: dict[str, object]) -> MarkerStash:
+    """The caller's escaped values held by a structured marker's stash (``None`` when it holds none), and its encoding.
 
     Raises ``UnsupportedMarkerFormat`` for an encoding stamp this reader does
     not know, or a stash of another shape (nothing is guessed).
     """
     encoding = stash.get(FORMAT_KEY)
     escaped = stash.get(ESCAPED_KEYS)
-    if encoding != JSON_FORMAT:
+    if encoding != JSON_FORMAT and encoding != JSON_FIELDS_FORMAT:
         raise UnsupportedMarkerFormat('structured media marker encoding', encoding)
     if not stash.keys() <= {FORMAT_KEY, ESCAPED_KEYS} or (
         escaped is not None
         and (not isinstance(escaped, dict) or not escaped or not escaped.keys() <= MARKER_OWNED_KEYS)
     ):
         raise UnsupportedMarkerFormat('structured media marker stash', sorted(stash))
-    return escaped
+    return MarkerStash(escaped, encoding)
 
 
 def escape_stash_of(marker: dict[str, object]) -> dict[str, object] | None:

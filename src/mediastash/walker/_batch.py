@@ -28,6 +28,7 @@ from mediastash.markers import (
     ESCAPED_KEYS,
     FORMAT_KEY,
     JSON_ESCAPE_FORMAT,
+    JSON_FIELDS_FORMAT,
     JSON_FORMAT,
     MARKER_KEY,
     MARKER_OWNED_KEYS,
@@ -203,7 +204,9 @@ class Pending:
     ``emptied`` is True when the caller removed the payload from ``node``
     already (the typed path), so putting it back inline takes it from the job.
     ``structured``: the moved ``content`` is JSON (the job holds its
-    ``canonical_json``), so the marker is a structured one.
+    ``canonical_json``), so the marker is a structured one; ``fields``: for a
+    ``StructuredContent``, the keys moved out together (the job holds their
+    JSON object).
     """
 
     marker: dict[str, Any]
@@ -213,6 +216,7 @@ class Pending:
     job: Job
     emptied: bool = False
     structured: bool = False
+    fields: tuple[str, ...] = ()
 
 
 def new_marker(node: dict[str, Any], moved_key: str, preserved: dict[str, Any], job: Job) -> Pending:
@@ -232,7 +236,7 @@ def _fill_marker(pending: Pending) -> dict[str, Any]:
         escaped = {key: marker.pop(key) for key in ESCAPE_ORDER if key in marker}
     if pending.structured:
         # Never an empty stash: readers of version 1 must meet a stash they cannot read and refuse.
-        stash: dict[str, Any] = {FORMAT_KEY: JSON_FORMAT}
+        stash: dict[str, Any] = {FORMAT_KEY: JSON_FIELDS_FORMAT if pending.fields else JSON_FORMAT}
         if escaped:
             stash[ESCAPED_KEYS] = escaped
         marker[FORMAT_KEY] = JSON_ESCAPE_FORMAT
@@ -282,7 +286,11 @@ def _revert(pending: Pending) -> None:
         payload = encode_base64(source, urlsafe=True) if isinstance(source, bytes) else source
     else:
         payload = node[moved]
-    inline = {key: (payload if key == moved else pending.preserved[key]) for key in node}
+    if pending.fields:
+        assert isinstance(payload, dict)
+        inline = {key: (payload[key] if key in pending.fields else pending.preserved[key]) for key in node}
+    else:
+        inline = {key: (payload if key == moved else pending.preserved[key]) for key in node}
     marker = pending.marker
     marker.clear()
     marker.update(wrap_literal(inline) if needs_literal_wrap(node) else inline)

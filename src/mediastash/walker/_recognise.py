@@ -24,6 +24,7 @@ import pydantic_core
 from mediastash.codec import max_decoded_size, text_to_bytes
 from mediastash.known_blobs import PayloadKind
 from mediastash.markers import (
+    JSON_FIELDS,
     LITERAL_KEY,
     MARKER_KEY,
     RESERVED_KEY_PREFIX,
@@ -74,6 +75,7 @@ def binary_size(data: str, threshold: int) -> int | None:
 
 
 _CONTAINER_TYPES: Final = (dict, list)
+STRUCTURED_CONTENT_KIND: Final = 'structured-content'
 
 _EMBEDDED: Final = tuple(
     marker.encode()
@@ -131,7 +133,8 @@ class JsonPayloadFinder(TreeCopier):
     ``TextContent`` / ``StructuredContent``, at or above ``threshold``. With
     ``structured``, so is a tool return's dict or list ``content`` whose
     ``canonical_json`` reaches ``threshold`` and holds no payload or marker of
-    its own (``found_structured``). The check runs inline in ``walk_dict``
+    its own, and a ``StructuredContent``'s text and value together
+    (``JSON_FIELDS``, as one JSON object; ``found_structured``). The check runs inline in ``walk_dict``
     because it runs for every dict of every history.
     """
 
@@ -142,11 +145,19 @@ class JsonPayloadFinder(TreeCopier):
     json_only: bool = False
     """The tree is known to hold JSON types only (a pydantic JSON-mode dump): a structured payload is not re-checked."""
 
-    def found_structured(self, node: dict[str, Any], raw: bytes, depth: int) -> dict[str, Any] | None:
-        """What replaces a tool return whose ``content`` is the structured payload ``raw``; ``None`` keeps it."""
+    def found_structured(
+        self, node: dict[str, Any], raw: bytes, depth: int, fields: tuple[str, ...] = ()
+    ) -> dict[str, Any] | None:
+        """What replaces ``node`` whose structured payload is ``raw``; ``None`` keeps it.
+
+        ``fields`` empty: ``raw`` is a tool return's ``content``; else ``raw`` is
+        the JSON object of those fields (a ``StructuredContent``).
+        """
         return None
 
-    def _structured(self, node: dict[str, Any], content: Any, depth: int) -> dict[str, Any] | None:
+    def _structured(
+        self, node: dict[str, Any], content: Any, depth: int, fields: tuple[str, ...] = ()
+    ) -> dict[str, Any] | None:
         """The replacement for a tool return with a structured payload, or ``None`` when its content is not one.
 
         Only a content large enough is walked here (the copy is dropped): that
@@ -162,10 +173,18 @@ class JsonPayloadFinder(TreeCopier):
             if len(self._deferred) != deferred:
                 del self._deferred[deferred:]  # nested too deep to check here: walked the ordinary way
                 return None
-        return self.found_structured(node, raw, depth)
+        return self.found_structured(node, raw, depth, fields)
 
     def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         kind = node.get('kind')
+        if (
+            kind == STRUCTURED_CONTENT_KIND
+            and self.structured
+            and 'value' in node
+            and isinstance(node.get('content'), str)
+            and (replaced := self._structured(node, {f: node[f] for f in JSON_FIELDS}, depth, JSON_FIELDS)) is not None
+        ):
+            return replaced
         if kind == 'binary' and isinstance(data := node.get('data'), str):
             size = binary_size(data, self.threshold)
             if size is not None:
@@ -205,23 +224,16 @@ class _Sizes(JsonPayloadFinder):
         self.threshold = 1
         self.structured = structured
         self.sizes: list[int] = []
+        self.found = lambda node, key, kind, source, size, media_type, depth: self._add(size)
 
-    def found(
-        self,
-        node: dict[str, Any],
-        moved_key: str,
-        kind: PayloadKind,
-        source: str,
-        size: int,
-        media_type: str | None,
-        depth: int,
-    ) -> dict[str, Any] | None:
+    def _add(self, size: int) -> None:
         self.sizes.append(size)
-        return None
 
-    def found_structured(self, node: dict[str, Any], raw: bytes, depth: int) -> dict[str, Any] | None:
+    def found_structured(
+        self, node: dict[str, Any], raw: bytes, depth: int, fields: tuple[str, ...] = ()
+    ) -> dict[str, Any] | None:
         self.sizes.append(len(raw))
-        return None
+        return self.copy_fields(node, depth)  # one payload: its text is not counted again
 
 
 def payload_sizes(tree: object, *, structured: bool = True) -> list[int]:
@@ -254,9 +266,10 @@ class TypedPayload:
     original: object
 
 
-def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPayload]:
+def typed_payloads(messages: list[ModelMessage], threshold: int, *, structured: bool = False) -> list[TypedPayload]:
     """Every ``BinaryContent.data`` and string ``content`` at or above ``threshold``, the same places
-    ``JsonPayloadFinder`` finds them in the messages' JSON dump."""
+    ``JsonPayloadFinder`` finds them in the messages' JSON dump. With ``structured`` a
+    ``StructuredContent`` is left to the JSON walk (its text and value move as one)."""
     from pydantic_ai.messages import BinaryContent, StructuredContent, TextContent
 
     found: list[TypedPayload] = []
@@ -281,7 +294,11 @@ def typed_payloads(messages: list[ModelMessage], threshold: int) -> list[TypedPa
                         if len(item.data) >= threshold:
                             size = len(item.data)
                             found.append(TypedPayload(index, path, False, item.data, size, item.media_type, item))
-                    elif isinstance(item, TextContent | StructuredContent) and isinstance(item.content, str):
+                    elif (
+                        isinstance(item, TextContent | StructuredContent)
+                        and isinstance(item.content, str)
+                        and not (structured and isinstance(item, StructuredContent))
+                    ):
                         text = text_size(item.content, threshold)
                         if text is not None:
                             found.append(TypedPayload(index, path, True, item.content, text, TEXT_MEDIA_TYPE, item))

@@ -70,7 +70,8 @@ class TypedWalker:
         pydantic-core cannot dump for depth or a cycle).
         """
         options = self.options
-        found = typed_payloads(messages, options.threshold_bytes)
+        structured = options.structured is True
+        found = typed_payloads(messages, options.threshold_bytes, structured=structured)
         cache = select_cache(options.known_blobs, self.media_store)
         batch = PayloadBatch(self.media_store, cache, options.max_concurrency)
         jobs: list[Job | None] = [
@@ -85,7 +86,6 @@ class TypedWalker:
                 node = node[step]
             assert job is not None
             emptied[id(node)] = ('content' if item.text else 'data', job)
-        structured = options.structured is True
         lean = await externalize_emptied(dumped, batch, emptied, options.threshold_bytes, structured=structured)
         for job, identifier in computed:
             if job.uri is not None:

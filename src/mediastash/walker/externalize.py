@@ -48,9 +48,11 @@ class _Externalizer(JsonPayloadFinder):
         job = self.batch.add(kind, source, size, media_type)
         return None if job is None else self.wait(node, moved_key, job, depth)
 
-    def found_structured(self, node: dict[str, Any], raw: bytes, depth: int) -> dict[str, Any] | None:
+    def found_structured(
+        self, node: dict[str, Any], raw: bytes, depth: int, fields: tuple[str, ...] = ()
+    ) -> dict[str, Any] | None:
         job = self.batch.add('bytes', raw, len(raw), JSON_MEDIA_TYPE)
-        return None if job is None else self.wait(node, 'content', job, depth, structured=True)
+        return None if job is None else self.wait(node, 'content', job, depth, structured=True, fields=fields)
 
     def wait(
         self,
@@ -61,12 +63,18 @@ class _Externalizer(JsonPayloadFinder):
         *,
         emptied: bool = False,
         structured: bool = False,
+        fields: tuple[str, ...] = (),
     ) -> dict[str, Any]:
-        """The marker for ``node``, registered to receive ``job``'s URI when the batch is flushed."""
-        preserved = self.copy_fields({key: value for key, value in node.items() if key != moved_key}, depth)
+        """The marker for ``node``, registered to receive ``job``'s URI when the batch is flushed.
+
+        ``fields``: every key a ``StructuredContent`` moves out (``moved_key`` among them).
+        """
+        moved = fields or (moved_key,)
+        preserved = self.copy_fields({key: value for key, value in node.items() if key not in moved}, depth)
         pending = new_marker(node, moved_key, preserved, job)
         pending.emptied = emptied
         pending.structured = structured
+        pending.fields = fields
         self.pendings.append(pending)
         return pending.marker
 

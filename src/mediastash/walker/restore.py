@@ -27,6 +27,8 @@ from mediastash.known_blobs import KnownBlobCache, PayloadKind, fingerprint, fin
 from mediastash.markers import (
     ESCAPED_KEYS,
     FORMAT_KEY,
+    JSON_FIELDS,
+    JSON_FIELDS_FORMAT,
     JSON_MEDIA_TYPE,
     MARKER_KEY,
     TEXT_KEY,
@@ -75,9 +77,11 @@ class _Wanted:
     standard: list[dict[str, Any]] = field(default_factory=list)
     urlsafe: list[dict[str, Any]] = field(default_factory=list)
     json: list[dict[str, Any]] = field(default_factory=list)
+    fields: list[dict[str, Any]] = field(default_factory=list)
+    """Structured markers of ``StructuredContent``: the blob is a JSON object of the fields they moved."""
 
     def count(self) -> int:
-        return len(self.text) + len(self.standard) + len(self.urlsafe) + len(self.json)
+        return len(self.text) + len(self.standard) + len(self.urlsafe) + len(self.json) + len(self.fields)
 
 
 class _NotText(Exception):
@@ -130,7 +134,8 @@ class _Restorer(TreeCopier):
         urlsafe = node.get(URLSAFE_KEY) == URLSAFE_STAMP
         if urlsafe:
             dropped.add(URLSAFE_KEY)
-        stash, is_json = marker_stash(node, structured=self.structured)
+        stash, encoding = marker_stash(node, structured=self.structured)
+        is_json = encoding is not None
         if stash is not None or is_json:
             dropped.update((FORMAT_KEY, ESCAPED_KEYS))
         if URI_KEY in node:
@@ -160,7 +165,7 @@ class _Restorer(TreeCopier):
         if is_json:
             if wanted.json_marker is None:
                 wanted.json_marker = node
-            wanted.json.append(restored)
+            (wanted.fields if encoding == JSON_FIELDS_FORMAT else wanted.json).append(restored)
         elif is_text:
             if wanted.text_marker is None:
                 wanted.text_marker = node
@@ -175,20 +180,15 @@ class _Restorer(TreeCopier):
 def _from_cache(wanted: _Wanted, cache: KnownBlobCache, raw_binary: bool = False) -> bool:
     """Fill ``wanted`` from cached sources when every form it needs is cached."""
     forms: list[tuple[list[dict[str, Any]], str, str | bytes]] = []
-    if wanted.json:
+    if wanted.json or wanted.fields:
         entry = cache.by_uri(wanted.uri, 'bytes')
         if entry is None or not isinstance(entry.source, bytes):
             return False
-        raw = entry.source
         try:
-            values = [parse_json(raw) for _ in wanted.json]
-        except ValueError:
+            _put_json(wanted, entry.source)
+        except _NotJSONBlob:
             return False  # the store's copy decides (and reports)
-        if not _from_cache_plain(wanted, cache, raw_binary, forms):
-            return False
-        for restored, value in zip(wanted.json, values, strict=True):
-            restored['content'] = value
-        return True
+        return _from_cache_plain(wanted, cache, raw_binary, forms)
     return _from_cache_plain(wanted, cache, raw_binary, forms)
 
 
@@ -247,13 +247,8 @@ async def _fetch(
         if verify and is_media_uri(wanted.uri):
             await in_thread_if_large(size, _check, wanted.uri[-64:], raw, type(store).__name__)
         forms: list[tuple[list[dict[str, Any]], str, str | bytes, PayloadKind, bool]] = []
-        if wanted.json:
-            try:
-                values = [await in_thread_if_large(size, parse_json, raw) for _ in wanted.json]
-            except ValueError:
-                raise _NotJSONBlob(wanted, size) from None
-            for restored, value in zip(wanted.json, values, strict=True):
-                restored['content'] = value
+        if wanted.json or wanted.fields:
+            await in_thread_if_large(size * (len(wanted.json) + len(wanted.fields)), _put_json, wanted, raw)
             if not (raw_binary and (wanted.standard or wanted.urlsafe)):
                 forms.append(([], 'content', raw, 'bytes', False))  # remembered for the next save
         if wanted.text:
@@ -282,6 +277,20 @@ async def _fetch(
         if cache is not None:
             fp = fingerprint_bytes(source) if isinstance(source, bytes) else fingerprint(source)
             cache.remember(kind, source, fp, wanted.uri, size, urlsafe, written=False)
+
+
+def _put_json(wanted: _Wanted, raw: bytes) -> None:
+    """Write a structured blob's value into every marker waiting for it, parsed once for each (no shared containers)."""
+    try:
+        for restored in wanted.json:
+            restored['content'] = parse_json(raw)
+        for restored in wanted.fields:
+            values = parse_json(raw)
+            if not isinstance(values, dict) or tuple(values) != JSON_FIELDS:
+                raise ValueError('not the JSON object of the moved fields')
+            restored.update(values)
+    except ValueError:
+        raise _NotJSONBlob(wanted, len(raw)) from None
 
 
 def _check(digest: str, raw: bytes, where: str) -> None:
