@@ -60,6 +60,7 @@ from mediastash.urls import make_static_public_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for the test endpoint
 from tests.provider_endpoint import CapturedRequest, ProviderEndpoint
+from tests.s3_servers import FaultProxy
 
 MiB = 1 << 20
 PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
@@ -455,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
 # new store objects and a new known-blob cache, so nothing is served from memory. Measured: bytes read
 # from the store and the time from the start of the resume to the first model request, with
 # ``restore='bytes'`` and ``restore='references'``, S3 requests through a proxy that adds a fixed delay.
+# The worker's S3 client is opened before the timing (a worker does that when it starts).
 
 
 class ReadCountingStore(CountingMediaStore):
@@ -495,9 +497,12 @@ def resume_history(images: list[bytes]) -> list[ModelMessage]:
 
 
 async def resume_once(
-    mode: Literal['bytes', 'references'], folder: Path, run_id: str, bucket: str, proxy_url: str, server: Server
+    mode: Literal['bytes', 'references'], folder: Path, run_id: str, bucket: str, proxy: FaultProxy, server: Server
 ) -> ResumeRun:
-    """Resume ``run_id`` as a fresh worker and send one model request; time until the request leaves."""
+    """Resume ``run_id`` as a fresh worker and send one model request; time until the request leaves.
+
+    The worker's S3 client is opened first, outside the timing, as a worker does when it starts.
+    """
     import httpx
     from pydantic_ai_harness.step_persistence import FileStepStore, continue_run
 
@@ -513,12 +518,14 @@ async def resume_once(
         s3 = S3MediaStore(
             bucket=bucket,
             public_url=PresignedUrls(expires_in=EXPIRES_IN),
-            endpoint_url=proxy_url,
+            endpoint_url=proxy.endpoint.url,
             region_name=REGION,
             aws_access_key_id=server.access_key_id,
             aws_secret_access_key=server.secret_access_key,
         )
         async with s3:
+            await s3.exists(media_uri_for(b''))  # opens the client
+            before = len(proxy.seen())
             media = ReadCountingStore(s3)
             model = OpenAIChatModel(
                 'gpt-4o', provider=OpenAIProvider(base_url=endpoint.openai_base_url, api_key='x', http_client=http)
@@ -535,7 +542,8 @@ async def resume_once(
             seconds = sent_at[0] - started
             [request] = endpoint.model_requests('openai')
             urls = len(image_urls(request))
-    return ResumeRun(seconds, media.bytes_read, media.calls['get'], 0, urls)
+            s3_requests = len(proxy.seen()) - before
+    return ResumeRun(seconds, media.bytes_read, media.calls['get'], s3_requests, urls)
 
 
 async def measure_resume(
@@ -569,12 +577,10 @@ async def measure_resume(
         with latency_proxy(server, delay) as proxy:
             modes: list[Literal['bytes', 'references']] = ['bytes', 'references']
             for mode in modes:  # warm-up: imports, connection set-up
-                await resume_once(mode, folder, 'resume', bucket, proxy.endpoint.url, server)
+                await resume_once(mode, folder, 'resume', bucket, proxy, server)
             for run in range(runs):
                 for mode in modes if run % 2 == 0 else modes[::-1]:
-                    before = len(proxy.seen())
-                    outcome = await resume_once(mode, folder, 'resume', bucket, proxy.endpoint.url, server)
-                    outcome.s3_requests = len(proxy.seen()) - before
+                    outcome = await resume_once(mode, folder, 'resume', bucket, proxy, server)
                     results[mode].append(outcome)
                     if verbose:
                         print(
@@ -622,7 +628,8 @@ def resume_main(args: argparse.Namespace) -> int:
         f'- run: {steps} steps, one PNG-like image of {fmt_bytes(image_mib * MiB)} per step '
         f'({fmt_bytes(steps * image_mib * MiB)} in all), saved as one snapshot through '
         f'`OffloadingStepStore(FileStepStore, S3MediaStore)` ({server_name} on 127.0.0.1)',
-        f'- resume: a fresh worker each time (new store objects and known-blob cache): `continue_run`, then one '
+        '- resume: a fresh worker each time (new store objects, their S3 client opened before the timing as a worker '
+        'does at start-up, a new known-blob cache): `continue_run`, then one '
         '`agent.run` with `MediaUrls(S3MediaStore, PresignedUrls)` on `OpenAIChatModel` at a local endpoint; '
         f'every S3 request goes through a proxy adding {args.latency_ms:g} ms; the time ends when the model '
         'request leaves the HTTP client',
