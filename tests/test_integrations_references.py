@@ -38,8 +38,11 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import Model
+from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai_harness.step_persistence import (
     ContinuableSnapshot,
@@ -359,13 +362,20 @@ async def test_a_store_without_urls_inlines_every_reference(cache: str) -> None:
     assert media.calls['get'] == (5 if cache == 'fresh' else 0)
 
 
-async def test_a_reference_part_without_media_urls_fails_before_any_request() -> None:
+def provider_model(api: str, endpoint: ProviderEndpoint) -> Model:
+    if api == 'openai':
+        return OpenAIChatModel('gpt-4o', provider=OpenAIProvider(base_url=endpoint.openai_base_url, api_key='test'))
+    provider = AnthropicProvider(base_url=endpoint.anthropic_base_url, api_key='test')
+    return AnthropicModel('claude-sonnet-4-5', provider=provider)
+
+
+@pytest.mark.parametrize('api', ['openai', 'anthropic'])
+async def test_a_reference_part_without_media_urls_fails_before_any_request(api: str) -> None:
     media = MemoryMediaStore()
     history = await reference_history(media)
     async with ProviderEndpoint() as endpoint:
-        model = OpenAIChatModel('gpt-4o', provider=OpenAIProvider(base_url=endpoint.openai_base_url, api_key='test'))
-        with pytest.raises(ValueError, match='media\\+sha256'):
-            await Agent(model).run('go', message_history=history)
+        with pytest.raises(ValueError, match='URL protocol "media\\+sha256" is not allowed'):
+            await Agent(provider_model(api, endpoint)).run('go', message_history=history)
         assert endpoint.requests == []
 
 
@@ -376,6 +386,7 @@ import asyncio, json, sys
 from pathlib import Path
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai_harness.step_persistence import FileStepStore, StepPersistence, continue_run
 from mediastash.integrations import MediaUrls, OffloadingStepStore
