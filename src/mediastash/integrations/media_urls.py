@@ -8,7 +8,10 @@ run's history keeps the bytes. URLs are reused while they have at least
 ``min_validity`` seconds left, so repeated requests carry identical bytes and
 providers' prompt caches keep working. When the store fails, that request
 goes out with its bytes inline (one WARNING) and the next one tries again,
-unless ``on_store_error='raise'``. ``docs/model-urls.md`` has the details.
+unless ``on_store_error='raise'``. Reference parts (URL parts whose URL is a
+blob's ``media+sha256://`` URI, from ``restore='references'``) are resolved
+in each request: a URL, or their bytes read once (``resolve_blob``, the
+per-blob step). ``docs/model-urls.md`` has the details.
 """
 
 from __future__ import annotations
