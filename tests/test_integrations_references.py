@@ -296,6 +296,9 @@ async def test_restore_mode_is_checked() -> None:
     with pytest.raises(InvalidArgumentError, match="restore must be 'bytes' or 'references'") as caught:
         OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore(), restore='urls')  # type: ignore[arg-type]
     assert 'urls' not in str(caught.value)
+    steps = OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore(), restore='references')
+    assert steps.restore_mode == 'references'
+    assert "restore='references'" in repr(steps)
 
 
 # -- MediaUrls with reference parts ----------------------------------------------------------

@@ -62,7 +62,8 @@ class OffloadingStepStore:
     ) -> None:
         if not isinstance(restore, str) or restore not in _RESTORE_MODES:
             raise InvalidArgumentError('restore', "'bytes' or 'references'", restore)
-        self.restore: RestoreMode = restore
+        self.restore_mode: RestoreMode = restore
+        """The ``restore`` given (named so it never hides an ``inner`` method called ``restore``)."""
         self.inner = inner
         self.media_store = media_store
         chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency).structured_by_default(True)
@@ -85,7 +86,7 @@ class OffloadingStepStore:
             list(snapshot.messages),
             run_id=snapshot.run_id,
             step_index=snapshot.step_index,
-            references=self.restore == 'references',
+            references=self.restore_mode == 'references',
         )
         return dataclasses.replace(snapshot, messages=messages)
 
@@ -115,5 +116,5 @@ class OffloadingStepStore:
         return call
 
     def __repr__(self) -> str:
-        mode = '' if self.restore == 'bytes' else f', restore={self.restore!r}'
+        mode = '' if self.restore_mode == 'bytes' else f', restore={self.restore_mode!r}'
         return f'OffloadingStepStore({self.inner!r}, media_store={self.media_store!r}{mode})'
