@@ -6,6 +6,7 @@ Run from the repository root with the project venv active::
     python benchmarks/model_urls.py --quick      # smoke run
     python benchmarks/model_urls.py --s3 none    # without the S3 presigned-URL row
     python benchmarks/model_urls.py --resume     # part (a): zero-download resume, 'bytes' vs 'references'
+    python benchmarks/model_urls.py --provider-files  # part (b): documents by provider file id vs inline
 
 A 20-turn agent run with pydantic-ai's real ``OpenAIChatModel`` and the OpenAI
 SDK, against a local chat-completions endpoint (``tests/provider_endpoint.py``)
@@ -392,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--swap-parts', type=int, default=100, help='image parts in the swap timing (default 100)')
     parser.add_argument('--swap-kib', type=int, default=1024, help='KiB per image in the swap timing (default 1024)')
     parser.add_argument('--swap-calls', type=int, default=200, help='cached swap calls per run (default 200)')
+    parser.add_argument(
+        '--provider-files', action='store_true', help='part (b) only: documents by provider file id vs inline'
+    )
     parser.add_argument('--resume', action='store_true', help="part (a) only: resume with 'bytes' vs 'references'")
     parser.add_argument('--resume-steps', type=int, default=50, help='steps of the resumed run (default 50)')
     parser.add_argument('--resume-mib', type=float, default=200, help='MiB of images in the run (default 200)')
@@ -403,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error('--runs, --turns and --images must be at least 1')
     if args.resume:
         return resume_main(args)
+    if args.provider_files:
+        return provider_files_main(args)
     images = min(args.images, (args.turns + 1) // 2)
     pictures = make_images(images, 1.0, 2.0, seed=0)
     variants: list[Variant] = ['without', 'static'] + ([] if args.s3 == 'none' else ['s3'])
@@ -445,6 +451,148 @@ def main(argv: list[str] | None = None) -> int:
         command += f' --s3 {args.s3}'
     table = render(results, firsts, encodes, medians, args.swap_parts, swap_bytes, images)
     print('\n'.join([*info, '', *table, '', f'Rerun: `{command}`']))
+    return 0
+
+
+# -- Part (b): provider file references ------------------------------------------------------------
+#
+# A 20-turn run whose user prompts bring PDF documents, on models that take no document by URL
+# (``OpenAIChatModel``: documents only as bytes or by Files API id; the Gemini API: nothing by URL
+# but its own Files API URIs), so ``MediaUrls`` alone leaves every document inline. Measured:
+# model-request bytes without ``MediaUrls`` and with ``MediaUrls(provider_files=True)`` (a store
+# without public URLs), upload bytes, uploads per blob, and the run's time.
+
+
+def make_documents(count: int, low_mib: float, high_mib: float, seed: int) -> list[bytes]:
+    """``count`` incompressible PDF-like documents of ``low_mib``-``high_mib`` MiB."""
+    rng = random.Random(seed)
+    return [b'%PDF-1.7\n' + rng.randbytes(int(rng.uniform(low_mib, high_mib) * MiB) - 9) for _ in range(count)]
+
+
+@dataclass
+class FilesRun:
+    """One run of part (b): model-request and upload bytes, uploads per distinct blob, time."""
+
+    seconds: float
+    requests: int
+    request_bytes: int
+    upload_bytes: int
+    uploads_per_blob: list[int]
+
+
+async def files_agent_run(
+    endpoint: ProviderEndpoint, provider: str, documents: list[bytes], turns: int, with_files: bool, folder: Path
+) -> FilesRun:
+    """One ``turns``-turn run: a new document in the user prompt every other turn, kept in the history."""
+    from pydantic_ai.messages import BinaryContent
+    from pydantic_ai.models.google import GoogleModel
+    from pydantic_ai.providers.google import GoogleProvider
+
+    from mediastash import DiskMediaStore
+
+    model: Any
+    if provider == 'openai-chat':
+        model = OpenAIChatModel('gpt-4o', provider=OpenAIProvider(base_url=endpoint.openai_base_url, api_key='x'))
+        api = 'openai'
+    else:
+        model = GoogleModel('gemini-2.5-flash', provider=GoogleProvider(api_key='x', base_url=endpoint.root_url))
+        api = 'gemini'
+    capabilities = [MediaUrls(DiskMediaStore(folder / uuid.uuid4().hex), provider_files=True)] if with_files else []
+    agent = Agent(model, capabilities=capabilities)
+    endpoint.clear()
+    endpoint.uploads.clear()
+    history: list[ModelMessage] = []
+    gc.collect()
+    started = time.perf_counter()
+    for turn in range(turns):
+        prompt: list[Any] = [f'turn {turn}: what changed?']
+        if turn % 2 == 0 and turn // 2 < len(documents):
+            prompt.append(BinaryContent(documents[turn // 2], media_type='application/pdf'))
+        result = await agent.run(prompt, message_history=history)
+        history = result.all_messages()
+    seconds = time.perf_counter() - started
+    model_requests = endpoint.model_requests(api)
+    uploads: dict[bytes, int] = {}
+    for upload in endpoint.uploads:
+        uploads[upload.data] = uploads.get(upload.data, 0) + 1
+    upload_bytes = sum(len(r.body) for r in endpoint.requests if r.api in ('files', 'gemini-files'))
+    return FilesRun(
+        seconds, len(model_requests), sum(len(r.body) for r in model_requests), upload_bytes, list(uploads.values())
+    )
+
+
+async def measure_provider_files(
+    documents: list[bytes], turns: int, runs: int, verbose: bool
+) -> dict[tuple[str, bool], list[FilesRun]]:
+    """Every (provider, with provider files) variant ``runs`` times, alternating the order, after a warm-up."""
+    import tempfile
+
+    variants = [(provider, with_files) for provider in ('openai-chat', 'gemini') for with_files in (False, True)]
+    results: dict[tuple[str, bool], list[FilesRun]] = {variant: [] for variant in variants}
+    with tempfile.TemporaryDirectory() as folder:
+        async with ProviderEndpoint() as endpoint:
+            print('warm-up run of each variant ...', file=sys.stderr, flush=True)
+            for provider, with_files in variants:
+                await files_agent_run(endpoint, provider, documents[:1], 2, with_files, Path(folder))
+            for run in range(runs):
+                shift = run % len(variants)
+                for provider, with_files in variants[shift:] + variants[:shift]:
+                    outcome = await files_agent_run(endpoint, provider, documents, turns, with_files, Path(folder))
+                    results[(provider, with_files)].append(outcome)
+                    if verbose:
+                        print(f'    {provider} files={with_files}: {outcome}', file=sys.stderr)
+                print(f'  provider-files runs: {run + 1}/{runs} done', file=sys.stderr, flush=True)
+    return results
+
+
+def render_provider_files(results: dict[tuple[str, bool], list[FilesRun]]) -> list[str]:
+    lines = [
+        '| model | variant | model-request bytes | vs without | upload bytes | uploads per blob | run time |',
+        '|---|---|---|---|---|---|---|',
+    ]
+    for provider in ('openai-chat', 'gemini'):
+        without = statistics.median(r.request_bytes for r in results[(provider, False)])
+        for with_files in (False, True):
+            runs = results[(provider, with_files)]
+            sent = Sample.of([float(r.request_bytes) for r in runs])
+            uploads = [count for r in runs for count in r.uploads_per_blob]
+            per_blob = (
+                '-'
+                if not uploads
+                else f'{min(uploads)}-{max(uploads)}'
+                if min(uploads) != max(uploads)
+                else str(uploads[0])
+            )
+            lines.append(
+                f'| {provider} | {"MediaUrls(provider_files=True)" if with_files else "without MediaUrls"} '
+                f'| {fmt_sample(sent, fmt_bytes)} | {100 * (1 - sent.median / without):.2f}% fewer '
+                f'| {fmt_bytes(statistics.median(r.upload_bytes for r in runs))} | {per_blob} '
+                f'| {fmt_sample(Sample.of([r.seconds for r in runs]), fmt_time)} |'
+            )
+    return lines
+
+
+def provider_files_main(args: argparse.Namespace) -> int:
+    """Part (b) alone (``--provider-files``)."""
+    count = min(args.images, (args.turns + 1) // 2)
+    documents = make_documents(count, 1.0, 2.0, seed=1)
+    results = asyncio.run(measure_provider_files(documents, args.turns, args.runs, args.verbose))
+    sent = sum(min(turn // 2 + 1, count) for turn in range(args.turns))
+    info = [
+        f'- machine: {platform.platform()}, {os.cpu_count()} CPUs; Python {platform.python_version()}; {versions()}',
+        f'- agent run: {args.turns} turns, {count} distinct PDF-like documents of 1-2 MiB '
+        f'({fmt_bytes(sum(map(len, documents)))} in all), a new one in the user prompt every other turn, '
+        f'{sent} document parts sent over the run; `OpenAIChatModel` (OpenAI SDK) and `GoogleModel` on the Gemini '
+        'API (google-genai) against a local endpoint on 127.0.0.1 that implements the Files upload routes and '
+        'records every request body',
+        '- with: `MediaUrls(DiskMediaStore(tmp), provider_files=True)` (no public URLs); model-request bytes are '
+        'the message requests only, upload bytes the Files API requests',
+        f'- one warm-up run per variant, then {args.runs} runs each, alternating order; medians (ranges)',
+    ]
+    command = 'python benchmarks/model_urls.py --provider-files' + (
+        ' --quick' if args.quick else f' --runs {args.runs}'
+    )
+    print('\n'.join([*info, '', *render_provider_files(results), '', f'Rerun: `{command}`']))
     return 0
 
 
