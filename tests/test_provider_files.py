@@ -401,7 +401,8 @@ async def test_bedrock_reads_an_s3_stored_blob_by_its_s3_uri_without_upload(
     )
     model = BedrockConverseModel('us.amazon.nova-pro-v1:0', provider=BedrockProvider(bedrock_client=runtime))
     document, image = pdf(200 * KiB, 61), png(150 * KiB, 62)
-    capability = MediaUrls(store, provider_files=True)
+    counting = CountingMediaStore(store)  # a wrapper: its blobs live in the S3 store it wraps
+    capability = MediaUrls(counting, provider_files=True)
     agent = Agent(model, capabilities=[capability])
     result = await agent.run(
         ['Read.', BinaryContent(document, media_type='application/pdf'), BinaryContent(image, media_type='image/png')]
@@ -410,6 +411,7 @@ async def test_bedrock_reads_an_s3_stored_blob_by_its_s3_uri_without_upload(
 
     requests = endpoint.model_requests('bedrock')
     assert len(requests) == 2 and endpoint.uploads == []
+    assert counting.calls['put'] == 2 and counting.calls['get'] + counting.calls['get_stream'] == 0
     keys = [store.key_for(media_uri_for(data)) for data in (document, image)]
     for request in requests:
         content = request.json['messages'][0]['content']

@@ -105,11 +105,12 @@ def target_for(model: Any, media_store: Any) -> Target | None:
         account = f'{base_url}#{_fingerprint(getattr(api, "api_key", None))}'
         return Target(str(system), account, _every_kind, _GeminiUploader(client))
     if 'BedrockConverseModel' in names:
-        if not _is_s3_store(media_store):
+        s3 = _s3_store_of(media_store)
+        if s3 is None:
             return None
         meta = getattr(client, 'meta', None)
         account = f'{getattr(meta, "endpoint_url", None)}#{getattr(meta, "region_name", None)}'
-        return Target('bedrock', account, _bedrock_accepts, s3=media_store)
+        return Target('bedrock', account, _bedrock_accepts, s3=s3)
     return None
 
 
@@ -136,9 +137,18 @@ def _bedrock_accepts(kind: MediaKind, media_type: str) -> bool:
         return False
 
 
-def _is_s3_store(store: Any) -> bool:
-    """An S3 media store (by shape: a bucket name and ``key_for``), whose objects Bedrock can read."""
-    return isinstance(getattr(store, 'bucket', None), str) and callable(getattr(store, 'key_for', None))
+def _s3_store_of(store: Any) -> Any:
+    """The S3 media store (by shape: a bucket name and ``key_for``) holding ``store``'s blobs, else ``None``.
+
+    A wrapper store (``inner``: counting, caching) writes its blobs to the store it wraps.
+    """
+    for _ in range(8):
+        if isinstance(getattr(store, 'bucket', None), str) and callable(getattr(store, 'key_for', None)):
+            return store
+        store = getattr(store, 'inner', None)
+        if store is None:
+            return None
+    return None
 
 
 class _OpenAIUploader:
