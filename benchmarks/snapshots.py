@@ -10,6 +10,12 @@ noisy machine slows all of them alike. Run: ``python benchmarks/snapshots.py [--
 ``OffloadingStepStore.latest_snapshot`` for a snapshot holding one payload of
 that size (URL-safe stamped, as pydantic-ai's ``BinaryContent`` usually is),
 next to a plain ``get`` of the same blob. Target: at most about 1.2x the payload.
+
+``--structured`` runs the structured-output history instead: a 50-step run whose
+tool returns 300-800 KB lists of dicts (search hits), saved by the harness's
+FileStepStore alone and by OffloadingStepStore with structured payloads off and
+on (the default). Targets: at least 10x fewer persisted bytes with them on, and
+a save time no worse than with them off.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import random
 import shutil
 import statistics
@@ -42,7 +49,7 @@ from pydantic_ai_harness.media import DiskMediaStore as HarnessDiskMediaStore
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot, FileStepStore
 from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 
-from mediastash import DiskMediaStore, MediaStore
+from mediastash import DiskMediaStore, MediaStore, WalkOptions
 from mediastash.integrations import OffloadingKV, OffloadingStepStore
 from mediastash.testing.counting import CountingMediaStore
 
@@ -77,6 +84,38 @@ def build_steps(steps: int, image_mib: float, seed: int = 7) -> list[list[ModelM
                         UserPromptPart(content=[f'screenshot {step}', image]),
                     ]
                 ),
+            ]
+        )
+    return out
+
+
+def build_structured_steps(steps: int, seed: int = 11) -> list[list[ModelMessage]]:
+    """Messages each step adds: a search call and its result, a list of 300-800 KB of hit dicts."""
+    rng = random.Random(seed)
+    words = ['mediastash', 'payload', 'snapshot', 'store', 'agent', 'history', 'blob', 'marker', 'json', 'tool']
+    out: list[list[ModelMessage]] = [[ModelRequest(parts=[UserPromptPart('Research the topic.')])]]
+    hit = 0
+    for step in range(steps):
+        target = rng.randint(300_000, 800_000)
+        rows: list[dict[str, Any]] = []
+        size = 0
+        while size < target:
+            hit += 1
+            row = {
+                'id': hit,
+                'title': ' '.join(rng.choices(words, k=6)),
+                'url': f'https://example.org/doc/{hit}',
+                'score': rng.random(),
+                'snippet': ' '.join(rng.choices(words, k=18)),
+                'tags': rng.sample(words, 3),
+            }
+            rows.append(row)
+            size += len(json.dumps(row, separators=(',', ':'))) + 1
+        call = ToolCallPart(tool_name='search', args={'query': f'q{step}'}, tool_call_id=f'call-{step}')
+        out.append(
+            [
+                ModelResponse(parts=[TextPart(f'searching {step}'), call]),
+                ModelRequest(parts=[ToolReturnPart(tool_name='search', content=rows, tool_call_id=f'call-{step}')]),
             ]
         )
     return out
@@ -154,6 +193,20 @@ def offload_kv_step_store(tmp: Path) -> tuple[Any, Callable[[], int], CountingMe
     kv = CountingKV()
     media = CountingMediaStore(DiskMediaStore(tmp / 'media'))
     return OffloadingStepStore(KVStepStore(kv), media_store=media), lambda: kv.written, media
+
+
+def offload_file_unstructured(tmp: Path) -> tuple[Any, Callable[[], int], CountingMediaStore | None]:
+    media = CountingMediaStore(DiskMediaStore(tmp / 'media'))
+    inner = FileStepStore(tmp / 'steps', media_store=None)
+    store = OffloadingStepStore(inner, media_store=media, options=WalkOptions(structured=False))
+    return store, lambda: dir_bytes(tmp / 'steps'), media
+
+
+STRUCTURED_SETUPS: Mapping[str, Setup] = {
+    '(S1) harness FileStepStore + its DiskMediaStore': harness_file,
+    '(S2) OffloadingStepStore(FileStepStore), structured payloads off': offload_file_unstructured,
+    '(S3) OffloadingStepStore(FileStepStore), structured payloads on (default)': offload_file,
+}
 
 
 SETUPS: Mapping[str, Setup] = {
@@ -249,9 +302,13 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--only', default='', help='comma-separated row labels, e.g. 2,4b')
     parser.add_argument('--memory', type=int, metavar='MIB', help='measure typed-restore memory for one MIB payload')
+    parser.add_argument('--structured', action='store_true', help='run the structured-output history (rows S1-S3)')
     args = parser.parse_args(argv)
     if args.memory:
         await memory_case(args.memory)
+        return
+    if args.structured:
+        await structured_case(args.steps, args.repeats)
         return
     steps = build_steps(args.steps, args.image_mib)
     wanted = {f'({n})' for n in args.only.split(',') if n}
@@ -272,6 +329,35 @@ async def main(argv: list[str] | None = None) -> None:
         seconds = statistics.median(r.seconds for r in runs)
         last = runs[-1]
         print(f'| {name} | {seconds:.2f} | {mib(last.inner_bytes)} | {mib(last.media_bytes)} | {last.media_puts} |')
+
+
+async def structured_case(steps_count: int, repeats: int) -> None:
+    """Rows S1-S3 on the structured-output history, in rounds; medians and the two target ratios."""
+    steps = build_structured_steps(steps_count)
+    outputs = [len(json.dumps(added[1].parts[0].content, separators=(',', ':'))) for added in steps[1:]]
+    print(
+        f'{steps_count} steps, tool outputs {min(outputs) / 1e3:,.0f}-{max(outputs) / 1e3:,.0f} KB '
+        f'({sum(outputs) / (1 << 20):,.1f} MiB in all); median of {repeats}'
+    )
+    print('| store | save time (s) | persisted bytes (step store) | bytes sent to media put | media puts |')
+    print('|---|---:|---:|---:|---:|')
+    results: dict[str, list[Result]] = {name: [] for name in STRUCTURED_SETUPS}
+    for round_index in range(repeats):
+        for name, setup in STRUCTURED_SETUPS.items():
+            results[name].append(await run_once(setup, steps))
+            print(f'  round {round_index + 1}: {name}: {results[name][-1].seconds:.2f} s', file=sys.stderr, flush=True)
+    medians = {name: statistics.median(r.seconds for r in runs) for name, runs in results.items()}
+    for name, runs in results.items():
+        last = runs[-1]
+        print(
+            f'| {name} | {medians[name]:.2f} | {mib(last.inner_bytes)} | {mib(last.media_bytes)} | {last.media_puts} |'
+        )
+    s1, s2, s3 = (results[name][-1].inner_bytes for name in STRUCTURED_SETUPS)
+    t1, t2, t3 = medians.values()
+    print(
+        f'persisted bytes: {s1 / s3:,.0f}x fewer than (S1), {s2 / s3:,.0f}x fewer than (S2); '
+        f'save time (S3)/(S2): {t3 / t2:.2f}, (S3)/(S1): {t3 / t1:.2f}'
+    )
 
 
 if __name__ == '__main__':
