@@ -921,3 +921,98 @@ async def test_a_dsn_owned_pool_skips_the_reset_round_trip(postgres_dsn: str, ta
         assert statements and not any('RESET ALL' in query for query in statements)
     finally:
         await store.aclose()
+
+
+# -- the look before a put, shared by the puts of one event-loop turn ----------------------------
+
+
+async def test_concurrent_puts_share_one_look_and_heal_only_the_tampered_blob(
+    postgres_dsn: str, tables: list[str], connection: Any
+) -> None:
+    """Eight concurrent puts of new blobs send one look and eight inserts; a fresh store's eight puts of the
+    same bytes, one look and nothing else; with one row tampered with, that row alone is replaced.
+    Counted with asyncpg's query logger on every connection of the pool."""
+    statements: list[str] = []
+
+    async def log_queries(new: Any) -> None:
+        new.add_query_logger(lambda record: statements.append(record.query))
+
+    table = unique_table()
+    tables.append(table)
+    pool = await asyncpg.create_pool(postgres_dsn, min_size=0, max_size=8, init=log_queries)
+    try:
+        store = PostgresMediaStore(pool, table=table)
+        await store.put(b'the tables first')
+        data = [blob(64 * 1024, seed=seed) for seed in range(8)]
+
+        def counts() -> tuple[int, int]:
+            looks = sum(query.startswith('SELECT sha256, octet_length(bytes)') for query in statements)
+            inserts = sum(query.startswith('INSERT') for query in statements)
+            return looks, inserts
+
+        statements.clear()
+        uris = await asyncio.gather(*(store.put(payload) for payload in data))
+        assert counts() == (1, 8)
+        fresh = PostgresMediaStore(pool, table=table)
+        await fresh.exists(uris[0])
+        statements.clear()
+        assert await asyncio.gather(*(fresh.put(payload) for payload in data)) == uris
+        assert counts() == (1, 0)
+        raw = RawTables(connection, table)
+        await raw.overwrite(uris[5], blob(64 * 1024, seed=99))
+        other = PostgresMediaStore(pool, table=table)
+        await other.exists(uris[0])
+        statements.clear()
+        assert await asyncio.gather(*(other.put(payload) for payload in data)) == uris
+        assert counts() == (1, 1)  # the tampered row, hashed by the server once, is replaced
+        assert await asyncio.gather(*(other.get(uri) for uri in uris)) == data
+    finally:
+        await pool.close()
+
+
+async def test_puts_on_a_pool_of_one_connection_and_closing_right_after(postgres_dsn: str, tables: list[str]) -> None:
+    """A look hands its answer over before its connection goes back to the pool: on a pool of one connection
+    concurrent puts still finish, and closing the pool (or a dsn= store) right after the puts waits for it."""
+    table = unique_table()
+    tables.append(table)
+    pool = await asyncpg.create_pool(postgres_dsn, min_size=0, max_size=1)
+    data = [blob(10_000, seed=seed) for seed in range(6)]
+    store = PostgresMediaStore(pool, table=table)
+    uris = await asyncio.wait_for(asyncio.gather(*(store.put(payload) for payload in data)), 60)
+    again = PostgresMediaStore(pool, table=table)
+    assert await asyncio.wait_for(asyncio.gather(*(again.put(payload) for payload in data)), 60) == uris
+    await asyncio.wait_for(pool.close(), 60)
+    owned = PostgresMediaStore(dsn=postgres_dsn, table=table, max_connections=1)
+    assert await asyncio.gather(*(owned.put(payload) for payload in data)) == uris
+    await asyncio.wait_for(owned.aclose(), 60)
+    assert not owned._releasing
+
+
+async def test_coalescer_shares_a_failure_and_survives_a_cancelled_caller() -> None:
+    from mediastash.stores.postgres._batch import Coalescer
+
+    batches: list[list[str]] = []
+    gate = asyncio.Event()
+
+    async def run(keys: dict[str, int]) -> dict[str, int]:
+        batches.append(sorted(keys))
+        await gate.wait()
+        if 'bad' in keys:
+            raise ValueError('the batch failed')
+        return {key: value * 10 for key, value in keys.items() if key != 'gone'}
+
+    coalescer: Coalescer[str, int, int] = Coalescer(run, -1)
+    first = asyncio.ensure_future(coalescer.load('a', 1))
+    cancelled = asyncio.ensure_future(coalescer.load('a', 1))
+    other = asyncio.ensure_future(coalescer.load('gone', 2))
+    await asyncio.sleep(0.01)
+    cancelled.cancel()
+    gate.set()
+    assert await first == 10  # the other caller of the same key still gets its answer
+    assert await other == -1  # a key the batch leaves out gets the missing value
+    assert batches == [['a', 'gone']]
+    failing = [asyncio.ensure_future(coalescer.load(key, 0)) for key in ('bad', 'b')]
+    for task in failing:
+        with pytest.raises(ValueError, match='the batch failed'):
+            await task
+    assert batches[-1] == ['b', 'bad']

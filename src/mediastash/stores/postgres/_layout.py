@@ -204,24 +204,25 @@ class Tables:
     # -- writes ------------------------------------------------------------------------
 
     def probe(self) -> str:
-        """What is stored under ``$1`` (complete layout), read without changing anything: ``(size, digest or NULL,
-        old, stamped)`` rows. ``digest`` is the sha256 hex the stored bytes are known to have: the key itself for
-        an inline row whose ``checked_xid`` stamp holds (no byte is read), else computed by the server for copies
-        of at most ``$2`` bytes. ``old``: written before ``$3`` or of unknown age (``refresh`` dates it);
-        ``stamped``: the stamp holds (always true for a chunked copy, which has none)."""
+        """What is stored under the digests of the text array ``$1`` (complete layout), read without changing
+        anything: ``(sha256, size, digest or NULL, old, stamped)`` rows, one per stored copy. ``digest`` is the
+        sha256 hex the stored bytes are known to have: the key itself for an inline row whose ``checked_xid`` stamp
+        holds (no byte is read), else computed by the server for copies of at most ``$2`` bytes. ``old``: written
+        before ``$3`` or of unknown age (``refresh`` dates it); ``stamped``: the stamp holds (always true for a
+        chunked copy, which has none)."""
         return (
-            'SELECT octet_length(bytes)::bigint AS size, '
+            'SELECT sha256, octet_length(bytes)::bigint AS size, '
             f'CASE WHEN {_STAMP_HOLDS} THEN sha256 '
             "WHEN octet_length(bytes) <= $2 THEN encode(sha256(bytes), 'hex') END AS digest, "
             f'(written_at IS NULL OR written_at < $3) AS old, coalesce({_STAMP_HOLDS}, false) AS stamped '
-            f'FROM {self.main} WHERE sha256 = $1 '
+            f'FROM {self.main} WHERE sha256 = ANY($1::text[]) '
             'UNION ALL '
-            f'SELECT (SELECT coalesce(sum(octet_length(c.bytes)), 0)::bigint FROM {self.chunks} c '
+            f'SELECT m.sha256, (SELECT coalesce(sum(octet_length(c.bytes)), 0)::bigint FROM {self.chunks} c '
             'WHERE c.chunk_set = m.chunk_set), '
             "CASE WHEN m.size_bytes <= $2 THEN (SELECT encode(sha256(coalesce(string_agg(c.bytes, ''::bytea "
             f"ORDER BY c.seq), ''::bytea)), 'hex') FROM {self.chunks} c WHERE c.chunk_set = m.chunk_set) END, "
             '(m.written_at IS NULL OR m.written_at < $3), true '
-            f'FROM {self.chunked} m WHERE m.sha256 = $1'
+            f'FROM {self.chunked} m WHERE m.sha256 = ANY($1::text[])'
         )
 
     def refresh(self) -> str:

@@ -27,6 +27,7 @@ from mediastash.stores.base import (
     Ingest,
 )
 from mediastash.stores.postgres._address import Address, address_of, parse_dsn_address
+from mediastash.stores.postgres._batch import Coalescer
 from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
 from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables
 from mediastash.stores.postgres._upload import ChunkUpload
@@ -128,6 +129,8 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         self._pool_token = None if address is not None else token_for(pool)
         self._layout: Layout | None = None  # cached once complete
         self._schema_lock = asyncio.Lock()
+        self._looks: Coalescer[str, None, list[Any]] = Coalescer(self._look_many, [])
+        self._releasing: set[asyncio.Task[None]] = set()
 
     async def require_storage(self) -> None:
         """``StoreNotFoundError`` when the table does not exist (nothing is created): what read-only openers such
@@ -249,32 +252,34 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         media_type, metadata = _row_facts(context)
-        async with self._connection() as connection:
-            await self._ready(connection)
-            if len(data) <= self._chunk_bytes:
-                await self._write_inline(connection, digest, data, media_type, metadata)
-                return
-            if await self._stored_copies(connection, digest, len(data)) is _SOUND:
-                return  # stored: no chunk is sent
+        if self._layout is None:
+            async with self._connection() as connection:
+                await self._ready(connection)
+        if len(data) <= self._chunk_bytes:
+            await self._write_inline(digest, data, media_type, metadata)
+            return
+        if await self._look(digest, len(data)) is _SOUND:
+            return  # stored: no chunk is sent
         await self._write_chunked(_slices(data, self._chunk_bytes), lambda: digest, media_type, metadata)
 
-    async def _write_inline(
-        self, connection: Any, digest: str, data: bytes, media_type: str | None, metadata: str
-    ) -> None:
-        """Look first (no body is sent for a sound stored copy), then insert, or replace an unsound copy."""
+    async def _write_inline(self, digest: str, data: bytes, media_type: str | None, metadata: str) -> None:
+        """Look first (no body is sent for a sound stored copy), then insert, or replace an unsound copy.
+
+        The look is one statement shared with the other puts of the same event-loop turn (see ``_batch``); each
+        insert is its own, so that the server writes several blobs at once on several connections."""
         for _ in range(3):
-            found = await self._stored_copies(connection, digest, len(data))
+            found = await self._look(digest, len(data))
             if found is _SOUND:
                 return
-            if found is _ABSENT:  # the common first put: one statement, no transaction
-                if await self._insert_inline(connection, digest, data, media_type, metadata):
-                    return
-                continue  # another writer's row landed meanwhile: look at it
-            async with connection.transaction():
-                row_type, row_metadata = await self._take_unsound(connection, digest) or (media_type, metadata)
-                inserted = await self._insert_inline(connection, digest, data, row_type, row_metadata)
-            if inserted:
-                return
+            async with self._connection() as connection:
+                if found is _ABSENT:  # the common first put: one statement, no transaction
+                    if await self._insert_inline(connection, digest, data, media_type, metadata):
+                        return
+                    continue  # another writer's row landed meanwhile: look at it
+                async with connection.transaction():
+                    row_type, row_metadata = await self._take_unsound(connection, digest) or (media_type, metadata)
+                    if await self._insert_inline(connection, digest, data, row_type, row_metadata):
+                        return
         raise RuntimeError('another writer kept replacing the blob')  # pragma: no cover
 
     async def _insert_inline(
@@ -294,22 +299,70 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         """True when a stored copy passes the base's cheap checks; marks it in use (``written_at``) meanwhile."""
         return await self._stored_copies(connection, digest, size) is _SOUND
 
+    async def _look(self, digest: str, size: int) -> object:
+        """``_stored_copies`` with the look shared by the puts of this event-loop turn (see ``_batch``)."""
+        rows = await self._looks.load(digest, None)
+        if rows and self._stale(digest, rows):
+            async with self._connection() as connection:
+                return await self._stored_copies(connection, digest, size)  # dates (and stamps) it on its own
+        return self._judge(digest, size, rows)
+
+    async def _look_many(self, digests: dict[str, None]) -> dict[str, list[Any]]:
+        """The stored copies of ``digests`` (``probe`` rows), by digest, in one statement.
+
+        The answer comes as soon as the rows do: the connection goes back to the pool (the pool's reset, one
+        more round trip on a caller's pool) in a task of its own, which ``aclose`` waits for; a pool's
+        ``close()`` waits for it too."""
+        answer: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(self._look_then_release(sorted(digests), answer))
+        self._releasing.add(task)
+        task.add_done_callback(_forget_release(self._releasing))
+        found: dict[str, list[Any]] = {}
+        for row in await answer:
+            found.setdefault(str(row[0]), []).append(row)
+        return found
+
+    async def _look_then_release(self, digests: list[str], answer: asyncio.Future[list[Any]]) -> None:
+        try:
+            async with self._connection() as connection:
+                rows = await connection.fetch(
+                    self._tables.probe(), digests, VERIFY_ON_PUT_BYTES, time.time() - TOUCH_AFTER_SECONDS
+                )
+                answer.set_result(rows)
+        except BaseException as exc:
+            if not answer.done():
+                if isinstance(exc, asyncio.CancelledError):
+                    answer.cancel()
+                else:
+                    answer.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            # After the answer, only the release failed: the pool closes that connection and opens another.
+
     async def _stored_copies(self, connection: Any, digest: str, size: int) -> object:
         """``_SOUND`` when a stored copy passes the base's cheap checks, ``_ABSENT`` when none is stored, else
         ``_UNSOUND``. One read-only statement (``probe``); a second (``refresh``) only when a copy is old or
         unstamped: it dates it (marks the blob in use) and stamps a sound one."""
         touch_before = time.time() - TOUCH_AFTER_SECONDS
         for _ in range(2):
-            rows = await connection.fetch(self._tables.probe(), digest, VERIFY_ON_PUT_BYTES, touch_before)
-            if not rows:
-                return _ABSENT
-            if not any(row[2] or (not row[3] and row[1] == digest) for row in rows):
+            rows = await connection.fetch(self._tables.probe(), [digest], VERIFY_ON_PUT_BYTES, touch_before)
+            if not rows or not self._stale(digest, rows):
                 break
             refresh = self._tables.refresh()
             if await connection.fetchval(refresh, digest, VERIFY_ON_PUT_BYTES, time.time(), touch_before):
                 break
             # Nothing was left to refresh: another writer did it, or the copies went away since the look.
-        return _SOUND if any(self._copy_is_sound(digest, size, int(row[0]), row[1]) for row in rows) else _UNSOUND
+        return self._judge(digest, size, rows)
+
+    @staticmethod
+    def _stale(digest: str, rows: list[Any]) -> bool:
+        """A copy is old (or of unknown age), or sound but without a holding stamp: ``refresh`` has work."""
+        return any(row[3] or (not row[4] and row[2] == digest) for row in rows)
+
+    def _judge(self, digest: str, size: int, rows: list[Any]) -> object:
+        if not rows:
+            return _ABSENT
+        return _SOUND if any(self._copy_is_sound(digest, size, int(row[1]), row[2]) for row in rows) else _UNSOUND
 
     def _copy_is_sound(self, digest: str, size: int, stored_size: int, stored_digest: str | None) -> bool:
         """The base's check on a stored copy (``_stored_copy_is_sound``) without its bytes travelling: for a copy
@@ -532,10 +585,22 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
     # -- lifecycle ---------------------------------------------------------------------
 
     async def _aclose(self) -> None:
-        """Close the pool when the store opened it from ``dsn=``; a caller's pool stays open."""
+        """Close the pool when the store opened it from ``dsn=``; a caller's pool stays open. Connections still
+        going back to the pool (see ``_look_many``) are waited for first."""
+        if self._releasing:
+            await asyncio.gather(*self._releasing, return_exceptions=True)
         if self._owns_pool and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()  # type: ignore[attr-defined]
+
+
+def _forget_release(tasks: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]], None]:
+    def forget(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failure was already handed to the callers, or was only the release
+
+    return forget
 
 
 async def _keep_session(connection: Any) -> None:
