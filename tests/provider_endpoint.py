@@ -69,7 +69,7 @@ class CapturedRequest:
             return 'anthropic'
         if self.path.endswith('/converse'):
             return 'bedrock'
-        if self.path.endswith(':generateContent'):
+        if self.path.endswith((':generateContent', ':streamGenerateContent')):
             return 'gemini'
         if self.path.startswith('/upload/') or (
             '/files' in self.path and any(name.lower() == 'x-goog-api-key' for name in self.headers or ())
@@ -190,9 +190,14 @@ class ProviderEndpoint:
             if lost:
                 return self._file_not_found(captured.api, lost[0])
         if captured.api == 'gemini' and isinstance(parsed, dict):
+            if request.path.endswith(':streamGenerateContent'):
+                return await _sse(request, [(None, self._gemini_reply(parsed))])
             return web.json_response(self._gemini_reply(parsed))
-        if captured.api == 'openai-responses' and isinstance(parsed, dict) and not parsed.get('stream'):
-            return web.json_response(self._responses_reply(parsed, len(self.requests)))
+        if captured.api == 'openai-responses' and isinstance(parsed, dict):
+            reply = self._responses_reply(parsed, len(self.requests))
+            if parsed.get('stream'):
+                return await _sse(request, _responses_events(reply))
+            return web.json_response(reply)
         if captured.api == 'bedrock' and isinstance(parsed, dict):
             return web.json_response(self._converse_reply())
         if request.method != 'POST' or not isinstance(parsed, dict):
@@ -444,6 +449,24 @@ class ProviderEndpoint:
             {'type': 'message_stop'},
         ]
         return [(event['type'], event) for event in events]
+
+
+def _responses_events(reply: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """A Responses API event stream that delivers ``reply`` (its one output message) as one text delta."""
+    message = reply['output'][0]
+    text = message['content'][0]['text']
+    started = {**reply, 'status': 'in_progress', 'output': []}
+    item_started = {**message, 'status': 'in_progress', 'content': []}
+    common = {'item_id': message['id'], 'output_index': 0}
+    events: list[dict[str, Any]] = [
+        {'type': 'response.created', 'response': started},
+        {'type': 'response.output_item.added', 'output_index': 0, 'item': item_started},
+        {'type': 'response.output_text.delta', **common, 'content_index': 0, 'delta': text, 'logprobs': []},
+        {'type': 'response.output_text.done', **common, 'content_index': 0, 'text': text, 'logprobs': []},
+        {'type': 'response.output_item.done', 'output_index': 0, 'item': message},
+        {'type': 'response.completed', 'response': reply},
+    ]
+    return [(event['type'], {**event, 'sequence_number': number}) for number, event in enumerate(events)]
 
 
 def file_references(payload: Any) -> list[str]:

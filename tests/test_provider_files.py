@@ -533,3 +533,28 @@ async def test_openai_chat_takes_documents_by_file_id_and_images_stay_inline(
         assert content[1] == {'type': 'file', 'file': {'file_id': endpoint.uploads[0].file_id}}
         assert content[2]['image_url']['url'] == 'data:image/png;base64,' + base64.b64encode(image).decode()
         assert_no_base64(request.body, document)
+
+
+@MODELS
+async def test_a_streamed_run_checks_a_reused_file_once_and_replaces_a_lost_one(
+    endpoint: ProviderEndpoint, tmp_path: Path, model_of: Any
+) -> None:
+    """pydantic-ai cannot recover a stream that began: a file id from the registry is checked before it is sent."""
+    blob = pdf(120 * KiB, 111)
+    registry = MemoryUploadRegistry()  # shared as a persistent registry would be between processes
+    model = model_of(endpoint)
+    first = Agent(model, capabilities=[MediaUrls(DiskMediaStore(tmp_path / 'media'), provider_files=registry)])
+    result = await first.run(['x', BinaryContent(blob, media_type='application/pdf')])
+    endpoint.lose_file(endpoint.uploads[0].file_id)
+
+    capability = MediaUrls(DiskMediaStore(tmp_path / 'media'), provider_files=registry)  # another worker
+    agent = Agent(model, capabilities=[capability])
+    for _ in range(2):
+        async with agent.run_stream('go on', message_history=result.all_messages()) as stream:
+            assert await stream.get_output() == 'Noted.'
+    checks = [r for r in endpoint.requests if r.method == 'GET' and r.api in ('files', 'gemini-files')]
+    assert len(checks) == 1  # the reused id once; the new upload is known to exist
+    assert [u.data for u in endpoint.uploads] == [blob, blob]
+    files = capability.provider_files
+    assert files is not None and files.reuploads == 1
+    assert file_ids_in(endpoint.model_requests(api_of(model))[-1]) == [endpoint.uploads[1].file_id]

@@ -42,7 +42,7 @@ from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, Unsaf
 from mediastash.integrations._model_kinds import ALL_KINDS, URL_CLASS, MediaKind, fetches_by_url, kind_of
 from mediastash.integrations._references import REFERENCE_PART_KINDS, ReferencePart
 from mediastash.integrations._sent_parts import BlobAnswer, BlobKey, Place, StoredBlob, reference_places
-from mediastash.integrations.provider_files import ProviderFiles, UploadRegistry
+from mediastash.integrations.provider_files import ProviderFiles, UploadRegistry, streaming_request
 from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
@@ -572,7 +572,8 @@ class MediaUrls(AbstractCapability[Any]):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        request_context.messages = await self.swapper.swap(request_context.messages, model=request_context.model)
+        with streaming_request(request_context.streaming):  # provider files: no recovery once a stream began
+            request_context.messages = await self.swapper.swap(request_context.messages, model=request_context.model)
         return request_context
 
     @classmethod

@@ -16,7 +16,11 @@ from mediastash.integrations.provider_files._registry import (
     UploadRegistry,
     UploadRegistryError,
 )
-from mediastash.integrations.provider_files._resolver import DEFAULT_FILE_MIN_VALIDITY, ProviderFiles
+from mediastash.integrations.provider_files._resolver import (
+    DEFAULT_FILE_MIN_VALIDITY,
+    ProviderFiles,
+    streaming_request,
+)
 from mediastash.integrations.provider_files._targets import GEMINI_FILE_LIFETIME
 
 __all__ = [
@@ -29,4 +33,5 @@ __all__ = [
     'UploadRecord',
     'UploadRegistry',
     'UploadRegistryError',
+    'streaming_request',
 ]

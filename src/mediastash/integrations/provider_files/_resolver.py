@@ -17,12 +17,14 @@ naming the file id) is uploaded again once by ``recover``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import mimetypes
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final, Literal
@@ -35,7 +37,7 @@ from mediastash.errors import InvalidStoreConfiguration
 from mediastash.integrations._model_kinds import MediaKind, kind_of
 from mediastash.integrations._references import REFERENCE_PART_KINDS, is_reference_part, kind_of_reference
 from mediastash.integrations.provider_files._registry import MemoryUploadRegistry, UploadRecord, UploadRegistry
-from mediastash.integrations.provider_files._targets import Target, target_for
+from mediastash.integrations.provider_files._targets import FILE_GONE_STATUSES, Target, target_for
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.typed import IdentifierMemo, TypedBinaries, TypedPayload, typed_payloads, with_replaced_contents
@@ -48,6 +50,23 @@ DEFAULT_FILE_MIN_VALIDITY: Final = 3600.0
 """Seconds an uploaded file must still live to be sent again; one closer to expiry is uploaded anew."""
 
 _LOST_FILE_STATUS: Final = frozenset({400, 403, 404, 410})
+_STREAMING: ContextVar[bool] = ContextVar('mediastash_provider_files_streaming', default=False)
+
+
+@contextlib.contextmanager
+def streaming_request(streaming: bool) -> Iterator[None]:
+    """Marks the ``apply`` calls inside as building a streamed request (``ProviderFiles`` checks reused files).
+
+    pydantic-ai offers no recovery once a streamed response has begun, so a file id this process has
+    neither uploaded nor checked is asked about (one ``GET`` per file per process) before it is sent.
+    """
+    token = _STREAMING.set(streaming)
+    try:
+        yield
+    finally:
+        _STREAMING.reset(token)
+
+
 _NEVER_INLINED: Final = (TypeError, AttributeError, NameError, KeyError, AssertionError, InvalidStoreConfiguration)
 
 
@@ -111,6 +130,8 @@ class ProviderFiles:
         self._inflight: dict[tuple[str, str, str], asyncio.Future[UploadRecord]] = {}
         self._origins: BoundedLRU[str, _Origin] = BoundedLRU(max_items=max_remembered)
         self._identifiers = IdentifierMemo(max_remembered)
+        self._seen: BoundedLRU[str, bool] = BoundedLRU(max_items=max_remembered)
+        """File ids this object uploaded or found at the provider: a streamed request sends them unchecked."""
         self.uploads = 0
         """Blobs uploaded to a provider by this object (a stable run uploads each blob once per account)."""
         self.reuploads = 0
@@ -264,8 +285,11 @@ class ProviderFiles:
         if pending is not None:
             return await asyncio.shield(pending)
         known = await self.registry.get(*key)
-        if known is not None and (known.expires_at is None or known.expires_at - self.clock() >= self.min_validity):
-            return known
+        live = known is not None and (known.expires_at is None or known.expires_at - self.clock() >= self.min_validity)
+        if live and known is not None:
+            checked = not _STREAMING.get() or self._seen.get(known.file_id)
+            if checked or await self._still_there(target, known):
+                return known
         future: asyncio.Future[UploadRecord] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
@@ -281,6 +305,15 @@ class ProviderFiles:
         finally:
             del self._inflight[key]
 
+    async def _still_there(self, target: Target, record: UploadRecord) -> bool:
+        """Whether the provider still has a reused file (asked once per process), forgetting it if not."""
+        assert target.uploader is not None
+        if not await target.uploader.exists(record.file_id):
+            await self.registry.forget(record.provider, record.account, record.uri)
+            return False
+        self._seen.put(record.file_id, True)
+        return True
+
     async def _upload(
         self, target: Target, uri: str, media_type: str, filename: str, content: BinaryContent | None
     ) -> UploadRecord:
@@ -291,6 +324,7 @@ class ProviderFiles:
         self.uploads += 1
         record = UploadRecord(target.provider, target.account, uri, file_id, media_type, uploaded_at, expires_at)
         await self.registry.put(record)
+        self._seen.put(file_id, True)
         logger.debug('uploaded one %s blob of %d bytes to %s', media_type, len(data), target.provider)
         return record
 
@@ -361,8 +395,8 @@ class ProviderFiles:
             try:
                 await target.uploader.delete(record.file_id)
             except Exception as error:
-                if getattr(error, 'status_code', getattr(error, 'code', None)) not in (403, 404):
-                    raise  # 403: what the Gemini API answers for a file it no longer has
+                if getattr(error, 'status_code', getattr(error, 'code', None)) not in FILE_GONE_STATUSES:
+                    raise
             await self.registry.forget(record.provider, record.account, record.uri)
             self._origins.pop(record.file_id)
             deleted += 1

@@ -21,7 +21,7 @@ from typing import Any, Final, Protocol
 
 from mediastash.integrations._model_kinds import MediaKind
 
-__all__ = ['GEMINI_FILE_LIFETIME', 'Target', 'Uploader', 'target_for']
+__all__ = ['FILE_GONE_STATUSES', 'GEMINI_FILE_LIFETIME', 'Target', 'Uploader', 'target_for']
 
 GEMINI_FILE_LIFETIME: Final = 48 * 3600.0
 """Seconds a Gemini Files API upload lives when the answer names no expiry."""
@@ -40,6 +40,25 @@ class Uploader(Protocol):
         ...
 
     async def delete(self, file_id: str) -> None: ...
+
+    async def exists(self, file_id: str) -> bool:
+        """Whether the provider still has the file (``False`` for its "not found" answer)."""
+        ...
+
+
+FILE_GONE_STATUSES: Final = frozenset({403, 404})
+"""Statuses a provider answers for a file it does not have (the Gemini API: 403, 'or it may not exist')."""
+
+
+async def _answers_gone(call: Any) -> bool:
+    """Whether awaiting ``call`` fails with a not-found status (``True``), else ``False``; other errors propagate."""
+    try:
+        await call
+    except Exception as error:
+        if getattr(error, 'status_code', getattr(error, 'code', None)) in FILE_GONE_STATUSES:
+            return True
+        raise
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +185,9 @@ class _OpenAIUploader:
     async def delete(self, file_id: str) -> None:
         await self.client.files.delete(file_id)
 
+    async def exists(self, file_id: str) -> bool:
+        return not await _answers_gone(self.client.files.retrieve(file_id))
+
 
 class _AnthropicUploader:
     """Anthropic Files API (beta): files are kept until deleted."""
@@ -179,6 +201,9 @@ class _AnthropicUploader:
 
     async def delete(self, file_id: str) -> None:
         await self.client.beta.files.delete(file_id)
+
+    async def exists(self, file_id: str) -> bool:
+        return not await _answers_gone(self.client.beta.files.retrieve_metadata(file_id))
 
 
 _GEMINI_ACTIVE_WAIT: Final = 60.0
@@ -205,4 +230,12 @@ class _GeminiUploader:
         return str(created.uri), started + GEMINI_FILE_LIFETIME if expires is None else expires.timestamp()
 
     async def delete(self, file_id: str) -> None:
-        await self.client.aio.files.delete(name='files/' + file_id.rstrip('/').rsplit('/', 1)[-1])
+        await self.client.aio.files.delete(name=_gemini_name(file_id))
+
+    async def exists(self, file_id: str) -> bool:
+        return not await _answers_gone(self.client.aio.files.get(name=_gemini_name(file_id)))
+
+
+def _gemini_name(file_id: str) -> str:
+    """``files/<id>``, the name the Files API methods take, from a file's URI."""
+    return 'files/' + file_id.rstrip('/').rsplit('/', 1)[-1]
