@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Final, Generic, TypeVar
 
-__all__ = ['Coalescer']
+__all__ = ['Coalescer', 'fail']
 
 K = TypeVar('K', bound=Hashable)
 V = TypeVar('V')
@@ -64,15 +64,20 @@ class Coalescer(Generic[K, A, V]):
             found = await self._run({key: argument for key, (argument, _) in pending.items()})
         except BaseException as exc:  # every caller of the batch sees the failure
             for _, future in pending.values():
-                if future.done():
-                    continue
-                if isinstance(exc, asyncio.CancelledError):
-                    future.cancel()
-                else:
-                    future.set_exception(exc)
+                fail(future, exc)
             if not isinstance(exc, Exception):
                 raise
             return
         for key, (_, future) in pending.items():
             if not future.done():
                 future.set_result(found.get(key, self._missing))
+
+
+def fail(future: asyncio.Future[V], exc: BaseException) -> None:
+    """Hand ``exc`` to whoever waits on ``future`` (cancel it for a cancellation); nothing once it is settled."""
+    if future.done():
+        return
+    if isinstance(exc, asyncio.CancelledError):
+        future.cancel()
+    else:
+        future.set_exception(exc)

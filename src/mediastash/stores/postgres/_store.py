@@ -27,7 +27,7 @@ from mediastash.stores.base import (
     Ingest,
 )
 from mediastash.stores.postgres._address import Address, address_of, parse_dsn_address
-from mediastash.stores.postgres._batch import Coalescer
+from mediastash.stores.postgres._batch import Coalescer, fail
 from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
 from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables
 from mediastash.stores.postgres._upload import ChunkUpload
@@ -330,11 +330,7 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
                 )
                 answer.set_result(rows)
         except BaseException as exc:
-            if not answer.done():
-                if isinstance(exc, asyncio.CancelledError):
-                    answer.cancel()
-                else:
-                    answer.set_exception(exc)
+            fail(answer, exc)
             if not isinstance(exc, Exception):
                 raise
             # After the answer, only the release failed: the pool closes that connection and opens another.
