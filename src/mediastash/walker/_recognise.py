@@ -90,6 +90,27 @@ _EMBEDDED: Final = tuple(
 """Text in a structured payload's JSON that may mean a payload or marker of its own: such a value is walked."""
 
 
+_PAYLOAD_KINDS: Final = ('binary', 'text-content', 'structured-content')
+
+
+def _is_payload_dict(node: Any) -> bool:
+    return type(node) is dict and (
+        node.get('kind') in _PAYLOAD_KINDS or 'part_kind' in node or MARKER_KEY in node or LITERAL_KEY in node
+    )
+
+
+def _holds_payload_near_top(content: Any) -> bool:
+    """Whether ``content``, or a value of it when it is a dict, is a payload or marker of its own.
+
+    A cheap pre-check for the common case of a tool returning media (a
+    ``BinaryContent``, or a dict of them) without serializing it; ``_EMBEDDED``
+    on the serialized JSON is the complete check.
+    """
+    if type(content) is not dict:
+        return False
+    return _is_payload_dict(content) or any(_is_payload_dict(value) for value in content.values())
+
+
 def canonical_json(value: object) -> bytes | None:
     """The one encoding of a structured payload: compact JSON, UTF-8, keys in order; ``None`` when it has none.
 
@@ -164,6 +185,8 @@ class JsonPayloadFinder(TreeCopier):
         checks every value is JSON before it is stored (skipped for ``json_only`` trees). A content holding
         something the walk treats itself (a payload, a marker) is left to it.
         """
+        if _holds_payload_near_top(content):
+            return None  # the common case of a content that is media (a BinaryContent), found without serializing it
         raw = canonical_json(content)
         if raw is None or len(raw) < self.threshold or any(marker in raw for marker in _EMBEDDED):
             return None
