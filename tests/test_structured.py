@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -429,3 +431,33 @@ async def test_a_fields_blob_of_another_shape_is_a_malformed_marker() -> None:
     marker[URI_KEY] = marker['uri'] = other
     with pytest.raises(ValueError, match='not JSON'):
         await restore_media(lean, media_store=media, structured=True, known_blobs=False)
+
+
+# -- the command line -----------------------------------------------------------------------------------
+
+
+def cli(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, '-m', 'mediastash', *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_cli_externalize_moves_structured_payloads_unless_told_not_to(tmp_path: Path) -> None:
+    tree = tool_tree(rows(3000))
+    (tmp_path / 'in.json').write_text(json.dumps(tree))
+    report = json.loads(cli('externalize', 'in.json', 'lean.json', '--store', 'media', '--json', cwd=tmp_path).stdout)
+    assert report['structured'] is True and report['blobs'] == 1
+    lean = json.loads((tmp_path / 'lean.json').read_text())
+    assert is_structured_marker(part_of(lean))
+    cli('restore', 'lean.json', 'back.json', '--store', 'media', cwd=tmp_path)
+    assert exact(json.loads((tmp_path / 'back.json').read_text())[0]['parts'][0]['content']) == exact(rows(3000))
+
+    cli('externalize', 'in.json', 'kept.json', '--store', 'media2', '--no-structured', cwd=tmp_path)
+    assert json.loads((tmp_path / 'kept.json').read_text()) == tree  # the harness's format: nothing to move here

@@ -181,3 +181,43 @@ def walk_dicts(node: Any) -> list[dict[str, Any]]:
     if isinstance(node, dict):
         return [node, *(found for value in node.values() for found in walk_dicts(value))]
     return []
+
+
+def with_structured_payloads() -> list[ModelMessage]:
+    """The real history plus a large JSON tool output and a large StructuredContent prompt."""
+    hits = [{'id': i, 'title': f'hit {i}', 'score': i / 9, 'tags': ['a']} for i in range(400)]
+    return [
+        *real_history(),
+        ModelResponse(parts=[ToolCallPart('search', {'q': 'x'}, tool_call_id='call-3')]),
+        ModelRequest(
+            parts=[
+                ToolReturnPart('search', hits, tool_call_id='call-3'),
+                UserPromptPart(['and the state', StructuredContent(value={'hits': hits}, tag='ui_state')]),
+            ]
+        ),
+    ]
+
+
+@pytest.mark.parametrize('structured', [None, False])
+async def test_structured_off_writes_exactly_what_the_harness_writes(structured: bool | None) -> None:
+    tree = dump(with_structured_payloads())
+    store = MemoryMediaStore()
+    ours = await externalize_media(
+        tree, media_store=store, threshold_bytes=THRESHOLD, known_blobs=False, structured=structured
+    )
+    theirs = await harness_externalize(tree, media_store=store, threshold_bytes=THRESHOLD)
+    assert json.dumps(ours) == json.dumps(theirs)
+    assert await harness_restore(ours, media_store=store) == tree
+    assert await restore_media(theirs, media_store=store, known_blobs=False, structured=structured) == tree
+
+
+async def test_structured_on_moves_more_and_only_we_read_it() -> None:
+    tree = dump(with_structured_payloads())
+    store = MemoryMediaStore()
+    off = await externalize_media(tree, media_store=store, threshold_bytes=THRESHOLD, known_blobs=False)
+    on = await externalize_media(tree, media_store=store, threshold_bytes=THRESHOLD, known_blobs=False, structured=True)
+    assert count_markers(on) == count_markers(off) + 1  # the tool output; the prompt's text was moved already
+    assert len(json.dumps(on)) < len(json.dumps(off)) - 40_000
+    assert await restore_media(on, media_store=store, known_blobs=False, structured=True) == tree
+    with pytest.raises(ValueError, match='escaped-keys-v2'):
+        await harness_restore(on, media_store=store)
