@@ -257,7 +257,7 @@ async def test_an_unknown_structured_stash_is_refused(stash: dict[str, Any]) -> 
 async def test_a_blob_that_is_not_json_is_a_malformed_marker() -> None:
     media = MemoryMediaStore()
     lean = await externalize_media(tool_tree(rows(2000)), media_store=media, structured=True)
-    other = await media.put(b'{"not json', context=None)
+    other = await media.put(b'{"not json')
     part_of(lean)[URI_KEY] = part_of(lean)['uri'] = other
     with pytest.raises(ValueError, match='not JSON'):
         await restore_media(lean, media_store=media, structured=True, known_blobs=False)
@@ -321,7 +321,8 @@ async def test_step_store_moves_a_big_tool_output(kind: str, tmp_path: Path) -> 
     await off.register_run(RunRecord(run_id='r'))
     await off.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages, state='complete'))
     kept = await harness_store(kind, tmp_path / 'off').latest_snapshot(run_id='r')
-    assert kept.messages[2].parts[0].content == messages[2].parts[0].content  # off: stays inline
+    inline = kept.messages[2].parts[0]
+    assert isinstance(inline, ToolReturnPart) and inline.content == rows(3000)  # off: stays inline
 
 
 # -- OffloadingKV -------------------------------------------------------------------------------------
@@ -399,7 +400,7 @@ def test_structured_content_round_trip_is_exact(value: Any, content: str) -> Non
 
 
 async def test_structured_content_through_the_step_store(tmp_path: Path) -> None:
-    messages = [
+    messages: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart(content=['what now?', StructuredContent(value=rows(3000), tag='hits')])]),
         ModelResponse(parts=[TextPart('noted')]),
     ]
