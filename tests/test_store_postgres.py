@@ -930,12 +930,17 @@ async def test_concurrent_puts_share_one_look_and_heal_only_the_tampered_blob(
     postgres_dsn: str, tables: list[str], connection: Any
 ) -> None:
     """Eight concurrent puts of new blobs send one look and eight inserts; a fresh store's eight puts of the
-    same bytes, one look and nothing else; with one row tampered with, that row alone is replaced.
-    Counted with asyncpg's query logger on every connection of the pool."""
+    same bytes, one look and nothing else; with one row tampered with, that row alone is replaced; a put alone
+    in its turn looks and inserts on one connection. Counted with asyncpg's query logger on every connection."""
     statements: list[str] = []
+    used: list[tuple[int, str]] = []
 
     async def log_queries(new: Any) -> None:
-        new.add_query_logger(lambda record: statements.append(record.query))
+        def log(record: Any, connection: int = id(new)) -> None:
+            statements.append(record.query)
+            used.append((connection, record.query))
+
+        new.add_query_logger(log)
 
     table = unique_table()
     tables.append(table)
@@ -966,6 +971,11 @@ async def test_concurrent_puts_share_one_look_and_heal_only_the_tampered_blob(
         assert await asyncio.gather(*(other.put(payload) for payload in data)) == uris
         assert counts() == (1, 1)  # the tampered row, hashed by the server once, is replaced
         assert await asyncio.gather(*(other.get(uri) for uri in uris)) == data
+        statements.clear()
+        used.clear()
+        await other.put(b'alone in its turn')
+        assert counts() == (1, 1)
+        assert len({connection for connection, query in used if not query.startswith(('RESET', 'SELECT pg_'))}) == 1
     finally:
         await pool.close()
 

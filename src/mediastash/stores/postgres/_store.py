@@ -50,6 +50,7 @@ _LAYOUT_COMPLETE: Final = Layout(main=True, written_at=True, chunked=True, check
 _SOUND: Final = object()
 _ABSENT: Final = object()
 _UNSOUND: Final = object()
+_ALONE: Final = object()
 
 
 class PostgresPool(Protocol):
@@ -129,7 +130,7 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         self._pool_token = None if address is not None else token_for(pool)
         self._layout: Layout | None = None  # cached once complete
         self._schema_lock = asyncio.Lock()
-        self._looks: Coalescer[str, None, list[Any]] = Coalescer(self._look_many, [])
+        self._looks: Coalescer[str, None, Any] = Coalescer(self._look_many, [])
         self._releasing: set[asyncio.Task[None]] = set()
 
     async def require_storage(self) -> None:
@@ -258,7 +259,11 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         if len(data) <= self._chunk_bytes:
             await self._write_inline(digest, data, media_type, metadata)
             return
-        if await self._look(digest, len(data)) is _SOUND:
+        found = await self._look(digest, len(data))
+        if found is None:
+            async with self._connection() as connection:
+                found = await self._stored_copies(connection, digest, len(data))
+        if found is _SOUND:
             return  # stored: no chunk is sent
         await self._write_chunked(_slices(data, self._chunk_bytes), lambda: digest, media_type, metadata)
 
@@ -266,12 +271,17 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         """Look first (no body is sent for a sound stored copy), then insert, or replace an unsound copy.
 
         The look is one statement shared with the other puts of the same event-loop turn (see ``_batch``); each
-        insert is its own, so that the server writes several blobs at once on several connections."""
+        insert is its own, so that the server writes several blobs at once on several connections. A put alone in
+        its turn looks and inserts on one connection (one reset fewer)."""
         for _ in range(3):
             found = await self._look(digest, len(data))
             if found is _SOUND:
                 return
             async with self._connection() as connection:
+                if found is None:
+                    found = await self._stored_copies(connection, digest, len(data))
+                    if found is _SOUND:
+                        return
                 if found is _ABSENT:  # the common first put: one statement, no transaction
                     if await self._insert_inline(connection, digest, data, media_type, metadata):
                         return
@@ -299,20 +309,26 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         """True when a stored copy passes the base's cheap checks; marks it in use (``written_at``) meanwhile."""
         return await self._stored_copies(connection, digest, size) is _SOUND
 
-    async def _look(self, digest: str, size: int) -> object:
-        """``_stored_copies`` with the look shared by the puts of this event-loop turn (see ``_batch``)."""
+    async def _look(self, digest: str, size: int) -> object | None:
+        """``_stored_copies`` with the look shared by the puts of this event-loop turn (see ``_batch``); ``None``
+        for a put alone in its turn, which looks on the connection it then inserts with."""
         rows = await self._looks.load(digest, None)
+        if rows is _ALONE:
+            return None
         if rows and self._stale(digest, rows):
             async with self._connection() as connection:
                 return await self._stored_copies(connection, digest, size)  # dates (and stamps) it on its own
         return self._judge(digest, size, rows)
 
-    async def _look_many(self, digests: dict[str, None]) -> dict[str, list[Any]]:
-        """The stored copies of ``digests`` (``probe`` rows), by digest, in one statement.
+    async def _look_many(self, digests: dict[str, None]) -> Mapping[str, Any]:
+        """The stored copies of ``digests`` (``probe`` rows), by digest, in one statement (``_ALONE`` for a
+        digest alone in its batch: its put looks itself).
 
         The answer comes as soon as the rows do: the connection goes back to the pool (the pool's reset, one
         more round trip on a caller's pool) in a task of its own, which ``aclose`` waits for; a pool's
         ``close()`` waits for it too."""
+        if len(digests) == 1:
+            return dict.fromkeys(digests, _ALONE)
         answer: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         task = asyncio.ensure_future(self._look_then_release(sorted(digests), answer))
         self._releasing.add(task)
