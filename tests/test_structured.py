@@ -462,3 +462,16 @@ def test_cli_externalize_moves_structured_payloads_unless_told_not_to(tmp_path: 
 
     cli('externalize', 'in.json', 'kept.json', '--store', 'media2', '--no-structured', cwd=tmp_path)
     assert json.loads((tmp_path / 'kept.json').read_text()) == tree  # the harness's format: nothing to move here
+
+
+async def test_saving_a_restored_history_again_costs_no_store_call() -> None:
+    from mediastash.testing.counting import CountingMediaStore
+
+    media = CountingMediaStore(MemoryMediaStore())
+    tree = tool_tree(rows(3000)) + prompt_tree(structured_item(rows(2000)))
+    lean = await externalize_media(tree, media_store=media, structured=True)
+    fresh = CountingMediaStore(media.inner)  # the same storage, so the same known-blob cache
+    back = await restore_media(lean, media_store=fresh, structured=True)
+    again = await externalize_media(back, media_store=fresh, structured=True)
+    assert again == lean
+    assert fresh.calls['put'] == 0 and fresh.calls['get'] <= 2

@@ -249,8 +249,9 @@ async def _fetch(
         forms: list[tuple[list[dict[str, Any]], str, str | bytes, PayloadKind, bool]] = []
         if wanted.json or wanted.fields:
             await in_thread_if_large(size * (len(wanted.json) + len(wanted.fields)), _put_json, wanted, raw)
-            if not (raw_binary and (wanted.standard or wanted.urlsafe)):
-                forms.append(([], 'content', raw, 'bytes', False))  # remembered for the next save
+            if not (raw_binary and (wanted.standard or wanted.urlsafe)) and cache is not None:
+                # Remembered for the next save, with the flag a save of these bytes computes (shared with media).
+                forms.append(([], 'content', raw, 'bytes', urlsafe_alphabet_used(raw)))
         if wanted.text:
             try:
                 text = bytes_to_text(raw)
