@@ -217,15 +217,19 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
                     # Looked at again under the lock: another writer may have made some of it meanwhile, and an
                     # ALTER of a table in use would wait for (and can deadlock with) that writer's transaction.
                     layout = await self._read_layout(connection)
+                    statements = []
                     if not layout.main:
-                        await connection.execute(self._tables.create_main())
-                        await connection.execute(self._tables.store_main_uncompressed())
+                        statements += [self._tables.create_main(), self._tables.store_main_uncompressed()]
                     elif not (layout.written_at and layout.checked_xid):
-                        await connection.execute(self._tables.add_columns())
+                        statements.append(self._tables.add_columns())
                     if not layout.chunked:
-                        await connection.execute(self._tables.create_chunked())
-                        await connection.execute(self._tables.create_chunks())
-                        await connection.execute(self._tables.store_chunks_uncompressed())
+                        statements += [
+                            self._tables.create_chunked(),
+                            self._tables.create_chunks(),
+                            self._tables.store_chunks_uncompressed(),
+                        ]
+                    if statements:  # one round trip: asyncpg sends a call without arguments as one simple query
+                        await connection.execute('; '.join(statements))
             self._layout = _LAYOUT_COMPLETE
 
     def _forget_layout(self, exc: BaseException) -> bool:
