@@ -68,13 +68,15 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
     ``aclose``). The password comes from the DSN, ``PGPASSWORD`` or a
     ``.pgpass`` file; no description or error of the store repeats it.
 
-    Layout: pydantic-ai-harness's media table plus a nullable ``written_at``;
-    blobs larger than ``chunk_size_bytes`` go to two side tables (see
-    ``docs/postgres.md``). The first write creates what is missing under the
-    advisory lock the harness takes, and adds ``written_at`` to a harness
-    table; reads never change the database. Writes are ``ON CONFLICT DO
+    Layout: pydantic-ai-harness's media table plus nullable ``written_at``
+    and ``checked_xid``; blobs larger than ``chunk_size_bytes`` go to two side
+    tables (see ``docs/postgres.md``). The first write creates what is missing
+    under the advisory lock the harness takes, and adds the two columns to a
+    harness table; reads never change the database. Writes are ``ON CONFLICT DO
     NOTHING``: the first ``put`` of a blob fixes its metadata. A ``put`` of
-    stored bytes sends no body: the server hashes a small stored copy.
+    stored bytes sends no body: the server checks a small stored copy by its
+    ``checked_xid`` stamp, or hashes it when the stamp does not hold; the puts
+    of one event-loop turn share that look (``_batch``).
 
     Capabilities: listing, deleting, streaming in bounded memory (no size cap),
     garbage collection (rows the harness wrote have no age and are never
