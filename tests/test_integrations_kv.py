@@ -145,7 +145,8 @@ def plain_text(full: Any) -> str:
 
 
 async def plain_restore(lean: str, media: Any) -> str:
-    return plain_text(await restore_media(json.loads(lean), media_store=media, known_blobs=False))
+    # OffloadingKV writes structured markers by default: the plain restore reads them too.
+    return plain_text(await restore_media(json.loads(lean), media_store=media, known_blobs=False, structured=True))
 
 
 async def check_round_trip(kv: OffloadingKV, inner: InMemoryAsyncKV, media: Any, tree: Any) -> None:

@@ -475,3 +475,49 @@ async def test_saving_a_restored_history_again_costs_no_store_call() -> None:
     again = await externalize_media(back, media_store=fresh, structured=True)
     assert again == lean
     assert fresh.calls['put'] == 0 and fresh.calls['get'] <= 2
+
+
+# -- the typed walk finds a tool return's JSON without the dump, and writes the same markers ------------
+
+_typed_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | _ints
+    | st.floats(allow_nan=False)  # infinities too: their dump is null, so the typed pass must leave them to it
+    | _typed_strings
+    | st.tuples(st.integers()),  # a tuple dumps as a list: also left to the dump
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(_typed_strings, children, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content=st.lists(_typed_values, max_size=5) | st.dictionaries(_typed_strings, _typed_values, max_size=5))
+def test_the_typed_walk_writes_what_the_json_walk_writes(content: Any) -> None:
+    from mediastash.integrations._typed import Offloader
+
+    async def scenario() -> None:
+        messages = conversation(content)
+        options = WalkOptions(threshold_bytes=0, known_blobs=False, structured=True)
+        typed, _ = await Offloader(MemoryMediaStore(), options=options).lean_json(messages)
+        tree = ModelMessagesTypeAdapter.dump_python(messages, mode='json')
+        plain = await externalize_media(tree, media_store=MemoryMediaStore(), options=options)
+        assert json.dumps(typed) == json.dumps(plain)
+
+    asyncio.run(scenario())
+
+
+def test_the_typed_pass_takes_plain_json_and_leaves_the_rest() -> None:
+    from mediastash.walker.typed import typed_payloads
+
+    plain = typed_payloads(conversation(rows(3000)), 64 * 1024, structured=True)
+    assert [item.structured for item in plain] == [True]
+    assert plain[0].source == json.dumps(rows(3000), separators=(',', ':'), ensure_ascii=False).encode()
+    for other in ([*rows(3000), float('inf')], [*rows(3000), (1, 2)], {1: 'int key', 'rows': rows(3000)}):
+        assert not any(item.structured for item in typed_payloads(conversation(other), 64 * 1024, structured=True))
+    assert typed_payloads(conversation(rows(3000)), 64 * 1024) == []  # off: as before
+    cyclic: list[Any] = rows(3000)
+    cyclic.append(cyclic)
+    shared = rows(3000)
+    for other in (cyclic, [shared, shared]):  # left to the dump, which refuses the cycle and copies the sharing
+        assert not any(item.structured for item in typed_payloads(conversation(other), 64 * 1024, structured=True))

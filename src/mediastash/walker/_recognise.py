@@ -25,6 +25,7 @@ from mediastash.codec import max_decoded_size, text_to_bytes
 from mediastash.known_blobs import PayloadKind
 from mediastash.markers import (
     JSON_FIELDS,
+    JSON_MEDIA_TYPE,
     LITERAL_KEY,
     MARKER_KEY,
     RESERVED_KEY_PREFIX,
@@ -287,12 +288,59 @@ class TypedPayload:
     size: int
     media_type: str | None
     original: object
+    structured: bool = False
+    """A tool return's JSON ``content`` (``source`` is its ``canonical_json``); ``text`` is then ``False``."""
+
+
+_JSON_SCALARS: Final = (str, int, bool, type(None))
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` holds only the exact JSON types, str keys and finite floats: what its JSON-mode
+    dump would hold unchanged, so ``canonical_json`` of it equals that of the dump."""
+    stack = [value]
+    seen: set[int] = set()  # a container met twice (shared, or a cycle) is left to the dump
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is dict or kind is list:
+            if id(node) in seen:
+                return False
+            seen.add(id(node))
+        if kind is dict:
+            for key, item in node.items():
+                if type(key) is not str:
+                    return False
+                stack.append(item)
+        elif kind is list:
+            stack.extend(node)
+        elif kind is float:
+            if node != node or node in (_INF, -_INF):
+                return False
+        elif kind not in _JSON_SCALARS:
+            return False
+    return True
+
+
+_INF: Final = float('inf')
+
+
+def _typed_structured(part: Any, threshold: int) -> bytes | None:
+    """A tool return's ``content`` as the JSON walk would store it from the dump, or ``None`` when it would not."""
+    content = part.content
+    if type(content) not in _CONTAINER_TYPES or _holds_payload_near_top(content) or not _plain_json(content):
+        return None
+    raw = canonical_json(content)
+    if raw is None or len(raw) < threshold or any(marker in raw for marker in _EMBEDDED):
+        return None
+    return raw
 
 
 def typed_payloads(messages: list[ModelMessage], threshold: int, *, structured: bool = False) -> list[TypedPayload]:
     """Every ``BinaryContent.data`` and string ``content`` at or above ``threshold``, the same places
-    ``JsonPayloadFinder`` finds them in the messages' JSON dump. With ``structured`` a
-    ``StructuredContent`` is left to the JSON walk (its text and value move as one)."""
+    ``JsonPayloadFinder`` finds them in the messages' JSON dump. With ``structured``, also a
+    tool return's JSON content, found here without the dump (``TypedPayload.structured``),
+    and a ``StructuredContent`` is left to the JSON walk (its text and value move as one)."""
     from pydantic_ai.messages import BinaryContent, StructuredContent, TextContent
 
     found: list[TypedPayload] = []
@@ -301,6 +349,11 @@ def typed_payloads(messages: list[ModelMessage], threshold: int, *, structured: 
             if not _content_is_field(type(part)):
                 continue
             content = getattr(part, 'content', None)
+            if structured and getattr(part, 'part_kind', None) in STRUCTURED_PART_KINDS:
+                raw = _typed_structured(part, threshold)
+                if raw is not None:
+                    found.append(TypedPayload(index, ('parts', j), False, raw, len(raw), JSON_MEDIA_TYPE, part, True))
+                    continue
             if isinstance(content, str):
                 text = text_size(content, threshold)
                 if text is not None:

@@ -85,7 +85,7 @@ class TypedWalker:
             for step in item.path:
                 node = node[step]
             assert job is not None
-            emptied[id(node)] = ('content' if item.text else 'data', job)
+            emptied[id(node)] = ('content' if item.text or item.structured else 'data', job)
         lean = await externalize_emptied(dumped, batch, emptied, options.threshold_bytes, structured=structured)
         for job, identifier in computed:
             if job.uri is not None:
@@ -122,8 +122,8 @@ class TypedWalker:
         replacements: list[tuple[TypedPayload, Any]] = []
         for item, job in zip(found, jobs, strict=True):
             target = item.original
-            if item.text and len(item.path) == 2:
-                empty: Any = ''  # the part's own string content
+            if (item.text or item.structured) and len(item.path) == 2:
+                empty: Any = ''  # the part's own content (a string, or a tool return's JSON)
             elif isinstance(target, BinaryContent):
                 # `identifier` is BinaryContent's public constructor argument (the field is private).
                 identifier = self._identifier(target, job, computed)

@@ -93,7 +93,10 @@ class _EmptiedExternalizer(_Externalizer):
     def walk_dict(self, node: dict[str, Any], depth: int) -> dict[str, Any]:
         hit = self.emptied.get(id(node))
         if hit is not None:
-            return self.wait(node, hit[0], hit[1], depth, emptied=True)
+            moved_key, job = hit
+            # A part's ``content`` held as bytes is a tool return's JSON the typed pass took out.
+            structured = moved_key == 'content' and job.kind == 'bytes'
+            return self.wait(node, moved_key, job, depth, emptied=True, structured=structured)
         return super().walk_dict(node, depth)
 
 
