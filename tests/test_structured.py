@@ -37,16 +37,13 @@ from pydantic_ai_harness.media import _walker as harness_walker
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot, FileStepStore, RunRecord, SqliteStepStore
 from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 
-from mediastash import MemoryMediaStore, UnsupportedMarkerFormat, WalkOptions
+from mediastash import MemoryMediaStore, UnsupportedMarkerFormat, WalkOptions, markers
 from mediastash.gc import referenced_uris
 from mediastash.integrations import OffloadingKV, OffloadingStepStore
 from mediastash.integrations._placeholders import PLACEHOLDER_PREFIX
 from mediastash.markers import (
     ESCAPED_KEYS,
     FORMAT_KEY,
-    JSON_ESCAPE_FORMAT,
-    JSON_FIELDS_FORMAT,
-    JSON_FORMAT,
     MARKER_KEY,
     TEXT_KEY,
     URI_KEY,
@@ -161,8 +158,8 @@ async def test_marker_shape_and_blob() -> None:
         URI_KEY,
         'uri',
     ]
-    assert part[FORMAT_KEY] == JSON_ESCAPE_FORMAT
-    assert part[ESCAPED_KEYS] == {FORMAT_KEY: JSON_FORMAT}
+    assert part[FORMAT_KEY] == markers.JSON_ESCAPE_FORMAT
+    assert part[ESCAPED_KEYS] == {FORMAT_KEY: markers.JSON_FORMAT}
     assert marker_shape(part) == 'text'
     blob = await media.get(part[URI_KEY])
     assert blob == json.dumps(content, separators=(',', ':'), ensure_ascii=False).encode()
@@ -176,7 +173,8 @@ async def test_caller_reserved_keys_are_escaped_one_level_down() -> None:
     tree = tool_tree(rows(2000), **{URI_KEY: 'mine', FORMAT_KEY: 'theirs', 'uri': 'own'})
     lean = await externalize_media(tree, media_store=media, structured=True)
     part = part_of(lean)
-    assert part[ESCAPED_KEYS] == {FORMAT_KEY: JSON_FORMAT, ESCAPED_KEYS: {URI_KEY: 'mine', FORMAT_KEY: 'theirs'}}
+    escaped = {URI_KEY: 'mine', FORMAT_KEY: 'theirs'}
+    assert part[ESCAPED_KEYS] == {FORMAT_KEY: markers.JSON_FORMAT, ESCAPED_KEYS: escaped}
     assert part['uri'] == 'own'
     back = part_of(await restore_media(lean, media_store=media, structured=True))
     assert back == part_of(tree)
@@ -240,7 +238,11 @@ async def test_version_one_readers_refuse_a_structured_marker() -> None:
 
 @pytest.mark.parametrize(
     'stash',
-    [{FORMAT_KEY: 'json-v2'}, {FORMAT_KEY: JSON_FORMAT, 'x': 1}, {FORMAT_KEY: JSON_FORMAT, ESCAPED_KEYS: {'x': 1}}],
+    [
+        {FORMAT_KEY: 'json-v2'},
+        {FORMAT_KEY: markers.JSON_FORMAT, 'x': 1},
+        {FORMAT_KEY: markers.JSON_FORMAT, ESCAPED_KEYS: {'x': 1}},
+    ],
 )
 async def test_an_unknown_structured_stash_is_refused(stash: dict[str, Any]) -> None:
     media = MemoryMediaStore()
@@ -338,7 +340,7 @@ def test_kv_round_trip_is_exact(content: Any, known: bool) -> None:
         tree = tool_tree(content)
         await kv.put('p', 's', json.dumps(tree))
         lean = await inner.get('p', 's')
-        assert lean is not None and JSON_ESCAPE_FORMAT in lean
+        assert lean is not None and markers.JSON_ESCAPE_FORMAT in lean
         for _ in range(2):
             got = await kv.get('p', 's')
             assert got is not None
@@ -389,7 +391,7 @@ def test_structured_content_round_trip_is_exact(value: Any, content: str) -> Non
         lean = await externalize_media(tree, media_store=media, threshold_bytes=0, structured=True)
         marker = lean[0]['parts'][0]['content'][1]
         assert 'content' not in marker and 'value' not in marker and is_structured_marker(marker)
-        assert marker[ESCAPED_KEYS] == {FORMAT_KEY: JSON_FIELDS_FORMAT}
+        assert marker[ESCAPED_KEYS] == {FORMAT_KEY: markers.JSON_FIELDS_FORMAT}
         for known in (True, False):
             back = await restore_media(lean, media_store=media, known_blobs=known, structured=True)
             item = back[0]['parts'][0]['content'][1]
