@@ -35,11 +35,6 @@ EXAMPLES = [block for block in BLOCKS if not block.fragment]
 EXAMPLE_BUCKET = 'agent-media'  # the bucket the S3 examples name
 
 
-# Until their rewrite lands, a failing example on these pages is reported as xfail, not as a failure.
-# TEMPORARY: this set is emptied once those pages are complete programs (issue 23).
-PAGES_BEING_REWRITTEN = frozenset({'docs/postgres.md', 'docs/tuning.md', 'docs/langgraph.md', 'docs/model-urls.md'})
-
-
 @pytest.fixture(scope='session')
 def s3_for_examples(moto_server: S3Endpoint) -> dict[str, str]:
     """The moto server as the S3 examples find it: its URL, credentials it accepts, the bucket they use."""
@@ -71,19 +66,12 @@ def servers_for(block: Block, request: pytest.FixtureRequest) -> dict[str, str]:
 
 @pytest.mark.parametrize('block', EXAMPLES, ids=lambda block: block.name)
 def test_documentation_example_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    environment = example_environment(os.environ, servers_for(block, request))
-    if block.name.split(':')[0] in PAGES_BEING_REWRITTEN:
-        try:
-            check(block, tmp_path, environment)
-        except ExampleFailed as failure:
-            pytest.xfail(f'page being rewritten: {failure}')
-        return
-    check(block, tmp_path, environment)
+    check(block, tmp_path, example_environment(os.environ, servers_for(block, request)))
 
 
 def test_examples_have_no_unused_imports_or_undefined_names(tmp_path: Path) -> None:
     """Pyflakes' rules over every example: what a run cannot see (an unused import, a name only some paths reach)."""
-    findings = lint([block for block in EXAMPLES if block.name.split(':')[0] not in PAGES_BEING_REWRITTEN], tmp_path)
+    findings = lint(EXAMPLES, tmp_path)
     assert not findings, '\n'.join(findings)
 
 
