@@ -62,7 +62,7 @@ def test_a_bad_setting_names_the_option_never_the_value(name: str, bad: Any) -> 
     assert message.startswith(name) and info.value.name == name
     if isinstance(bad, str | float) or (type(bad) is int and abs(bad) > 9):
         assert str(bad) not in message  # only the type is shown
-    assert type(bad).__name__ in message
+    assert (type(bad).__name__ if bad is not None else 'None') in message
     assert isinstance(info.value, ValueError)
 
 
@@ -161,3 +161,19 @@ async def test_media_urls_use_the_options_threshold() -> None:
     assert await default.swap(messages) is messages  # 3000 bytes is below the 64 KiB default
     capability = MediaUrls(store, options=WalkOptions(threshold_bytes=1000, max_concurrency=2))
     assert capability.swapper.max_concurrency == 2 and 'threshold_bytes=1000' in repr(capability)
+
+
+@pytest.mark.parametrize(
+    ('value', 'said'),
+    [
+        (-5, 'got a negative int'),
+        (0, 'got zero'),
+        (-0.5, 'got a negative float'),
+        (None, 'got None'),
+        ('7', 'got a str'),
+    ],
+)
+def test_a_bad_number_is_described_by_its_kind_never_its_value(value: object, said: str) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        WalkOptions(max_concurrency=value)  # type: ignore[arg-type]
+    assert str(caught.value) == f'max_concurrency must be a positive int ({said})'

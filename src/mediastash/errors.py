@@ -114,7 +114,20 @@ class InvalidArgumentError(MediaStashError, ValueError):
 
     def __init__(self, name: str, accepts: str, value: object) -> None:
         self.name = name
-        super().__init__(f'{name} must be {accepts} (got a {type(value).__name__})')
+        super().__init__(f'{name} must be {accepts} (got {_kind_of(value)})')
+
+
+def _kind_of(value: object) -> str:
+    """What ``value`` is, without its value: its type with an article, and for a number its sign."""
+    if value is None:
+        return 'None'
+    kind = type(value).__name__
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            return f'a negative {kind}'
+        if value == 0:
+            return 'zero'
+    return f'an {kind}' if kind[:1].lower() in 'aeiou' else f'a {kind}'
 
 
 class InvalidStoreConfiguration(MediaStashError, ValueError):
