@@ -38,7 +38,7 @@ from pydantic_ai.providers.bedrock import BedrockProvider
 from pydantic_ai.providers.google import GoogleProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from mediastash import DiskMediaStore, media_uri_for
+from mediastash import DiskMediaStore, MemoryMediaStore, S3AddressableMediaStore, media_uri_for
 from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration
 from mediastash.integrations import MediaUrls, MediaUrlSwapper
 from mediastash.integrations.provider_files import (
@@ -413,6 +413,8 @@ async def test_bedrock_reads_an_s3_stored_blob_by_its_s3_uri_without_upload(
     assert len(requests) == 2 and endpoint.uploads == []
     assert counting.calls['put'] == 2 and counting.calls['get'] + counting.calls['get_stream'] == 0
     keys = [store.key_for(media_uri_for(data)) for data in (document, image)]
+    assert isinstance(store, S3AddressableMediaStore)
+    assert store.s3_uri(media_uri_for(document)) == f's3://{bucket}/{keys[0]}'
     for request in requests:
         content = request.json['messages'][0]['content']
         assert content[1]['document']['source'] == {'s3Location': {'uri': f's3://{bucket}/{keys[0]}'}}
@@ -426,6 +428,35 @@ async def test_bedrock_reads_an_s3_stored_blob_by_its_s3_uri_without_upload(
             obj = await client.get_object(Bucket=bucket, Key=key)
             assert await obj['Body'].read() == data
     await store.aclose()
+
+
+class LooksLikeS3(MemoryMediaStore):
+    """A store with a bucket name and ``key_for`` that does not declare ``S3AddressableMediaStore``."""
+
+    bucket = 'not-a-bucket'
+
+    def key_for(self, uri: str, context: object = None) -> str:
+        return uri.rsplit('/', 1)[-1]
+
+
+async def test_bedrock_gets_s3_addresses_only_from_a_store_that_declares_them(endpoint: ProviderEndpoint) -> None:
+    """Being S3 is a declared capability (``s3_uri``), never guessed from a store's attribute names."""
+    assert not isinstance(LooksLikeS3(), S3AddressableMediaStore)
+    runtime = boto3.client(
+        'bedrock-runtime',
+        endpoint_url=endpoint.root_url,
+        region_name='us-east-1',
+        aws_access_key_id='bedrock-test',
+        aws_secret_access_key='bedrock-test-secret',
+    )
+    model = BedrockConverseModel('us.amazon.nova-pro-v1:0', provider=BedrockProvider(bedrock_client=runtime))
+    document = pdf(120 * KiB, 63)
+    agent = Agent(model, capabilities=[MediaUrls(LooksLikeS3(), provider_files=True)])
+    await agent.run(['Read.', BinaryContent(document, media_type='application/pdf')])
+    (request,) = endpoint.model_requests('bedrock')
+    source = request.json['messages'][0]['content'][1]['document']['source']
+    assert 's3Location' not in source and 'bytes' in source
+    assert endpoint.uploads == []
 
 
 async def test_models_without_file_references_keep_their_bytes(tmp_path: Path) -> None:

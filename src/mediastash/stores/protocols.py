@@ -23,6 +23,7 @@ __all__ = [
     'DeletableMediaStore',
     'ListableMediaStore',
     'MediaStore',
+    'S3AddressableMediaStore',
     'ScratchableMediaStore',
     'StatableMediaStore',
     'StreamingMediaStore',
@@ -188,6 +189,18 @@ class ScratchableMediaStore(Protocol):
     """
 
     def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[MediaStore]: ...
+
+
+@runtime_checkable
+class S3AddressableMediaStore(Protocol):
+    """A store whose blobs are S3 objects a provider can read in place (Bedrock takes ``s3://bucket/key``).
+
+    ``s3_uri(uri, context)`` is where the blob ``uri`` is (or would be) stored,
+    as ``s3://<bucket>/<key>``; it makes no request. ``MediaUrls(provider_files=...)``
+    sends that address to Bedrock instead of uploading the bytes.
+    """
+
+    def s3_uri(self, uri: str, context: MediaContextLike = EMPTY_CONTEXT) -> str: ...
 
 
 async def confirm_in(store: MediaStore, uris: Iterable[str], *, max_concurrency: int = 16) -> frozenset[str]:

@@ -239,8 +239,7 @@ class ProviderFiles:
         original = candidate.payload.original
         identifier, filename = self._names(original, uri, candidate.media_type)
         if target.s3 is not None:
-            key = target.s3.key_for(uri, MediaContext(media_type=candidate.media_type))
-            file_id = f's3://{target.s3.bucket}/{key}'
+            file_id = target.s3.s3_uri(uri, MediaContext(media_type=candidate.media_type))
         else:
             content = original if isinstance(original, BinaryContent) else None
             record = await self._record(target, uri, candidate.media_type, filename, content)

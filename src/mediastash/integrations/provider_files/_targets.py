@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from mediastash.integrations._model_kinds import MediaKind
+from mediastash.stores.protocols import S3AddressableMediaStore
 
 __all__ = ['FILE_GONE_STATUSES', 'GEMINI_FILE_LIFETIME', 'Target', 'Uploader', 'target_for']
 
@@ -69,7 +70,7 @@ class Target:
     account: str
     accepts: Callable[[MediaKind, str], bool]
     uploader: Uploader | None = None
-    s3: Any = None
+    s3: S3AddressableMediaStore | None = None
     """The S3 media store whose objects Bedrock reads as ``s3://bucket/key`` (Bedrock only)."""
 
 
@@ -156,13 +157,13 @@ def _bedrock_accepts(kind: MediaKind, media_type: str) -> bool:
         return False
 
 
-def _s3_store_of(store: Any) -> Any:
-    """The S3 media store (by shape: a bucket name and ``key_for``) holding ``store``'s blobs, else ``None``.
+def _s3_store_of(store: Any) -> S3AddressableMediaStore | None:
+    """The store holding ``store``'s blobs as S3 objects (it declares ``S3AddressableMediaStore``), else ``None``.
 
     A wrapper store (``inner``: counting, caching) writes its blobs to the store it wraps.
     """
     for _ in range(8):
-        if isinstance(getattr(store, 'bucket', None), str) and callable(getattr(store, 'key_for', None)):
+        if isinstance(store, S3AddressableMediaStore):
             return store
         store = getattr(store, 'inner', None)
         if store is None:

@@ -389,6 +389,10 @@ class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner
         """The object key that holds (or would hold) ``uri``."""
         return self._key_for(parse_media_uri(uri), context)
 
+    def s3_uri(self, uri: str, context: MediaContextLike = EMPTY_CONTEXT) -> str:
+        """``s3://<bucket>/<key>`` of the object that holds (or would hold) ``uri`` (``S3AddressableMediaStore``)."""
+        return f's3://{self._bucket}/{self.key_for(uri, context)}'
+
     # -- primitives --------------------------------------------------------------------
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
