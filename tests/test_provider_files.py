@@ -385,13 +385,8 @@ async def test_delete_uploads_removes_them_at_the_provider_and_from_the_registry
     assert await files.delete_uploads(model) == 0
 
 
-async def test_bedrock_reads_an_s3_stored_blob_by_its_s3_uri_without_upload(
-    endpoint: ProviderEndpoint, moto_server: S3Endpoint
-) -> None:
-    bucket = unique_bucket('pf')
-    async with get_session().create_client('s3', **moto_server.client_options()) as client:
-        await client.create_bucket(Bucket=bucket)
-    store = S3MediaStore(bucket=bucket, key_prefix='media/', **moto_server.client_options())
+def bedrock_model(endpoint: ProviderEndpoint) -> BedrockConverseModel:
+    """pydantic-ai's Bedrock Converse model on a real boto3 client pointed at the local endpoint."""
     runtime = boto3.client(
         'bedrock-runtime',
         endpoint_url=endpoint.root_url,
@@ -399,7 +394,17 @@ async def test_bedrock_reads_an_s3_stored_blob_by_its_s3_uri_without_upload(
         aws_access_key_id='bedrock-test',
         aws_secret_access_key='bedrock-test-secret',
     )
-    model = BedrockConverseModel('us.amazon.nova-pro-v1:0', provider=BedrockProvider(bedrock_client=runtime))
+    return BedrockConverseModel('us.amazon.nova-pro-v1:0', provider=BedrockProvider(bedrock_client=runtime))
+
+
+async def test_bedrock_reads_an_s3_stored_blob_by_its_s3_uri_without_upload(
+    endpoint: ProviderEndpoint, moto_server: S3Endpoint
+) -> None:
+    bucket = unique_bucket('pf')
+    async with get_session().create_client('s3', **moto_server.client_options()) as client:
+        await client.create_bucket(Bucket=bucket)
+    store = S3MediaStore(bucket=bucket, key_prefix='media/', **moto_server.client_options())
+    model = bedrock_model(endpoint)
     document, image = pdf(200 * KiB, 61), png(150 * KiB, 62)
     counting = CountingMediaStore(store)  # a wrapper: its blobs live in the S3 store it wraps
     capability = MediaUrls(counting, provider_files=True)
@@ -442,14 +447,7 @@ class LooksLikeS3(MemoryMediaStore):
 async def test_bedrock_gets_s3_addresses_only_from_a_store_that_declares_them(endpoint: ProviderEndpoint) -> None:
     """Being S3 is a declared capability (``s3_uri``), never guessed from a store's attribute names."""
     assert not isinstance(LooksLikeS3(), S3AddressableMediaStore)
-    runtime = boto3.client(
-        'bedrock-runtime',
-        endpoint_url=endpoint.root_url,
-        region_name='us-east-1',
-        aws_access_key_id='bedrock-test',
-        aws_secret_access_key='bedrock-test-secret',
-    )
-    model = BedrockConverseModel('us.amazon.nova-pro-v1:0', provider=BedrockProvider(bedrock_client=runtime))
+    model = bedrock_model(endpoint)
     document = pdf(120 * KiB, 63)
     agent = Agent(model, capabilities=[MediaUrls(LooksLikeS3(), provider_files=True)])
     await agent.run(['Read.', BinaryContent(document, media_type='application/pdf')])
