@@ -210,6 +210,35 @@ async def test_unreachable_server_and_wrong_password_are_store_errors_without_se
         await connection.execute(f'DROP ROLE {role}')
 
 
+async def test_an_unresolvable_host_is_store_unavailable_on_every_operation() -> None:
+    """Issue 28: asyncpg raised the resolver's bare ``socket.gaierror`` out of ``put``."""
+    store = PostgresMediaStore(dsn='postgresql://carol:pa55word-z@no-such-host.invalid:5432/app', table='m')
+    uri = media_uri_for(b'x')
+    try:
+        for operation in (store.put(b'x'), store.get(uri), store.exists(uri), collect(store.iter_uris())):
+            with pytest.raises(StoreUnavailableError, match='gaierror') as raised:
+                await operation
+            assert 'pa55word-z' not in str(raised.value) and 'carol' not in str(raised.value)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize(
+    'dsn',
+    [
+        'postgresql://u:pa55word-p@db.example:abc/app',
+        'postgresql://u:pa55word-p@db.example:99999/app',
+        'postgresql://u:pa55word-p@db.example/app?port=x5432',
+        'postgres://u:pa55word-p@db.example:5432x,other:5432/app',
+    ],
+)
+def test_a_dsn_whose_port_is_not_a_number_is_refused_at_construction(dsn: str) -> None:
+    """Issue 28: the store was made and failed at its first operation with a bare ``ValueError``."""
+    with pytest.raises(InvalidStoreConfiguration, match=r'port .* is not a number') as raised:
+        PostgresMediaStore(dsn=dsn)
+    assert 'pa55word-p' not in str(raised.value) and 'db.example' not in str(raised.value)
+
+
 async def test_callers_pool_stays_open_and_dsn_pool_is_closed(pool: Any, postgres_dsn: str, tables: list[str]) -> None:
     table = unique_table()
     tables.append(table)
@@ -388,6 +417,53 @@ async def test_chunked_blob_tampered_with_sql_raises_then_heals_on_put(make: Any
     assert await store.put(data) == uri  # this instance saw it fail: the copy is replaced
     assert await store.get(uri) == data
     assert await raw.chunk_rows() == 4  # the old chunk set went with the old manifest
+
+
+async def _two_copies_with_a_damaged_inline_row(make: Any, pool: Any, connection: Any, size: int) -> Any:
+    """A blob stored twice, chunked by a store of 64 KiB chunks and inline by the harness, whose inline row is then
+    damaged (same length): returns the chunked store, its tables, the blob and its URI."""
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    data = blob(size, seed=size % 251)
+    uri = await store.put(data)
+    assert await harness_store(pool, store.table).put(data) == uri
+    await connection.execute(
+        f'UPDATE {raw.main} SET bytes = overlay(bytes placing $2 from 1000) WHERE sha256 = $1',
+        digest_of(uri),
+        b'\x00\x01',
+    )
+    assert await raw.row(uri) is not None and await raw.manifest(uri) is not None
+    return store, raw, data, uri
+
+
+@pytest.mark.parametrize('size', [100_000, 9 * MiB])  # the inline row comes with the look / is hashed by the server
+@pytest.mark.parametrize('how', ['get', 'get_stream'])
+async def test_a_damaged_inline_row_beside_a_sound_chunked_copy_serves_the_chunked_one_and_heals(
+    make: Any, pool: Any, connection: Any, how: str, size: int
+) -> None:
+    """Issue 28: either copy serves reads (docs/postgres.md), yet a damaged inline row made ``get`` raise."""
+    store, raw, data, uri = await _two_copies_with_a_damaged_inline_row(make, pool, connection, size)
+    if how == 'get':
+        assert await store.get(uri) == data
+    else:
+        assert b''.join(await collect(store.get_stream(uri, chunk_size=50_000))) == data
+    assert await raw.row(uri) is None  # the damaged copy is gone; the sound one stays
+    assert await raw.manifest(uri) is not None
+    fresh, _ = make(table=store.table)
+    assert await fresh.get(uri) == data and b''.join(await collect(fresh.get_stream(uri))) == data
+
+
+async def test_two_damaged_copies_still_raise(make: Any, pool: Any, connection: Any) -> None:
+    store, raw, data, uri = await _two_copies_with_a_damaged_inline_row(make, pool, connection, 100_000)
+    manifest = await raw.manifest(uri)
+    await connection.execute(
+        f'UPDATE {raw.chunks} SET bytes = $2 WHERE chunk_set = $1 AND seq = 0', manifest['chunk_set'], b'\x07' * 65536
+    )
+    with pytest.raises(IntegrityError):
+        await store.get(uri)
+    with pytest.raises(IntegrityError):
+        await collect(store.get_stream(uri))
+    assert await store.put(data) == uri  # the instance saw it fail: the put replaces both copies
+    assert await store.get(uri) == data
 
 
 async def test_put_of_a_stored_blob_sends_no_body_and_dates_it(make: Any, postgres_dsn: str) -> None:

@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import itertools
 import logging
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import (
@@ -494,12 +495,14 @@ class BaseMediaStore(StoreRules, ABC):
         """What an error raised inside a store call means; ``None`` leaves it as it is.
 
         Backends extend this for their driver's exceptions and call ``super()``
-        for the rest. Default: a connection failure or timeout is
-        ``StoreUnavailableError``, a ``PermissionError`` ``StorePermissionError``.
-        Never asked about ``MediaStashError``, ``FileNotFoundError`` (a missing
-        blob keeps its meaning) or errors of the caller's own input stream.
+        for the rest. Default: a connection failure, a timeout or a host name
+        that does not resolve (``socket.gaierror``, which is no
+        ``ConnectionError``) is ``StoreUnavailableError``, a ``PermissionError``
+        ``StorePermissionError``. Never asked about ``MediaStashError``,
+        ``FileNotFoundError`` (a missing blob keeps its meaning) or errors of the
+        caller's own input stream.
         """
-        if isinstance(exc, ConnectionError | TimeoutError):
+        if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror):
             return DriverError(StoreUnavailableError, errno_name(exc))
         if isinstance(exc, PermissionError):
             return DriverError(StorePermissionError, errno_name(exc))

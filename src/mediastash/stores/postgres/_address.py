@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from mediastash.errors import InvalidStoreConfiguration
+
 __all__ = ['DSN_SCHEMES', 'Address', 'address_of', 'parse_dsn_address']
 
 DSN_SCHEMES: Final = ('postgresql', 'postgres')
 _DEFAULT_PORT: Final = 5432
+_MAX_PORT: Final = 65535
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,10 @@ class Address:
 
 def parse_dsn_address(dsn: str, overrides: dict[str, object] | None = None) -> Address | None:
     """The address of a ``postgresql://`` (or ``postgres://``) DSN with asyncpg-style keyword ``overrides``
-    (``host``, ``port``, ``database``, ``user``); ``None`` when ``dsn`` is not such a URL."""
+    (``host``, ``port``, ``database``, ``user``); ``None`` when ``dsn`` is not such a URL.
+
+    ``InvalidStoreConfiguration`` (the value not repeated: the DSN can hold a password) when the port is not a
+    number from 1 to 65535: asyncpg would refuse it only at the first connection, with a bare ``ValueError``."""
     try:
         parts = urlsplit(dsn)
         query = {key: values[-1] for key, values in parse_qs(parts.query).items() if values}
@@ -50,10 +56,7 @@ def parse_dsn_address(dsn: str, overrides: dict[str, object] | None = None) -> A
     host = str(given.get('host') or query.get('host') or host or os.environ.get('PGHOST') or 'localhost')
     host = host.split(',')[0].strip('[]')
     port_value = given.get('port') or query.get('port') or port_text or os.environ.get('PGPORT') or _DEFAULT_PORT
-    try:
-        port = int(str(port_value).split(',')[0])
-    except ValueError:
-        port = _DEFAULT_PORT
+    port = _port_number(str(port_value).split(',')[0])
     user = str(given.get('user') or query.get('user') or _user_of(parts.netloc) or os.environ.get('PGUSER') or '')
     database = str(
         given.get('database')
@@ -75,11 +78,27 @@ def address_of(pool: object) -> Address | None:
     if not isinstance(args, tuple) or not isinstance(kwargs, dict):
         return None
     dsn = args[0] if args and isinstance(args[0], str) else kwargs.get('dsn')
-    if isinstance(dsn, str):
-        return parse_dsn_address(dsn, kwargs)
-    if isinstance(kwargs.get('host'), str):
-        return parse_dsn_address('postgresql://', kwargs)
+    try:
+        if isinstance(dsn, str):
+            return parse_dsn_address(dsn, kwargs)
+        if isinstance(kwargs.get('host'), str):
+            return parse_dsn_address('postgresql://', kwargs)
+    except InvalidStoreConfiguration:  # the pool's own connections fail on it: no address to name
+        return None
     return None
+
+
+def _port_number(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= _MAX_PORT:
+        raise InvalidStoreConfiguration(
+            'the PostgreSQL port (from the connection string, its port= parameter or PGPORT) is not a number '
+            'from 1 to 65535 (the value is not repeated here)'
+        )
+    return port
 
 
 def _has_port(netloc: str) -> bool:

@@ -194,6 +194,19 @@ class Tables:
         """Bytes ``$3`` long from 1-based offset ``$2`` of the inline blob ``$1`` (a row, or none)."""
         return f'SELECT substring(bytes FROM $2 FOR $3) FROM {self.main} WHERE sha256 = $1'
 
+    def inline_is_sound(self) -> str:
+        """Whether the inline row of ``$1`` hashes to its key, hashed on the server (a row too large to fetch)."""
+        return f"SELECT encode(sha256(bytes), 'hex') = sha256 FROM {self.main} WHERE sha256 = $1"
+
+    def drop_damaged_inline(self) -> str:
+        """Delete the inline row of ``$1`` when it does not hash to its key and a chunked copy is beside it (what
+        a read that fell back to the chunked copy heals); the server hashes it again, so a row another writer
+        replaced with sound bytes meanwhile stays."""
+        return (
+            f"DELETE FROM {self.main} WHERE sha256 = $1 AND encode(sha256(bytes), 'hex') <> sha256 "
+            f'AND EXISTS (SELECT 1 FROM {self.chunked} WHERE sha256 = $1)'
+        )
+
     def chunk_page(self) -> str:
         """Up to ``$3`` chunks of the set ``$1`` from number ``$2`` on, in order."""
         return f'SELECT seq, bytes FROM {self.chunks} WHERE chunk_set = $1 AND seq >= $2 ORDER BY seq LIMIT $3'

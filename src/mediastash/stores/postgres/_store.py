@@ -13,7 +13,8 @@ import asyncpg
 
 from mediastash._checks import exactly_one_of, positive_int
 from mediastash.context import MediaContextLike, context_media_type
-from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
+from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreNotFoundError
+from mediastash.stores._blob import sha256_hex, verify_digest
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
 from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import token_for
@@ -466,22 +467,56 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         inline = await self._fetch(self._tables.read_inline, digest)
         if inline:
             return bytes(inline[0][0])
+        return await self._read_chunked(digest)
+
+    async def _read_chunked(self, digest: str) -> bytes:
+        """The chunked copy of the blob whole (the inline row instead when only that one is there now)."""
         rows = await self._fetch(self._tables.locate, digest, _WHOLE)
         if not rows:
             raise self._not_found(digest)
-        inline, chunk_set = rows[0][1], rows[0][2]
+        _, inline, chunk_set, _, size = rows[-1]  # ordered by kind: the chunked copy last
         if chunk_set is None:
             return bytes(inline)
-        return b''.join([piece async for piece in self._chunk_set_pieces(digest, str(chunk_set), int(rows[0][4]))])
+        return b''.join([piece async for piece in self._chunk_set_pieces(digest, str(chunk_set), int(size))])
+
+    async def _read_verified(self, digest: str, context: MediaContextLike) -> bytes:
+        """``_read`` checked against ``digest``, where either of a blob's two copies serves the read: an inline
+        row that fails verification beside a sound chunked copy is deleted (healed) and the chunked copy returned.
+        ``IntegrityError`` (for the inline row) only when no sound copy is left."""
+        inline = await self._fetch(self._tables.read_inline, digest)
+        if not inline:
+            return await verify_digest(digest, await self._read_chunked(digest), where=self._describe())
+        data = bytes(inline[0][0])
+        actual = await sha256_hex(data)
+        if actual == digest:
+            return data
+        with contextlib.suppress(FileNotFoundError):  # no other copy: the inline row's failure stands
+            other = await self._read_chunked(digest)
+            if await sha256_hex(other) == digest:
+                await self._drop_damaged_inline(digest)
+                return other
+        raise IntegrityError(media_uri(digest), actual_digest=actual, where=self._describe())
+
+    async def _drop_damaged_inline(self, digest: str) -> None:
+        """Delete the inline row of ``digest`` if it still fails verification on the server while a chunked
+        copy is beside it: the read that found it served the other copy, and no later read or harness reader
+        meets the damaged one."""
+        await self._fetch(lambda layout: self._tables.drop_damaged_inline(), digest)
 
     def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
         return self._stream(digest, chunk_size)
 
     async def _stream(self, digest: str, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        """The inline row when there is one, else the chunked copy; with both, the inline row is checked before
+        anything is yielded (here when it came with the look, else by the server) and, when damaged, deleted and
+        the chunked copy streamed instead."""
         rows = await self._fetch(self._tables.locate, digest, _STREAM_WINDOW)
         if not rows:
             raise self._not_found(digest)
         _, inline, chunk_set, _, size = rows[0]
+        if chunk_set is None and len(rows) > 1 and not await self._inline_is_sound(digest, inline):
+            await self._drop_damaged_inline(digest)
+            _, inline, chunk_set, _, size = rows[1]
         if chunk_set is not None:
             pieces = self._chunk_set_pieces(digest, str(chunk_set), int(size))
         elif inline is not None:
@@ -493,6 +528,14 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
                 view = memoryview(piece)
                 for start in range(0, len(piece), chunk_size):
                     yield bytes(view[start : start + chunk_size])
+
+    async def _inline_is_sound(self, digest: str, inline: Any) -> bool:
+        """Whether the inline row hashes to ``digest``: its bytes when the look brought them, else asked of the
+        server (a row larger than a stream window is never fetched whole)."""
+        if inline is not None:
+            return await sha256_hex(bytes(inline)) == digest
+        rows = await self._fetch(lambda layout: self._tables.inline_is_sound(), digest)
+        return bool(rows and rows[0][0])
 
     async def _inline_pieces(self, digest: str, size: int) -> AsyncGenerator[bytes, None]:
         """A large inline row (the harness's, up to 1 GB) a window at a time, never whole in memory."""
