@@ -322,30 +322,48 @@ async def test_everything_else_delegates(store: DiskMediaStore) -> None:
     assert type(copied) is type(saver) and copied.inner is inner
 
 
-async def test_sync_methods_bridge_from_another_thread_and_refuse_on_the_loop(store: DiskMediaStore) -> None:
+async def test_sync_methods_bridge_to_the_loop_in_use_and_refuse_on_its_own_thread(store: DiskMediaStore) -> None:
     saver = OffloadingCheckpointSaver(InMemorySaver(), media_store=store)
-    fresh = OffloadingCheckpointSaver(InMemorySaver(), media_store=store)
+    stored = await put(saver, {'messages': history()})  # binds the wrapper to this loop
     with pytest.raises(SyncCallError, match='aget_tuple'):
-        saver.get_tuple(CONFIG)
-    stored = await put(saver, {'messages': history()})
+        saver.get_tuple(stored)  # waiting for this loop on its own thread would deadlock
     found = await asyncio.to_thread(saver.get_tuple, stored)
     assert found is not None and found.checkpoint['channel_values']['messages'] == history()
     listed = await asyncio.to_thread(lambda: list(saver.list(None)))
-    assert len(listed) == 1
+    assert len(listed) == 1 and listed[0].checkpoint['channel_values']['messages'] == history()
     config = {'configurable': {'thread_id': 'sync', 'checkpoint_ns': ''}}
     cp = checkpoint({'messages': history()})
     metadata: Any = {'source': 'loop', 'step': 1, 'parents': {}}
     written = await asyncio.to_thread(saver.put, config, cp, metadata, cp['channel_versions'])
     plain = await saver.inner.aget_tuple(written)
     assert plain is not None and max(map(len, strings(plain.checkpoint['channel_values']))) < 1000
-    with pytest.raises(SyncCallError, match='aput'):
-        await asyncio.to_thread(fresh.put, config, cp, {}, {})  # never used on a loop: nothing to bridge to
+    assert not saver._loop_thread.started  # the store I/O ran on the loop in use, not on one of the wrapper's
 
 
-def test_sync_methods_without_any_loop_name_the_async_method() -> None:
-    saver = OffloadingCheckpointSaver(InMemorySaver(), media_store=MemoryMediaStore())
-    with pytest.raises(SyncCallError, match='adelete_thread'):
-        saver.delete_thread('t')
+def test_sync_methods_with_no_loop_run_the_store_on_a_thread_of_the_wrappers_own(tmp_path: Path) -> None:
+    inner = InMemorySaver()
+    store = DiskMediaStore(tmp_path / 'media')
+    with OffloadingCheckpointSaver(inner, media_store=store) as saver:
+        cp = checkpoint({'messages': history()})
+        written = saver.put(CONFIG, cp, {'source': 'loop', 'step': 1, 'parents': {}}, cp['channel_versions'])
+        saver.put_writes(written, [('messages', [HumanMessage(content=[styles()[0]], id='w')])], 'task-1')
+        plain = inner.get_tuple(written)
+        assert plain is not None and max(map(len, strings(plain.checkpoint['channel_values']))) < 1000
+        assert plain.pending_writes is not None and max(map(len, strings(plain.pending_writes))) < 1000
+        found = saver.get_tuple(written)
+        assert found is not None and found.checkpoint['channel_values']['messages'] == history()
+        assert found.pending_writes is not None and found.pending_writes[0][2][0].content[0] == styles()[0]
+        assert [t.checkpoint['channel_values'] for t in saver.list(None)] == [{'messages': history()}]
+        thread = saver._loop_thread._thread
+        assert thread is not None and thread.is_alive() and thread.daemon
+        saver.delete_thread('thread-1')
+        assert saver.get_tuple(CONFIG) is None
+    thread.join(timeout=0)
+    assert not thread.is_alive()  # close() (the with block) joined it
+    with pytest.raises(SyncCallError, match='close'):
+        saver.put(CONFIG, cp, {'source': 'loop', 'step': 1, 'parents': {}}, cp['channel_versions'])
+    assert inner.get_tuple(CONFIG) is None  # nothing written after close
+    saver.close()  # idempotent
 
 
 async def test_gc_keeps_what_checkpoints_and_writes_reference(store: DiskMediaStore) -> None:
@@ -421,3 +439,19 @@ async def test_state_nested_too_deeply_or_containing_itself_is_a_typed_error(sto
     for value in (deep, looped):
         with pytest.raises(TreeDepthError, match=r'deeper than 200 levels at \$\[0\]'):
             await put(saver, {'value': value})
+
+
+def test_an_optional_method_the_inner_class_has_only_sync_is_offered_only_sync() -> None:
+    """``PostgresSaver`` has ``prune`` and no ``aprune``: the wrapper offers the same and calls the sync one."""
+    calls: list[tuple[list[str], str]] = []
+
+    class SyncPrune(InMemorySaver):
+        def prune(self, thread_ids: Any, *, strategy: str = 'keep_latest') -> None:
+            calls.append((list(thread_ids), strategy))
+
+    with OffloadingCheckpointSaver(SyncPrune(), media_store=MemoryMediaStore()) as saver:
+        assert type(saver).aprune is BaseCheckpointSaver.aprune
+        assert type(saver).prune is not BaseCheckpointSaver.prune
+        saver.prune(['a'], strategy='delete')
+        assert calls == [(['a'], 'delete')]
+        assert not saver._loop_thread.started  # no store I/O: nothing ran on a loop

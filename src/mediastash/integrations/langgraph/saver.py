@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import (
 from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaStashError
+from mediastash.integrations._loop_thread import LoopThread, LoopThreadClosedError
 from mediastash.integrations.langgraph._state import Joined, lean_values, restore_values
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.protocols import MediaStore
@@ -31,24 +32,14 @@ T = TypeVar('T')
 DEFAULT_RECENT_BYTES: Final = 64 << 20
 """Default budget for payload strings this wrapper wrote or read, so reading them again needs no walk."""
 
-_EXTENDED: Final = ('adelete_for_runs', 'acopy_thread', 'aprune')
-"""Optional saver methods: the wrapper has each one exactly when the inner saver's class overrides it."""
-
 
 class SyncCallError(MediaStashError, RuntimeError):
-    """A synchronous saver method was called where it cannot reach the wrapper's event loop safely."""
+    """A synchronous saver method was called where waiting for an event loop would deadlock, or after ``close()``."""
 
 
-def _bridged(async_name: str) -> Any:
-    """The sync method for ``async_name``: the async one run on the wrapper's event loop (see ``_bridge``)."""
-    name = async_name[1:]
-
-    def method(self: OffloadingCheckpointSaver, *args: Any, **kwargs: Any) -> Any:
-        return self._bridge(name, async_name, lambda: getattr(self, async_name)(*args, **kwargs))
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f'``{async_name}``, run from another thread on the event loop the wrapper is used on.'
-    return method
+def _overrides(inner: type, name: str) -> bool:
+    """Whether the saver class ``inner`` implements ``name`` itself (``BaseCheckpointSaver``'s raise or bridge)."""
+    return getattr(inner, name, None) is not getattr(BaseCheckpointSaver, name)
 
 
 class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
@@ -68,10 +59,13 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
     ``inner``'s class does, so LangGraph and the conformance suite see the same
     capabilities.
 
-    Sync methods run the async ones on the event loop the wrapper was last
-    used on (or ``loop``), from another thread, as LangGraph's own async
-    savers do; on that loop's thread, or with no loop running, they raise
-    ``SyncCallError`` naming the async method.
+    Sync methods (``graph.invoke``, ``graph.stream``, ``graph.get_state``)
+    call ``inner``'s sync methods on the calling thread and run the store I/O
+    on an event loop: the one the wrapper was last used on (or ``loop``) when
+    it runs in another thread, else one the wrapper starts in a background
+    thread on first need, shared by every calling thread. ``close()`` (or
+    ``with``) stops that thread; so does interpreter exit. A sync call on the
+    thread of the loop the wrapper was used on raises ``SyncCallError``.
 
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
@@ -115,6 +109,7 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         self.inner = inner
         self.media_store = media_store
         self.loop = loop
+        self._loop_thread = LoopThread('mediastash-langgraph-sync')
 
     # -- what LangGraph asks of a saver besides reads and writes --------------------------------
 
@@ -166,12 +161,7 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         self._bind_loop()
-        values = checkpoint['channel_values']
-        lean = await lean_values(list(values.values()), self.media_store, self._walk_options, self._joined)
-        if any(new is not old for new, old in zip(lean, values.values(), strict=True)):
-            checkpoint = checkpoint.copy()
-            checkpoint['channel_values'] = dict(zip(values, lean, strict=True))
-        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+        return await self.inner.aput(config, await self._lean_checkpoint(checkpoint), metadata, new_versions)
 
     async def aput_writes(
         self,
@@ -181,13 +171,25 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         task_path: str = '',
     ) -> None:
         self._bind_loop()
-        lean = await lean_values([value for _, value in writes], self.media_store, self._walk_options, self._joined)
-        leaned = [(channel, value) for (channel, _), value in zip(writes, lean, strict=True)]
-        await self.inner.aput_writes(config, leaned, task_id, task_path)
+        await self.inner.aput_writes(config, await self._lean_writes(writes), task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         self._bind_loop()
         await self.inner.adelete_thread(thread_id)
+
+    async def _lean_checkpoint(self, checkpoint: Checkpoint) -> Checkpoint:
+        """``checkpoint`` with the payloads of its channel values moved out (itself when nothing moved)."""
+        values = checkpoint['channel_values']
+        lean = await lean_values(list(values.values()), self.media_store, self._walk_options, self._joined)
+        if any(new is not old for new, old in zip(lean, values.values(), strict=True)):
+            checkpoint = checkpoint.copy()
+            checkpoint['channel_values'] = dict(zip(values, lean, strict=True))
+        return checkpoint
+
+    async def _lean_writes(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        """``writes`` with the payloads of their values moved out."""
+        lean = await lean_values([value for _, value in writes], self.media_store, self._walk_options, self._joined)
+        return [(channel, value) for (channel, _), value in zip(writes, lean, strict=True)]
 
     async def _restored(self, found: CheckpointTuple) -> CheckpointTuple:
         """``found`` with the payloads of its channel values and pending writes read back, in one batch."""
@@ -206,7 +208,15 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
             ]
         return found._replace(checkpoint=checkpoint, pending_writes=pending)
 
-    # -- sync: bridged to the wrapper's event loop --------------------------------------------
+    # -- sync: the inner saver's sync methods, store I/O on an event loop -------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if not self._inner_has('get_tuple'):
+            return self._on_loop('get_tuple', 'aget_tuple', lambda: self.aget_tuple(config))
+        found = self.inner.get_tuple(config)
+        if found is None:
+            return None
+        return self._on_loop('get_tuple', 'aget_tuple', lambda: self._restored(found))
 
     def list(
         self,
@@ -216,85 +226,167 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        async def collect() -> list[CheckpointTuple]:
-            return [found async for found in self.alist(config, filter=filter, before=before, limit=limit)]
+        if not self._inner_has('list'):
 
-        yield from self._bridge('list', 'alist', collect)
+            async def collect() -> list[CheckpointTuple]:
+                return [found async for found in self.alist(config, filter=filter, before=before, limit=limit)]
 
-    get_tuple = _bridged('aget_tuple')
-    put = _bridged('aput')
-    put_writes = _bridged('aput_writes')
-    delete_thread = _bridged('adelete_thread')
+            yield from self._on_loop('list', 'alist', collect)
+            return
+        for found in self.inner.list(config, filter=filter, before=before, limit=limit):
+            yield self._on_loop('list', 'alist', lambda found=found: self._restored(found))  # type: ignore[misc]
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        if not self._inner_has('put'):
+            return self._on_loop('put', 'aput', lambda: self.aput(config, checkpoint, metadata, new_versions))
+        lean = self._on_loop('put', 'aput', lambda: self._lean_checkpoint(checkpoint))
+        return self.inner.put(config, lean, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = '',
+    ) -> None:
+        if not self._inner_has('put_writes'):
+            return self._on_loop(
+                'put_writes', 'aput_writes', lambda: self.aput_writes(config, writes, task_id, task_path)
+            )
+        lean = self._on_loop('put_writes', 'aput_writes', lambda: self._lean_writes(writes))
+        self.inner.put_writes(config, lean, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._delegate('delete_thread', thread_id)
+
+    def close(self) -> None:
+        """Stop the event loop this wrapper started for sync calls (if any) and join its thread.
+
+        Closes neither ``inner`` nor ``media_store`` (they are the caller's). Idempotent; a sync call that
+        needs the loop afterwards raises ``SyncCallError``. At interpreter exit the loop is stopped anyway.
+        """
+        self._loop_thread.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _inner_has(self, name: str) -> bool:
+        return _overrides(type(self.inner), name)
+
+    def _delegate(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """The inner saver's sync ``name`` when its class has one, else its async one run on an event loop."""
+        if self._inner_has(name):
+            getattr(self.inner, name)(*args, **kwargs)
+        else:
+            self._on_loop(name, f'a{name}', lambda: getattr(self, f'a{name}')(*args, **kwargs))
 
     def _bind_loop(self) -> None:
         self.loop = asyncio.get_running_loop()
 
-    def _bridge(self, name: str, async_name: str, call: Callable[[], Awaitable[T]]) -> T:
-        """Run ``call()`` on the wrapper's loop from this (other) thread, or raise ``SyncCallError``."""
-        loop = self.loop
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not None:
-            raise SyncCallError(
-                f'OffloadingCheckpointSaver.{name} was called on a running event loop, where it would block it: '
-                f'use `await saver.{async_name}(...)` (graph.ainvoke, graph.aget_state), or call {name} from '
-                'another thread'
-            )
-        if loop is None or loop.is_closed() or not loop.is_running():
-            raise SyncCallError(
-                f'OffloadingCheckpointSaver.{name} runs {async_name} on the event loop the saver is used on, '
-                'and no such loop is running: use the async method (graph.ainvoke, graph.aget_state), or call '
-                f'{name} from another thread while that loop runs (or pass loop=)'
-            )
+    def _on_loop(self, name: str, async_name: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call()`` to completion from this synchronous caller, on the right event loop.
+
+        The loop the wrapper was last used on (or ``loop=``) when it runs in another thread, so a store
+        whose connections belong to that loop keeps them; a sync call on that loop's own thread would
+        deadlock and raises ``SyncCallError``. With no such loop running, a loop of the wrapper's own in a
+        background thread (``close()`` stops it).
+        """
 
         async def run() -> T:
             return await call()
 
-        return asyncio.run_coroutine_threadsafe(run(), loop).result()
+        loop = self.loop
+        if loop is not None and not loop.is_closed() and loop.is_running():
+            try:
+                running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                raise SyncCallError(
+                    f'OffloadingCheckpointSaver.{name} was called on the thread of the event loop the saver is '
+                    f'used on, where waiting for that loop would block it: use `await saver.{async_name}(...)` '
+                    f'(graph.ainvoke, graph.aget_state), or call {name} from another thread'
+                )
+            return asyncio.run_coroutine_threadsafe(run(), loop).result()
+        if self._loop_thread.owns_current_thread():
+            raise SyncCallError(
+                f"OffloadingCheckpointSaver.{name} was called from a coroutine on the saver's own event loop: "
+                f'use `await saver.{async_name}(...)`'
+            )
+        try:
+            return self._loop_thread.run(run)
+        except LoopThreadClosedError:
+            raise SyncCallError(
+                f'OffloadingCheckpointSaver.{name} needs the event loop the saver runs sync calls on, '
+                'and close() has stopped it: use a new OffloadingCheckpointSaver'
+            ) from None
 
 
 # -- optional capabilities, mirrored from the inner saver's class --------------------------------------
 
 
-class _DeleteForRuns(OffloadingCheckpointSaver):
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._bind_loop()
-        await self.inner.adelete_for_runs(run_ids)
-
-    delete_for_runs = _bridged('adelete_for_runs')
+async def _adelete_for_runs(self: OffloadingCheckpointSaver, run_ids: Sequence[str]) -> None:
+    self._bind_loop()
+    await self.inner.adelete_for_runs(run_ids)
 
 
-class _CopyThread(OffloadingCheckpointSaver):
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._bind_loop()
-        await self.inner.acopy_thread(source_thread_id, target_thread_id)
-
-    copy_thread = _bridged('acopy_thread')
+def _delete_for_runs(self: OffloadingCheckpointSaver, run_ids: Sequence[str]) -> None:
+    self._delegate('delete_for_runs', run_ids)
 
 
-class _Prune(OffloadingCheckpointSaver):
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = 'keep_latest') -> None:
-        self._bind_loop()
-        await self.inner.aprune(thread_ids, strategy=strategy)
-
-    prune = _bridged('aprune')
+async def _acopy_thread(self: OffloadingCheckpointSaver, source_thread_id: str, target_thread_id: str) -> None:
+    self._bind_loop()
+    await self.inner.acopy_thread(source_thread_id, target_thread_id)
 
 
-_MIXINS: Final[dict[str, type[OffloadingCheckpointSaver]]] = {
-    'adelete_for_runs': _DeleteForRuns,
-    'acopy_thread': _CopyThread,
-    'aprune': _Prune,
+def _copy_thread(self: OffloadingCheckpointSaver, source_thread_id: str, target_thread_id: str) -> None:
+    self._delegate('copy_thread', source_thread_id, target_thread_id)
+
+
+async def _aprune(self: OffloadingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = 'keep_latest') -> None:
+    self._bind_loop()
+    await self.inner.aprune(thread_ids, strategy=strategy)
+
+
+def _prune(self: OffloadingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = 'keep_latest') -> None:
+    self._delegate('prune', thread_ids, strategy=strategy)
+
+
+_OPTIONAL: Final[dict[str, tuple[tuple[str, Callable[..., Any]], tuple[str, Callable[..., Any]]]]] = {
+    'delete_for_runs': (('adelete_for_runs', _adelete_for_runs), ('delete_for_runs', _delete_for_runs)),
+    'copy_thread': (('acopy_thread', _acopy_thread), ('copy_thread', _copy_thread)),
+    'prune': (('aprune', _aprune), ('prune', _prune)),
 }
-_CLASSES: dict[tuple[str, ...], type[OffloadingCheckpointSaver]] = {(): OffloadingCheckpointSaver}
+"""Each optional capability: its async method (offered when ``inner``'s class has it) and its sync method
+(offered when ``inner``'s class has either: the sync one delegates, or runs the async one on a loop)."""
+for _pair in _OPTIONAL.values():
+    for _name, _method in _pair:
+        _method.__name__ = _method.__qualname__ = _name
+_CLASSES: dict[frozenset[str], type[OffloadingCheckpointSaver]] = {frozenset(): OffloadingCheckpointSaver}
 
 
 def _with_capabilities_of(inner: type) -> type[OffloadingCheckpointSaver]:
-    """The wrapper class offering exactly the optional methods ``inner`` overrides (one class per set)."""
-    offered = tuple(name for name in _EXTENDED if getattr(inner, name, None) is not getattr(BaseCheckpointSaver, name))
-    cls = _CLASSES.get(offered)
+    """The wrapper class offering exactly the optional methods ``inner`` offers (one class per set)."""
+    offered: set[str] = set()
+    for (async_name, _), (sync_name, _) in _OPTIONAL.values():
+        if _overrides(inner, async_name):
+            offered.update((async_name, sync_name))
+        elif _overrides(inner, sync_name):
+            offered.add(sync_name)
+    key = frozenset(offered)
+    cls = _CLASSES.get(key)
     if cls is None:
-        bases = tuple(_MIXINS[name] for name in offered)
-        cls = _CLASSES[offered] = type('OffloadingCheckpointSaver', bases, {'__module__': __name__})
+        methods = {name: method for pair in _OPTIONAL.values() for name, method in pair if name in key}
+        cls = _CLASSES[key] = type(
+            'OffloadingCheckpointSaver', (OffloadingCheckpointSaver,), {'__module__': __name__, **methods}
+        )
     return cls
