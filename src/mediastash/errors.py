@@ -15,12 +15,14 @@ __all__ = [
     'InvalidArgumentError',
     'InvalidMediaType',
     'InvalidMediaURI',
+    'InvalidNamespaceError',
     'InvalidStoreConfiguration',
     'MalformedMarker',
     'MediaNotFoundError',
     'MediaStashError',
     'MetadataTooLargeError',
     'NamespaceCleanupError',
+    'NamespaceUnsupportedError',
     'NotARegularFileError',
     'StoreClosedError',
     'StoreNotFoundError',
@@ -128,6 +130,26 @@ def _kind_of(value: object) -> str:
         if value == 0:
             return 'zero'
     return f'an {kind}' if kind[:1].lower() in 'aeiou' else f'a {kind}'
+
+
+class InvalidNamespaceError(InvalidArgumentError):
+    """A namespace name is not 1 to 64 of ``A-Z a-z 0-9 . _ -`` (or is only dots); the name is never shown.
+
+    A subclass of ``InvalidArgumentError`` (so a ``ValueError``); ``name`` is
+    the parameter that carried it (``namespace``, ``--namespace``).
+    """
+
+    def __init__(self, name: str, value: object) -> None:
+        super().__init__(name, 'a namespace name: 1 to 64 of A-Z a-z 0-9 . _ - and not only dots', value)
+
+
+class NamespaceUnsupportedError(MediaStashError, TypeError):
+    """A namespace operation this store cannot do.
+
+    Raised by ``namespace()`` on a store whose backend has no namespaces or on a
+    view that already is one (namespaces do not nest), and by ``erase()`` on a
+    store that is not a namespace view (erasing everything is not what it does).
+    """
 
 
 class InvalidStoreConfiguration(MediaStashError, ValueError):

@@ -3,7 +3,7 @@
 import importlib
 from typing import TYPE_CHECKING
 
-from mediastash.stores.base import BaseMediaStore, BlobInfo, BlobStat, DriverError, Ingest
+from mediastash.stores.base import BaseMediaStore, BlobInfo, BlobStat, DriverError, EraseReport, Ingest
 from mediastash.stores.cached import CachedMediaStore
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
@@ -48,6 +48,7 @@ __all__ = [
     'DeletableMediaStore',
     'DiskMediaStore',
     'DriverError',
+    'EraseReport',
     'Ingest',
     'ListableMediaStore',
     'MediaStore',

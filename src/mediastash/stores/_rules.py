@@ -46,18 +46,21 @@ class StoreRules(AsyncClosing):
     """
 
     _closed: bool = False
+    _namespace_parent: StoreRules | None = None
+    """On a namespace view: the store it was made from, whose closing closes the view too."""
 
     @property
     def closed(self) -> bool:
-        """True once ``aclose`` was called."""
-        return self._closed
+        """True once ``aclose`` was called (on a namespace view: on it or on its store)."""
+        parent = self._namespace_parent
+        return self._closed or (parent is not None and parent.closed)
 
     def _describe(self) -> str:
         """Short, secret-free description used in error messages."""
         return type(self).__name__
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self.closed:
             raise StoreClosedError(f'{self._describe()} is closed')
 
     def _open_digest(self, uri: str) -> str:

@@ -43,12 +43,14 @@ from mediastash.errors import (
     InvalidStoreConfiguration,
     MediaNotFoundError,
     MediaStashError,
+    NamespaceUnsupportedError,
     StoreOperationError,
     StorePermissionError,
     StoreUnavailableError,
 )
 from mediastash.known_blobs import deletion_generation, note_deletion
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verified_stream, verify_digest
+from mediastash.stores._namespaces import EraseReport, check_namespace_name, erase_all
 from mediastash.stores._rules import AsyncClosing, StoreRules
 from mediastash.stores.protocols import BlobInfo, BlobStat
 from mediastash.uri import media_uri
@@ -70,6 +72,7 @@ __all__ = [
     'BlobInfo',
     'BlobStat',
     'DriverError',
+    'EraseReport',
     'driver_errors_mapped',
     'Ingest',
 ]
@@ -172,6 +175,22 @@ def driver_errors_mapped(store: BaseMediaStore, operation: str) -> Iterator[None
         raise mapped from exc
 
 
+_NAMES_NAMESPACE: Final = '__mediastash_names_namespace__'
+
+
+def _naming_namespace(describe: Callable[[Any], str]) -> Callable[[Any], str]:
+    """A backend's ``_describe`` that also names the namespace of a view (what every error and ``repr`` shows)."""
+
+    @functools.wraps(describe)
+    def described(self: BaseMediaStore) -> str:
+        text = describe(self)
+        name = self._namespace_name
+        return text if name is None else f'{text} (namespace {name!r})'
+
+    setattr(described, _NAMES_NAMESPACE, True)
+    return described
+
+
 # Public capability method -> the primitive that provides it. A subclass that does
 # not supply the primitive has the method set to ``None`` on its class, which is how
 # ``typing`` protocols are told a method is absent: ``isinstance(store,
@@ -262,6 +281,12 @@ class BaseMediaStore(StoreRules, ABC):
     _url_planner: ClassVar[UrlPlanner | None] = None
     """What ``plan_from_url`` calls: the ``url_planner=`` class keyword (inherited by subclasses)."""
 
+    supports_namespaces: ClassVar[bool] = False
+    """True when ``namespace()`` works: set for a backend that supplies ``_open_namespace``."""
+
+    _namespace_name: str | None = None
+    _namespace_parent: BaseMediaStore | None = None  # set on a view: the store it was made from
+
     def __init__(self, *, public_url: PublicUrlResolver | None = None) -> None:
         self._public_url = public_url
         self._instance_key: Hashable = ('instance', type(self).__name__, next(_instances))
@@ -294,6 +319,10 @@ class BaseMediaStore(StoreRules, ABC):
         super().__init_subclass__(**kwargs)
         if url_planner is not None:
             cls._url_planner = url_planner
+        cls.supports_namespaces = cls._open_namespace is not BaseMediaStore._open_namespace
+        own_describe = vars(cls).get('_describe')
+        if own_describe is not None and not getattr(own_describe, _NAMES_NAMESPACE, False):
+            cls._describe = _naming_namespace(own_describe)  # type: ignore[method-assign]
         for method, primitive in _CAPABILITIES.items():
             defined = next(vars(klass)[method] for klass in cls.__mro__ if method in vars(klass))
             standard = vars(BaseMediaStore)[method]
@@ -521,7 +550,14 @@ class BaseMediaStore(StoreRules, ABC):
 
     @property
     def storage_key(self) -> Hashable:
-        """Hashable identity of the storage behind this store (see ``_storage_identity``)."""
+        """Hashable identity of the storage behind this store (see ``_storage_identity``).
+
+        A namespace view's is its store's key plus the namespace name: never
+        equal to the store's or another namespace's.
+        """
+        parent = self._namespace_parent
+        if parent is not None:
+            return ('namespace', parent.storage_key, self._namespace_name)
         identity = self._storage_identity()
         return self._instance_key if identity is None else identity
 
@@ -545,9 +581,108 @@ class BaseMediaStore(StoreRules, ABC):
     async def aclose(self) -> None:
         """Close the store and release what it owns (``_aclose``, called once). Safe to call twice.
 
-        A driver's error while closing leaves as a ``StoreOperationError``, as from every other call.
+        A namespace view owns nothing: closing it only makes calls through it
+        refuse; its store's connection stays open for the store and its other
+        views. A driver's error while closing leaves as a ``StoreOperationError``,
+        as from every other call.
         """
+        if self._namespace_parent is not None:
+            self._closed = True
+            return
         await super().aclose()
+
+    # -- namespaces ----------------------------------------------------------------------
+
+    @_naming_namespace
+    def _describe(self) -> str:
+        return type(self).__name__
+
+    @property
+    def namespace_name(self) -> str | None:
+        """The namespace this store is confined to; ``None`` for the store itself."""
+        return self._namespace_name
+
+    def namespace(self, name: str) -> Self:
+        """A view of this store that sees only the blobs of namespace ``name`` (see ``docs/stores.md``).
+
+        Every call through the view (``put``, ``get``, listing, deletion, GC,
+        ``verify``, ``erase``) touches that namespace only; the store itself
+        sees none of them. The view shares the store's connection: closing the
+        view leaves the store open, closing the store closes the view. Each
+        call returns a new view; views of one name see the same blobs.
+        ``InvalidNamespaceError`` for a bad name (never shown),
+        ``NamespaceUnsupportedError`` when the backend has no namespaces or
+        this store is a view already (namespaces do not nest).
+        """
+        check_namespace_name(name)
+        self._check_open()
+        if self._namespace_parent is not None:
+            raise NamespaceUnsupportedError(
+                f'{self._describe()} is a namespace view; namespaces do not nest (call namespace() on its store)'
+            )
+        if not self.supports_namespaces:
+            raise NamespaceUnsupportedError(f'{type(self).__name__} has no namespaces')
+        view = self._open_namespace(name)
+        if view is self or type(view) is not type(self):
+            raise TypeError(f'{type(self).__name__}._open_namespace must return a new {type(self).__name__}')
+        if view._public_url is self._public_url:
+            view._public_url = None  # a resolver of the store's own layout would name another namespace's blob
+        view._namespace_name = name
+        view._namespace_parent = self
+        return view
+
+    def _open_namespace(self, name: str) -> Self:
+        """A new instance of this backend confined to namespace ``name`` (``name`` is already validated).
+
+        How a backend implements namespaces: supply this hook and nothing else.
+        Return a fresh instance (never ``self``) that shares this instance's
+        connection or client and reads and writes only the namespace's part of
+        the storage: a key prefix, a sub-folder, a column value, a table. Two
+        rules the layout must keep: the store itself (no namespace) keeps its
+        layout unchanged and never lists, collects or verifies a namespace's
+        blobs; and no valid name can reach another namespace's part (names
+        are ``[A-Za-z0-9._-]{1,64}``, never only dots).
+
+        The base does the rest: it checks the name, refuses nesting, gives the
+        view its ``storage_key`` (the store's key plus the name, so known-blob
+        caches and deletion notes are per namespace whatever the backend's
+        ``_storage_identity`` says), ties the view's closed state to the store's
+        and keeps the view's ``aclose`` from touching the shared connection
+        (``_aclose`` runs for the store only). A public URL resolver the view
+        inherits unchanged from the store is dropped (it would name the store's
+        own layout); a view that builds its own (presigning bound to the view)
+        keeps it. A backend without this hook refuses ``namespace()`` with
+        ``NamespaceUnsupportedError`` and ``supports_namespaces`` is False.
+        """
+        raise NamespaceUnsupportedError(f'{type(self).__name__} has no namespaces')
+
+    async def erase(self, *, progress: Callable[[int, int], None] | None = None) -> EraseReport:
+        """Delete every blob of this namespace view and report how many and how many bytes (``EraseReport``).
+
+        Only on a view (``store.namespace(name).erase()``); the store itself
+        refuses with ``NamespaceUnsupportedError``. Other namespaces and the
+        store's own blobs are untouched. Deletions are noted for the known-blob
+        cache like any other; an interrupted erase is finished by running it
+        again. ``progress(count, bytes)`` is called after each batch. Needs a
+        backend that lists and deletes.
+        """
+        self._check_open()
+        name = self._namespace_name
+        if name is None:
+            raise NamespaceUnsupportedError(
+                f'{self._describe()} is not a namespace view; erase() empties one: store.namespace(name).erase()'
+            )
+        if self.iter_blobs is None or self.delete_many is None:
+            raise NamespaceUnsupportedError(f'{type(self).__name__} cannot list and delete blobs, so it cannot erase')
+
+        async def delete_batch(uris: list[str]) -> list[str]:
+            removed = await self.delete_many(uris)
+            if removed == len(uris):
+                return uris
+            left = await self.exists_many(uris)
+            return [uri for uri in uris if uri not in left]
+
+        return await erase_all(name, self.iter_blobs, delete_batch, where=self._describe(), progress=progress)
 
     def __repr__(self) -> str:
         described = self._describe()  # secret-free by contract; a bare class name gets its parentheses

@@ -17,14 +17,15 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Hashable, Iterable
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
-from mediastash.errors import IntegrityError, MediaNotFoundError, StoreClosedError
+from mediastash.errors import IntegrityError, MediaNotFoundError, NamespaceUnsupportedError, StoreClosedError
 from mediastash.known_blobs import DEFAULT_TRUST_SECONDS, deletion_generation, storage_key_of
 from mediastash.stores._blob import verify_digest
+from mediastash.stores._namespaces import EraseReport
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY
 from mediastash.stores.protocols import (
     CollectableMediaStore,
@@ -418,6 +419,38 @@ class CachedMediaStore(WrapperMediaStore):
         found = await super().touch_many(uris, **options)
         self._confirm((parse_media_uri(uri) for uri in found), asked)
         return found
+
+    # -- namespaces: the backing store's and the cache's of the same name ---------------
+
+    @property
+    def supports_namespaces(self) -> bool:
+        """True when both the backing store and the cache have namespaces."""
+        return all(bool(getattr(store, 'supports_namespaces', False)) for store in (self.inner, self.cache))
+
+    def _rewrap(self, inner_view: Any, name: str) -> Self:
+        """A ``CachedMediaStore`` over the backing store's view and the cache's view of ``name``, same options.
+
+        The view's size bound (``max_bytes``) counts the namespace's cached copies only.
+        """
+        opener: Callable[[str], MediaStore] | None = getattr(self.cache, 'namespace', None)
+        if opener is None:
+            raise NamespaceUnsupportedError(f'{self._describe()} has a cache without namespaces')
+        return type(self)(
+            inner_view,
+            cache=opener(name),
+            max_bytes=self.max_bytes,
+            write=self.write,
+            trust_seconds=self.trust_seconds,
+            clock=self.clock,
+        )
+
+    async def erase(self, *, progress: Callable[[int, int], None] | None = None) -> EraseReport:
+        """Erase the namespace in the backing store (its report), then its cached copies (best effort)."""
+        report = await super().erase(progress=progress)
+        cache: Any = self.cache
+        await _best_effort(cache.erase, 'the cache could not erase namespace %s', self.namespace_name)
+        self._lru = None  # rebuilt from the (now emptied) cache on next use; the backing store's deletions
+        return report  # were noted, so the confirmations ``exists`` reuses are forgotten already
 
     async def _aclose(self) -> None:
         """Close the backing store and the cache (``aclose`` calls this once)."""

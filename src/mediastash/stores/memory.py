@@ -23,7 +23,8 @@ class MemoryMediaStore(BaseMediaStore):
     """Blobs in a dict. Supports listing (in insertion order), deleting, streaming and garbage collection.
 
     Metadata of the first ``put`` wins, as with the database-backed stores. The
-    dict is private to the instance, so its ``storage_key`` is too. Each blob's
+    dict is private to the instance, so its ``storage_key`` is too. Namespaces
+    (``namespace(name)``) are dicts of their own that the instance keeps. Each blob's
     last-write time (``time.time()`` of its first ``put`` or latest touch) is
     kept for ``iter_blobs``.
     """
@@ -43,6 +44,17 @@ class MemoryMediaStore(BaseMediaStore):
         self._metadata: dict[str, Mapping[str, str]] = {}
         self._media_types: dict[str, str | None] = {}
         self._written_at: dict[str, float | None] = {}
+        self._namespaces: dict[str, MemoryMediaStore] = {}
+
+    def _open_namespace(self, name: str) -> MemoryMediaStore:
+        """A store on the dicts of namespace ``name``, which this instance keeps (created on first use)."""
+        first = self._namespaces.get(name)
+        if first is None:
+            first = self._namespaces[name] = MemoryMediaStore()
+        view = MemoryMediaStore()
+        view._blobs, view._metadata = first._blobs, first._metadata
+        view._media_types, view._written_at = first._media_types, first._written_at
+        return view
 
     def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[MemoryMediaStore]:
         """A new, empty ``MemoryMediaStore`` for ``label``, emptied and closed after the block.

@@ -11,11 +11,13 @@ and URIs and chunk sizes checked before a call is handed on.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Mapping
+from typing import Any, Self
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
+from mediastash.errors import NamespaceUnsupportedError
 from mediastash.known_blobs import storage_key_of
+from mediastash.stores._namespaces import EraseReport, check_namespace_name
 from mediastash.stores._rules import StoreRules
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
 from mediastash.stores.protocols import (
@@ -41,6 +43,9 @@ _OPTIONAL_METHODS = (
 )
 
 
+_ORIGIN = '_wrapper_origin'
+"""Attribute of a variant class made by ``_without``: the class it was made from."""
+
 _variants: dict[tuple[type, tuple[str, ...]], type] = {}
 _variants_lock = threading.Lock()
 
@@ -52,6 +57,7 @@ def _without(cls: type, missing: tuple[str, ...]) -> type:
         if variant is None:
             namespace: dict[str, object] = {name: None for name in missing}
             namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __doc__=cls.__doc__)
+            namespace[_ORIGIN] = vars(cls).get(_ORIGIN, cls)
             variant = _variants[(cls, missing)] = type(cls.__name__, (cls,), namespace)
         return variant
 
@@ -129,6 +135,47 @@ class WrapperMediaStore(StoreRules):
     ) -> frozenset[str]:
         wanted = list(self._open_digests(uris).values())
         return await exists_in(self.inner, wanted, max_concurrency=max_concurrency)
+
+    # -- namespaces ---------------------------------------------------------------------
+
+    @property
+    def supports_namespaces(self) -> bool:
+        """The wrapped store's (see ``BaseMediaStore.supports_namespaces``)."""
+        return bool(getattr(self.inner, 'supports_namespaces', False))
+
+    @property
+    def namespace_name(self) -> str | None:
+        """The wrapped store's namespace; ``None`` for a store that is not a namespace view."""
+        name = getattr(self.inner, 'namespace_name', None)
+        return name if isinstance(name, str) else None
+
+    def namespace(self, name: str) -> Self:
+        """This wrapper around ``inner.namespace(name)`` (see ``BaseMediaStore.namespace``).
+
+        The view's wrapper is closed with this one; closing it closes only the inner view.
+        """
+        check_namespace_name(name)
+        self._check_open()
+        opener: Callable[[str], Any] | None = getattr(self.inner, 'namespace', None)
+        if opener is None:
+            raise NamespaceUnsupportedError(f'{self._describe()} wraps a store without namespaces')
+        view = self._rewrap(opener(name), name)
+        view._namespace_parent = self
+        return view
+
+    def _rewrap(self, inner_view: Any, name: str) -> Self:
+        """A wrapper like this one around ``inner_view``; override when the constructor takes more than ``inner``."""
+        origin: type[Self] = getattr(type(self), _ORIGIN, type(self))
+        return origin(inner_view)
+
+    async def erase(self, *, progress: Callable[[int, int], None] | None = None) -> EraseReport:
+        """The wrapped view's ``erase`` (see ``BaseMediaStore.erase``)."""
+        self._check_open()
+        erase: Any = getattr(self.inner, 'erase', None)
+        if erase is None:
+            raise NamespaceUnsupportedError(f'{self._describe()} wraps a store that cannot erase')
+        report: EraseReport = await erase(progress=progress)
+        return report
 
     # -- MediaStore ---------------------------------------------------------------------
 

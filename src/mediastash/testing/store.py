@@ -24,7 +24,10 @@ store's back, for the garbage-collection tests) and ``close_store``.
 released by ``close_store`` after each test (default: ``aclose`` when the
 store has one; override it to also close clients the test module created).
 Tests of optional capabilities (listing, deleting, streaming, garbage
-collection) skip when the store does not implement the matching protocol. The class name has no
+collection) skip when the store does not implement the matching protocol.
+The namespace tests follow ``has_namespaces`` (default: what the store
+declares with ``supports_namespaces``); a store without namespaces must
+refuse ``namespace()`` with ``NamespaceUnsupportedError``. The class name has no
 ``Test`` prefix, so pytest only collects it through subclasses.
 """
 
@@ -47,11 +50,13 @@ from mediastash import (
     EMPTY_CONTEXT,
     IntegrityError,
     InvalidMediaURI,
+    InvalidNamespaceError,
     KnownBlobCache,
     MediaContext,
     MediaNotFoundError,
     MediaStore,
     MetadataTooLargeError,
+    NamespaceUnsupportedError,
     StoreClosedError,
     externalize_media,
     make_static_public_url,
@@ -74,7 +79,17 @@ from mediastash.testing.counting import CountingMediaStore
 from mediastash.urls import PublicUrlResolver
 from mediastash.verify import verify_store
 
-__all__ = ['BAD_URIS', 'MISSING_URI', 'TAMPERINGS', 'ForeignContext', 'StoreTests', 'blob', 'chunked', 'collect']
+__all__ = [
+    'BAD_NAMESPACES',
+    'BAD_URIS',
+    'MISSING_URI',
+    'TAMPERINGS',
+    'ForeignContext',
+    'StoreTests',
+    'blob',
+    'chunked',
+    'collect',
+]
 
 TAMPERINGS = ['flipped', 'truncated', 'extended', 'same_size', 'other_blob']
 """How the heal matrix corrupts a stored blob: one byte flipped, cut in half, one byte added, replaced by other
@@ -96,6 +111,25 @@ BAD_URIS: list[object] = [
     b'media+sha256://' + b'a' * 64,
 ]
 MISSING_URI = media_uri_for(b'never stored in any conformance test')
+
+BAD_NAMESPACES: list[object] = [
+    '',
+    '.',
+    '..',
+    '...',
+    'zq/x',
+    'zq/../x',
+    'zq\\x',
+    'zq x',
+    'zq\x00',
+    'zq\u00e9',
+    'zq:x',
+    'zq' * 33,
+    b'zq',
+    None,
+    42,
+]
+"""Namespace names every store refuses (``zq`` marks them: an error message must never contain it)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +185,11 @@ class StoreTests:
 
     records_media_types: ClassVar[bool] = True
     """Declare ``False`` for a backend that keeps no media type: ``stat`` must then answer ``None`` for it."""
+
+    has_namespaces: ClassVar[bool | None] = None
+    """``True``: the store must have tenant namespaces (``namespace(name)``) and passes the namespace tests;
+    ``False``: it must refuse ``namespace()`` with ``NamespaceUnsupportedError``; ``None`` (the default): whichever
+    the store declares with ``supports_namespaces``."""
 
     stat_reads_blob: ClassVar[bool] = False
     """Declare ``True`` when ``stat`` reads the blob (a backend relying on ``BaseMediaStore``'s default
@@ -1143,6 +1182,222 @@ class StoreTests:
         assert await store.get(kept) == b'kept through a failed sweep'
         if before is not None:
             assert await self.raw_storage_snapshot(store) == before, 'a namespace left something behind'
+
+    # -- tenant namespaces ----------------------------------------------------------------
+
+    def _namespaced(self, store: Any) -> Any:
+        """``store`` when it is expected to have namespaces (``has_namespaces``); otherwise skip the test."""
+        declared = bool(getattr(store, 'supports_namespaces', False))
+        expected = declared if self.has_namespaces is None else self.has_namespaces
+        if not expected:
+            pytest.skip(f'{type(store).__name__} has no namespaces')
+        assert declared, f'{type(store).__name__}.supports_namespaces must be True when it has namespaces'
+        return store
+
+    async def test_namespace_support_is_declared(self, store: Any) -> None:
+        declared = bool(getattr(store, 'supports_namespaces', False))
+        expected = declared if self.has_namespaces is None else self.has_namespaces
+        assert declared == expected, f'{type(store).__name__}.supports_namespaces must be {expected}'
+        opener = getattr(store, 'namespace', None)
+        if not expected:
+            if opener is not None:
+                with pytest.raises(NamespaceUnsupportedError):
+                    opener('tenant-a')
+            return
+        assert getattr(store, 'namespace_name', None) is None
+        view = store.namespace('tenant-a')
+        assert type(view) is type(store), 'a view is a store of the same type'
+        assert view.namespace_name == 'tenant-a'
+        assert store.namespace('a.b_C-9').namespace_name == 'a.b_C-9'
+        assert store.namespace('x' * 64).namespace_name == 'x' * 64
+
+    @pytest.mark.parametrize('name', BAD_NAMESPACES)
+    async def test_bad_namespace_names_are_refused_without_echo(self, store: Any, name: object) -> None:
+        store = self._namespaced(store)
+        with pytest.raises(InvalidNamespaceError) as raised:
+            store.namespace(name)
+        assert isinstance(raised.value, ValueError) and raised.value.name == 'namespace'
+        assert 'zq' not in str(raised.value), 'the refused name must never be shown'
+
+    async def test_namespaces_see_only_their_own_blobs(self, store: Any) -> None:
+        store = self._namespaced(store)
+        first, second = store.namespace('tenant-a'), store.namespace('tenant-b')
+        mine = await first.put(b'only in tenant-a', context=MediaContext(media_type='text/plain'))
+        root_only = await store.put(b'only in the store itself')
+        for view, missing in ((second, mine), (store, mine), (first, root_only), (second, root_only)):
+            assert not await view.exists(missing)
+            with pytest.raises(MediaNotFoundError):
+                await view.get(missing)
+            with pytest.raises(MediaNotFoundError):
+                await view.get_metadata(missing)
+            if getattr(view, 'exists_many', None) is not None:
+                assert await view.exists_many([missing]) == frozenset()
+            if _has(view, StatableMediaStore):
+                with pytest.raises(MediaNotFoundError):
+                    await view.stat(missing)
+            if _has(view, StreamingMediaStore):
+                with pytest.raises(MediaNotFoundError):
+                    await collect(view.get_stream(missing))
+            if _has(view, CollectableMediaStore):
+                assert await view.touch_many([missing]) == frozenset()
+        assert await store.namespace('tenant-a').get(mine) == b'only in tenant-a', 'views of one name share blobs'
+        assert await first.get_metadata(mine) == {}
+        if _has(first, ListableMediaStore):
+            assert [uri async for uri in first.iter_uris()] == [mine]
+            assert [uri async for uri in second.iter_uris()] == []
+            assert [uri async for uri in store.iter_uris()] == [root_only]
+        if _has(first, CollectableMediaStore):
+            assert [info.uri for info in await _blobs(first)] == [mine]
+            assert [info.uri for info in await _blobs(store)] == [root_only]
+        if _has(first, StatableMediaStore):
+            assert (await first.stat(mine)).size == len(b'only in tenant-a')
+        if _has(first, StreamingMediaStore):
+            streamed = await first.put_stream(chunked(blob(5000, seed=81), 1000))
+            assert not await store.exists(streamed) and not await second.exists(streamed)
+            assert b''.join(await collect(first.get_stream(streamed))) == blob(5000, seed=81)
+        if _has(first, ListableMediaStore):
+            report = await verify_store(store)
+            assert report.checked == 1 and report.clean, 'verify of the store checks its own blobs only'
+            assert (await verify_store(first)).checked == (2 if _has(first, StreamingMediaStore) else 1)
+
+    async def test_same_bytes_in_two_namespaces_are_two_blobs(self, store: Any) -> None:
+        store = self._namespaced(store)
+        first, second = store.namespace('tenant-a'), store.namespace('tenant-b')
+        data = blob(3000, seed=82)
+        uri = await first.put(data, context=MediaContext(metadata={'owner': 'a'}))
+        assert await second.put(data, context=MediaContext(metadata={'owner': 'b'})) == uri
+        assert await store.put(data) == uri
+        assert await first.get_metadata(uri) == {'owner': 'a'}
+        assert await second.get_metadata(uri) == {'owner': 'b'}
+        if not _has(first, DeletableMediaStore):
+            return
+        assert await first.delete(uri) is True
+        assert not await first.exists(uri)
+        assert await second.get(uri) == data and await store.get(uri) == data
+        assert await second.delete_many([uri]) == 1
+        assert await store.get(uri) == data
+        assert await first.delete(uri) is False, 'a deletion in a namespace never reaches another'
+
+    async def test_namespace_deletions_stay_in_the_namespace(self, store: Any) -> None:
+        store = self._namespaced(store)
+        store = _capable(store, DeletableMediaStore, 'delete')
+        first, second = store.namespace('tenant-a'), store.namespace('tenant-b')
+        mine = await first.put(b'deleted from elsewhere? never')
+        assert await second.delete(mine) is False
+        assert await store.delete(mine) is False
+        assert await second.delete_many([mine]) == 0
+        if _has(second, CollectableMediaStore):
+            assert await second.delete_unless_touched([mine], written_before=time.time() + 3600) == frozenset()
+            assert await store.delete_unless_touched([mine], written_before=time.time() + 3600) == frozenset()
+        assert await first.get(mine) == b'deleted from elsewhere? never'
+
+    async def test_namespace_storage_keys_differ(self, store: Any) -> None:
+        store = self._namespaced(store)
+        if getattr(store, 'storage_key', None) is None:
+            pytest.skip(f'{type(store).__name__} has no storage_key')
+        first, second = store.namespace('tenant-a'), store.namespace('tenant-b')
+        keys = {store.storage_key, first.storage_key, second.storage_key}
+        assert len(keys) == 3, 'each namespace is storage of its own for the known-blob cache'
+        assert store.namespace('tenant-a').storage_key == first.storage_key
+        assert hash(first.storage_key) == hash(store.namespace('tenant-a').storage_key)
+        again = await self.reopen_store(store)
+        if again is not None:
+            try:
+                assert again.namespace('tenant-a').storage_key == first.storage_key
+            finally:
+                await self.close_store(again)
+        if _has(first, DeletableMediaStore):
+            uri = await first.put(b'noted per namespace')
+            seen = {key: deletion_generation(key) for key in keys}
+            assert await first.delete(uri)
+            assert deletion_generation(first.storage_key) > seen[first.storage_key]
+            assert deletion_generation(second.storage_key) == seen[second.storage_key]
+
+    async def test_known_blobs_of_one_namespace_never_serve_another(self, store: Any) -> None:
+        store = self._namespaced(store)
+        cache = KnownBlobCache(trust_seconds=3600)
+        first, second = store.namespace('tenant-a'), store.namespace('tenant-b')
+        tree, data = image_tree(seed=83)
+        lean = await externalize_media(tree, media_store=first, threshold_bytes=1024, known_blobs=cache)
+        with pytest.raises(ValueError, match='another media store'):
+            await externalize_media(tree, media_store=second, threshold_bytes=1024, known_blobs=cache)
+        await externalize_media(tree, media_store=first, threshold_bytes=1024)  # the process-wide caches know it
+        again = await externalize_media(tree, media_store=second, threshold_bytes=1024)
+        assert again == lean
+        assert await second.get(lean[URI_KEY]) == data, "tenant-a's known blob must not stand for tenant-b's"
+        assert await restore_media(again, media_store=second, known_blobs=False) == tree
+        assert not await store.exists(lean[URI_KEY])
+
+    async def test_namespaces_do_not_nest(self, store: Any) -> None:
+        store = self._namespaced(store)
+        view = store.namespace('tenant-a')
+        with pytest.raises(NamespaceUnsupportedError):
+            view.namespace('tenant-b')
+        with pytest.raises(InvalidNamespaceError):
+            view.namespace('zq/..')
+
+    async def test_closing_a_view_leaves_its_store_open(self, store: Any) -> None:
+        store = self._namespaced(store)
+        view = store.namespace('tenant-a')
+        uri = await view.put(b'in a view that is closed next')
+        await view.aclose()
+        with pytest.raises(StoreClosedError):
+            await view.get(uri)
+        assert await store.namespace('tenant-a').get(uri) == b'in a view that is closed next'
+        kept = await store.put(b'the store is still open')
+        assert await store.get(kept) == b'the store is still open'
+        other = store.namespace('tenant-b')
+        await store.aclose()
+        with pytest.raises(StoreClosedError):
+            await other.put(b'after the store was closed')
+        with pytest.raises(StoreClosedError):
+            store.namespace('tenant-c')
+
+    async def test_public_url_of_a_view_never_names_another_namespace(self, store_factory: StoreFactory) -> None:
+        store = self._namespaced(await store_factory(public_url=make_static_public_url('https://cdn.example')))
+        view = store.namespace('tenant-a')
+        uri = await view.put(b'served per namespace')
+        root_url = await store.public_url(uri)
+        view_url = await view.public_url(uri)
+        assert view_url is None or view_url != root_url, "a view's URL must not be the store's own layout"
+
+    async def test_erase_empties_one_namespace_and_can_run_again(self, store: Any) -> None:
+        store = self._namespaced(store)
+        store = _capable(store, CollectableMediaStore, 'list and delete blobs')
+        first, second = store.namespace('tenant-a'), store.namespace('tenant-b')
+        sizes = [1000, 2000, 70_000]
+        erased = [await first.put(blob(size, seed=90 + index)) for index, size in enumerate(sizes)]
+        kept_b = await second.put(blob(1000, seed=90))
+        kept_root = await store.put(blob(2000, seed=91))
+        generation = deletion_generation(first.storage_key)
+        seen: list[tuple[int, int]] = []
+        report = await first.erase(progress=lambda count, size: seen.append((count, size)))
+        assert (report.namespace, report.count, report.bytes) == ('tenant-a', 3, sum(sizes))
+        assert seen and seen[-1] == (3, sum(sizes))
+        assert deletion_generation(first.storage_key) > generation, 'erase notes its deletions'
+        assert await first.exists_many(erased) == frozenset()
+        assert [info.uri for info in await _blobs(first)] == []
+        assert await second.get(kept_b) == blob(1000, seed=90)
+        assert await store.get(kept_root) == blob(2000, seed=91)
+        again = await store.namespace('tenant-a').erase()
+        assert (again.count, again.bytes) == (0, 0)
+        with pytest.raises(NamespaceUnsupportedError):
+            await store.erase()
+        assert await store.get(kept_root) == blob(2000, seed=91)
+
+    async def test_garbage_collection_of_the_store_never_reaches_a_namespace(self, store: Any) -> None:
+        from mediastash.gc import collect_garbage
+
+        store = self._namespaced(store)
+        store = _capable(store, CollectableMediaStore, 'be garbage-collected')
+        view = store.namespace('tenant-a')
+        tenant = await view.put(b'a tenant blob nothing references')
+        await store.put(b'a blob of the store itself nothing references')
+        await asyncio.sleep(self.written_at_resolution + 0.05)
+        await collect_garbage(store, [frozenset()], grace=0, dry_run=False)
+        assert await view.get(tenant) == b'a tenant blob nothing references'
+        await collect_garbage(view, [frozenset()], grace=0, dry_run=False)
+        assert not await view.exists(tenant), 'a collection of the namespace collects it'
 
 
 async def _blobs(store: Any) -> list[Any]:
