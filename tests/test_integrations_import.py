@@ -5,17 +5,25 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.pydantic_ai
+
 AGENT_PACKAGES = ('pydantic_ai', 'pydantic_ai_harness', 'pydantic_ai_persistence')
 
 
 def blocking(packages: tuple[str, ...], body: str) -> str:
-    """A script that runs ``body`` with every import of ``packages`` (and their submodules) failing."""
+    """A script that runs ``body`` with every import of ``packages`` (and their submodules) failing.
+
+    A dotted name blocks that module and its submodules only (``pydantic_ai.conversation_store``: a
+    pydantic-ai older than 2.66).
+    """
     return f"""
 import sys
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in {set(packages)!r}:
-            raise ImportError(f'blocked: {{name}}')
+        if any(name == blocked or name.startswith(blocked + '.') for blocked in {set(packages)!r}):
+            raise ModuleNotFoundError(f'blocked: {{name}}', name=name)
         return None
 sys.meta_path.insert(0, Block())
 {body}"""
@@ -56,6 +64,36 @@ try:
     import mediastash.integrations.langgraph
 except ImportError as error:
     print('langgraph-needs-extra', error)
+""",
+)
+
+
+WITHOUT_THE_HARNESS = blocking(
+    ('pydantic_ai_harness', 'pydantic_ai_persistence'),
+    """
+from mediastash.integrations import MediaUrls, MediaUrlSwapper, EnvelopeError, OffloadingKV
+from mediastash.integrations.provider_files import ProviderFiles
+print('pydantic-ai-names-ok', MediaUrls.__name__, ProviderFiles.__name__, OffloadingKV.__name__)
+try:
+    from mediastash.integrations import OffloadingStepStore
+except ImportError as error:
+    print('needs-harness', error)
+""",
+)
+
+WITHOUT_PYDANTIC_AI = blocking(
+    AGENT_PACKAGES,
+    """
+import mediastash.integrations
+for name in ('MediaUrls', 'EnvelopeError', 'OffloadingKV'):
+    try:
+        getattr(mediastash.integrations, name)
+    except ImportError as error:
+        print('needs', name, error)
+try:
+    import mediastash.integrations.provider_files
+except ImportError as error:
+    print('needs provider_files', error)
 """,
 )
 
@@ -134,3 +172,22 @@ def test_integrations_use_only_the_walkers_interface() -> None:
     assert len(modules) > 5
     reaching = {str(path.relative_to(folder)): private_walker_imports(path.read_text()) for path in modules}
     assert {name: found for name, found in reaching.items() if found} == {}
+
+
+def test_the_pydantic_ai_names_import_without_the_harness_and_the_harness_names_name_their_extra() -> None:
+    output = printed(WITHOUT_THE_HARNESS)
+    assert 'pydantic-ai-names-ok MediaUrls ProviderFiles OffloadingKV' in output
+    (line,) = [line for line in output.splitlines() if line.startswith('needs-harness')]
+    assert 'OffloadingStepStore needs pydantic-ai-harness: pip install "mediastash[harness]"' in line
+
+
+def test_each_pydantic_ai_name_names_the_pydantic_ai_extra() -> None:
+    lines = printed(WITHOUT_PYDANTIC_AI).splitlines()
+    assert [line.split()[1] for line in lines] == [
+        'MediaUrls',
+        'EnvelopeError',
+        'OffloadingKV',
+        'provider_files',
+    ]
+    assert all('pip install "mediastash[pydantic-ai]"' in line for line in lines), lines
+    assert not any('harness]' in line for line in lines)

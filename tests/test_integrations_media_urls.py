@@ -31,7 +31,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai import OpenAIProvider
-from pydantic_ai_harness.step_persistence import FileStepStore, InMemoryStepStore, StepPersistence, continue_run
 
 from mediastash import (
     DiskMediaStore,
@@ -44,11 +43,13 @@ from mediastash import (
     make_static_public_url,
     media_uri_for,
 )
-from mediastash.integrations import MediaUrls, MediaUrlSwapper, OffloadingStepStore
+from mediastash.integrations import MediaUrls, MediaUrlSwapper
 from mediastash.integrations._model_kinds import fetches_by_url
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
 from tests.s3_servers import S3Endpoint, free_port, unique_bucket
+
+pytestmark = pytest.mark.pydantic_ai
 
 CDN = 'https://cdn.example/media'
 
@@ -180,7 +181,10 @@ async def test_kinds_choose_what_is_swapped() -> None:
         MediaUrls(static_store(), kinds='image')  # type: ignore[arg-type]
 
 
+@pytest.mark.harness
 async def test_step_persistence_saves_bytes_never_urls(tmp_path: Path) -> None:
+    from pydantic_ai_harness.step_persistence import InMemoryStepStore, StepPersistence
+
     big = os.urandom(120_000)
     steps = InMemoryStepStore()
     recorder = Recorder()
@@ -195,13 +199,18 @@ async def test_step_persistence_saves_bytes_never_urls(tmp_path: Path) -> None:
     assert any(isinstance(item, BinaryContent) and item.data == big for item in saved)
 
 
+@pytest.mark.harness
 async def test_a_run_continued_from_lean_snapshots_reuses_stored_blobs(tmp_path: Path) -> None:
+    from pydantic_ai_harness.step_persistence import FileStepStore, StepPersistence, continue_run
+
+    from mediastash.integrations import OffloadingStepStore
+
     big = os.urandom(300_000)
 
     def media() -> DiskMediaStore:
         return DiskMediaStore(tmp_path / 'media', public_url=make_static_public_url(CDN))
 
-    def steps(cache: KnownBlobCache) -> OffloadingStepStore:
+    def steps(cache: KnownBlobCache) -> Any:
         inner = FileStepStore(tmp_path / 'steps', media_store=None)
         return OffloadingStepStore(inner, media_store=media(), known_blobs=cache)
 

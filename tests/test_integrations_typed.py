@@ -23,6 +23,8 @@ from mediastash.markers import MARKER_KEY
 from mediastash.walker._batch import urlsafe_alphabet_used
 from tests.integration_support import THRESHOLD, history, roundtrip
 
+pytestmark = pytest.mark.pydantic_ai
+
 
 def offloader(store: Any, **options: Any) -> Offloader:
     settings: dict[str, Any] = {'threshold_bytes': THRESHOLD, 'known_blobs': True, 'max_concurrency': 4}

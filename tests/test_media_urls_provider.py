@@ -34,6 +34,8 @@ from tests.provider_endpoint import CapturedRequest, ProviderEndpoint
 from tests.s3_servers import S3Endpoint, seaweedfs, unique_bucket
 from tests.test_store_s3 import RawBucket
 
+pytestmark = pytest.mark.pydantic_ai
+
 __all__ = ['seaweedfs']  # the session fixture, imported so pytest finds it here
 
 MiB = 1 << 20

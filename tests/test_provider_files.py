@@ -53,6 +53,8 @@ from mediastash.testing import CountingMediaStore
 from tests.provider_endpoint import CapturedRequest, ProviderEndpoint, file_references
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
 
+pytestmark = pytest.mark.pydantic_ai
+
 __all__ = ['moto_server']  # the session fixture, imported so pytest finds it here
 
 KiB = 1 << 10

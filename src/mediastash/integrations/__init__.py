@@ -1,14 +1,19 @@
-"""What users plug in: ``OffloadingStepStore``, ``OffloadingKV`` and ``MediaUrls`` (extra ``harness``).
+"""What users plug in, each name imported on first use so the others import without its framework.
 
-These names need pydantic-ai and pydantic-ai-harness and are imported on first
-use, so ``mediastash.integrations.langgraph`` (extra ``langgraph``) imports
-without them. The core ``mediastash`` package never imports this package.
+- extra ``pydantic-ai``: ``MediaUrls`` / ``MediaUrlSwapper``, the envelope
+  names and ``OffloadingKV`` (for any
+  pydantic-ai-persistence ``AsyncKV``);
+- extra ``harness``: ``OffloadingStepStore`` (pydantic-ai-harness, with
+  pydantic-ai-persistence for its KV step stores);
+- ``mediastash.integrations.langgraph`` (extra ``langgraph``) needs neither.
+
+The core ``mediastash`` package never imports this package.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from mediastash.integrations._envelope import ENVELOPE_KEY, ENVELOPE_VERSION, EnvelopeError
@@ -26,7 +31,7 @@ __all__ = [
     'OffloadingStepStore',
 ]
 
-_HOMES = {
+_HOMES: Final = {
     'ENVELOPE_KEY': '_envelope',
     'ENVELOPE_VERSION': '_envelope',
     'EnvelopeError': '_envelope',
@@ -35,6 +40,15 @@ _HOMES = {
     'MediaUrlSwapper': 'media_urls',
     'OffloadingStepStore': 'step_store',
 }
+
+_HARNESS_HOMES: Final = frozenset({'step_store'})
+
+
+def _install_hint(home: str) -> str:
+    """What to install for the names of ``home``."""
+    if home in _HARNESS_HOMES:
+        return 'needs pydantic-ai-harness: pip install "mediastash[harness]"'
+    return 'needs pydantic-ai: pip install "mediastash[pydantic-ai]"'
 
 
 def __getattr__(name: str) -> Any:
@@ -46,9 +60,7 @@ def __getattr__(name: str) -> Any:
     except ImportError as exc:
         if (exc.name or '').startswith('mediastash'):
             raise  # our own module is broken: no install hint
-        raise ImportError(
-            'mediastash.integrations needs pydantic-ai and pydantic-ai-harness: pip install "mediastash[harness]"'
-        ) from exc
+        raise ImportError(f'mediastash.integrations.{name} {_install_hint(home)}') from exc
     value = getattr(module, name)
     globals()[name] = value
     return value

@@ -8,20 +8,27 @@ blob. ``docs/model-urls.md`` ("Provider file references") has the table of
 which model takes what, expiry, recovery and data retention.
 """
 
-from mediastash.integrations.provider_files._registry import (
-    DEFAULT_REGISTRY_PARTITION,
-    KVUploadRegistry,
-    MemoryUploadRegistry,
-    UploadRecord,
-    UploadRegistry,
-    UploadRegistryError,
-)
-from mediastash.integrations.provider_files._resolver import (
-    DEFAULT_FILE_MIN_VALIDITY,
-    ProviderFiles,
-    streaming_request,
-)
-from mediastash.integrations.provider_files._targets import GEMINI_FILE_LIFETIME
+try:
+    from mediastash.integrations.provider_files._registry import (
+        DEFAULT_REGISTRY_PARTITION,
+        KVUploadRegistry,
+        MemoryUploadRegistry,
+        UploadRecord,
+        UploadRegistry,
+        UploadRegistryError,
+    )
+    from mediastash.integrations.provider_files._resolver import (
+        DEFAULT_FILE_MIN_VALIDITY,
+        ProviderFiles,
+        streaming_request,
+    )
+    from mediastash.integrations.provider_files._targets import GEMINI_FILE_LIFETIME
+except ImportError as exc:
+    if (exc.name or '').startswith('mediastash'):
+        raise  # our own module is broken: no install hint
+    raise ImportError(
+        'mediastash.integrations.provider_files needs pydantic-ai: pip install "mediastash[pydantic-ai]"'
+    ) from exc
 
 __all__ = [
     'DEFAULT_FILE_MIN_VALIDITY',
