@@ -11,6 +11,7 @@ the host holds a visible placeholder text. ``docs/langgraph.md`` shows one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -27,6 +28,7 @@ __all__ = [
     'make_envelope',
     'parse_envelope',
     'placeholder_text',
+    'shows_placeholder',
 ]
 
 ENVELOPE_KEY: Final = '__mediastash_offloaded__'
@@ -39,6 +41,9 @@ PLACEHOLDER_PREFIX: Final = '[mediastash placeholder: '
 """How every stand-in text starts (the same words as the step-store wrapper's)."""
 
 _HOW_TO_OPEN: Final = "not included here: read this checkpoint through mediastash's OffloadingCheckpointSaver"
+_MAX_WHAT: Final = 80
+_SIZE_LABEL: Final = re.compile(r', (?:[0-9]+ B|[0-9]+\.[0-9] (?:KiB|MiB|GiB))')
+"""The size part of a placeholder (``format_bytes``' output after a comma), when the writer knew the size."""
 
 
 @dataclass(slots=True)
@@ -58,11 +63,35 @@ class Slot:
         reference = self.marker.get(URI_KEY, self.marker.get('uri'))
         return reference if isinstance(reference, str) else ''
 
+    @property
+    def what(self) -> str:
+        """What the placeholder says the payload was: ``text``, its media type, or ``binary data``."""
+        if self.text:
+            return 'text'
+        media_type = self.marker.get('media_type')
+        return media_type if isinstance(media_type, str) and media_type else 'binary data'
+
 
 def placeholder_text(what: str, uri: str, size: int | None) -> str:
     """The visible stand-in for one stored payload: what it was, its size when known, its URI."""
     amount = '' if size is None else f', {format_bytes(size)}'
-    return f'{PLACEHOLDER_PREFIX}{what[:80]}{amount} stored as {uri}; {_HOW_TO_OPEN}]'
+    return f'{PLACEHOLDER_PREFIX}{what[:_MAX_WHAT]}{amount} stored as {uri}; {_HOW_TO_OPEN}]'
+
+
+def shows_placeholder(value: object, slot: Slot) -> bool:
+    """Whether ``value`` is still exactly the placeholder written for ``slot`` (any size label, or none).
+
+    The size is the one part the reader cannot recompute without the blob,
+    so any well-formed size is accepted; everything else must match.
+    """
+    if not isinstance(value, str) or not value.startswith(PLACEHOLDER_PREFIX):
+        return False
+    head = f'{PLACEHOLDER_PREFIX}{slot.what[:_MAX_WHAT]}'
+    tail = f' stored as {slot.uri}; {_HOW_TO_OPEN}]'
+    if len(value) < len(head) + len(tail) or not value.startswith(head) or not value.endswith(tail):
+        return False
+    size = value[len(head) : len(value) - len(tail)]
+    return not size or _SIZE_LABEL.fullmatch(size) is not None
 
 
 def make_envelope(slots: list[Slot]) -> dict[str, Any]:

@@ -9,6 +9,10 @@ stores each new one once. The values are then rebuilt copy-on-write: only the
 containers on the way to a host are copied, the caller's objects are never
 changed, and a value with nothing moved is returned as it is. Restoring
 collects every envelope's markers into one ``restore_collecting`` call.
+
+A host whose envelope names a place that no longer holds its placeholder was
+edited after a plain read: the edit is kept (saving drops the stale slot and
+looks at the new value like any other; restoring leaves it as it is).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any, Final
 from langchain_core.messages import BaseMessage
 
 from mediastash._lru import BoundedLRU
-from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError
+from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
 from mediastash.integrations.langgraph._envelope import (
     ENVELOPE_KEY,
     Slot,
@@ -29,6 +33,7 @@ from mediastash.integrations.langgraph._envelope import (
     make_envelope,
     parse_envelope,
     placeholder_text,
+    shows_placeholder,
 )
 from mediastash.integrations.langgraph._sites import Site, dict_sites, message_text_site
 from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
@@ -58,6 +63,9 @@ class _Host:
     node: Any
     sites: list[Site] = field(default_factory=list)
     slots: list[Slot] = field(default_factory=list)
+    """Saving: the live slots the host keeps; restoring: the slots to read back."""
+    rewrite: bool = False
+    """The host's envelope must be rewritten even if nothing new moves (it named a stale slot)."""
 
 
 def _where(path: tuple[Step, ...]) -> str:
@@ -67,9 +75,11 @@ def _where(path: tuple[Step, ...]) -> str:
 class _Finder:
     """Finds hosts: payload sites when saving, envelopes when restoring."""
 
-    def __init__(self, threshold: int, *, saving: bool) -> None:
+    def __init__(self, threshold: int, *, saving: bool, every_slot: bool = False) -> None:
         self.threshold = threshold
         self.saving = saving
+        self.every_slot = every_slot
+        """Restoring: keep stale slots too (``envelope_markers``: gc keeps every blob an envelope names)."""
         self.hosts: list[_Host] = []
 
     def roots(self, values: Sequence[object]) -> list[_Host]:
@@ -94,22 +104,32 @@ class _Finder:
 
     def message(self, message: BaseMessage, path: tuple[Step, ...]) -> None:
         kwargs = message.additional_kwargs
+        stale = False
         if isinstance(kwargs, dict) and ENVELOPE_KEY in kwargs:
-            self.enveloped(message, kwargs[ENVELOPE_KEY], path, ('additional_kwargs', ENVELOPE_KEY))
-            return
+            found = self.enveloped(message, kwargs[ENVELOPE_KEY], path, ('additional_kwargs', ENVELOPE_KEY))
+            if found is None or found[0]:
+                return  # passed on as it is, or its content is still the placeholder
+            stale = True  # the content was edited: the envelope goes, the content is looked at afresh
         content = message.content
+        if self.saving:
+            site = message_text_site(content, self.threshold)
+            if site is not None or stale:
+                self.hosts.append(_Host(path, message, [] if site is None else [site], rewrite=stale))
         if isinstance(content, list):
             self.visit(content, (*path, 'content'))
-        elif self.saving:
-            site = message_text_site(content, self.threshold)
-            if site is not None:
-                self.hosts.append(_Host(path, message, [site]))
 
     def mapping(self, node: dict[Any, Any], path: tuple[Step, ...]) -> None:
         skip: set[object] = set()
         if ENVELOPE_KEY in node:
-            self.enveloped(node, node[ENVELOPE_KEY], path, (ENVELOPE_KEY,))
             skip.add(ENVELOPE_KEY)
+            found = self.enveloped(node, node[ENVELOPE_KEY], path, (ENVELOPE_KEY,))
+            if found is not None and self.saving:
+                live, stale = found
+                kept = {slot.path for slot in live}
+                sites = [site for site in dict_sites(node, self.threshold) if site.path not in kept]
+                if sites or stale:
+                    self.hosts.append(_Host(path, node, sites, live, rewrite=stale))
+                skip.update(site.path[0] for site in sites)
         elif self.saving:
             sites = dict_sites(node, self.threshold)
             if sites:
@@ -119,8 +139,15 @@ class _Finder:
             if key not in skip and isinstance(value, dict | list | tuple | BaseMessage):
                 self.visit(value, (*path, key))
 
-    def enveloped(self, host: object, envelope: object, path: tuple[Step, ...], at: tuple[str, ...]) -> None:
-        """A host that already carries an envelope: restored when reading, passed on as it is when saving."""
+    def enveloped(
+        self, host: object, envelope: object, path: tuple[Step, ...], at: tuple[str, ...]
+    ) -> tuple[list[Slot], bool] | None:
+        """A host that already carries an envelope: its live slots, and whether any slot was stale.
+
+        Saving, ``None`` means the host is passed on as it is: an envelope this
+        reader cannot parse (a read refuses it loudly). Restoring, a damaged or
+        unknown envelope raises, and the host is recorded with the slots to read.
+        """
         where = _where((*path, *at))
         if self.saving:
             if not is_envelope(envelope):
@@ -129,8 +156,38 @@ class _Finder:
                     f'free of the key {ENVELOPE_KEY!r}, which mediastash reserves for its envelopes',
                     envelope,
                 )
-            return  # already lean (a plain read written back): its payloads stay where they are
-        self.hosts.append(_Host(path, host, slots=parse_envelope(envelope, where)))
+            try:
+                slots = _checked_slots(host, envelope, where)
+            except (MalformedMarker, UnsupportedMarkerFormat):
+                return None
+        else:
+            slots = _checked_slots(host, envelope, where)
+        live = [slot for slot in slots if self.every_slot or shows_placeholder(_value_at(host, slot.path), slot)]
+        if not self.saving:
+            self.hosts.append(_Host(path, host, slots=live))
+        return live, len(live) < len(slots)
+
+
+# -- slots and their places ----------------------------------------------------------------------
+
+
+def _checked_slots(host: object, envelope: object, where: str) -> list[Slot]:
+    slots = parse_envelope(envelope, where)
+    if isinstance(host, BaseMessage) and (len(slots) != 1 or slots[0].path != ('content',)):
+        raise MalformedMarker("a message's envelope holds one slot for its own content", path=where)
+    return slots
+
+
+def _value_at(host: object, path: tuple[str, ...]) -> object:
+    """The value at a slot's ``path`` inside ``host`` (``None`` where the path no longer leads)."""
+    if isinstance(host, BaseMessage):
+        return host.content if path == ('content',) else None
+    node = host
+    for step in path:
+        if type(node) is not dict:
+            return None
+        node = node.get(step)
+    return node
 
 
 # -- rebuilding copy-on-write ------------------------------------------------------------------
@@ -219,20 +276,27 @@ def _size(site: Site) -> int:
     return len(site.payload) // 4 * 3 - padding
 
 
-def _placeholder(site: Site, uri: str) -> str:
-    what = 'text' if site.text else site.media_type or 'binary data'
-    return placeholder_text(what, uri, _size(site))
+def _placeholder(site: Site, slot: Slot) -> str:
+    return placeholder_text(slot.what, slot.uri, _size(site))
 
 
-def _lean_host(moved: list[tuple[Site, Slot]]) -> Transform:
+def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot]) -> Transform:
+    """The host with ``moved`` payloads replaced by placeholders, enveloped with ``kept`` and their slots."""
+
     def transform(host: Any) -> Any:
+        slots = [*kept, *(slot for _, slot in moved)]
         if isinstance(host, BaseMessage):
+            if not moved:
+                return _with_kwarg(host, host.content, ENVELOPE_KEY, None)
             ((site, slot),) = moved
-            return _with_kwarg(host, _placeholder(site, slot.uri), ENVELOPE_KEY, make_envelope([slot]))
+            return _with_kwarg(host, _placeholder(site, slot), ENVELOPE_KEY, make_envelope([slot]))
         new = host.copy() if type(host) is dict else copy.copy(host)
         for site, slot in moved:
-            _set_at(new, site.path, _placeholder(site, slot.uri))
-        new[ENVELOPE_KEY] = make_envelope([slot for _, slot in moved])
+            _set_at(new, site.path, _placeholder(site, slot))
+        if slots:
+            new[ENVELOPE_KEY] = make_envelope(slots)
+        else:
+            new.pop(ENVELOPE_KEY, None)
         return new
 
     return transform
@@ -260,8 +324,8 @@ async def lean_values(
                 moved.append((site, slot))
                 if joined is not None:
                     joined.put((slot.uri, slot.prefix, _form(slot)), site.whole, len(site.whole))
-        if moved:
-            _plant(trie, host.path, _lean_host(moved))
+        if moved or host.rewrite:
+            _plant(trie, host.path, _lean_host(moved, host.slots))
     return _apply(values, trie) if trie else list(values)
 
 
@@ -271,9 +335,8 @@ async def lean_values(
 def _full_host(slots: list[Slot], payloads: list[str]) -> Transform:
     def transform(host: Any) -> Any:
         if isinstance(host, BaseMessage):
-            if len(slots) != 1 or slots[0].path != ('content',):
-                raise MalformedMarker("a message's envelope holds one slot for its own content")
-            return _with_kwarg(host, payloads[0], ENVELOPE_KEY, None)
+            content = payloads[0] if slots else host.content  # no live slot: the edited content stays
+            return _with_kwarg(host, content, ENVELOPE_KEY, None)
         new = host.copy() if type(host) is dict else copy.copy(host)
         del new[ENVELOPE_KEY]
         for slot, payload in zip(slots, payloads, strict=True):
@@ -323,7 +386,10 @@ async def restore_values(
 
 
 def envelope_markers(value: object) -> Iterator[dict[str, Any]]:
-    """Every marker the envelopes in ``value`` hold, checked like a restore checks them (for ``mediastash.gc``)."""
-    for host in _Finder(0, saving=False).roots([value]):
+    """Every marker the envelopes in ``value`` hold, checked like a restore checks them (for ``mediastash.gc``).
+
+    Stale slots count too: gc keeps every blob an envelope names.
+    """
+    for host in _Finder(0, saving=False, every_slot=True).roots([value]):
         for slot in host.slots:
             yield slot.marker

@@ -1,0 +1,171 @@
+"""Edits of a plain read written back (issue 28, item 1): a restore never writes over content that is no longer
+the placeholder it wrote. Each envelope kind: LangGraph checkpoints (``OffloadingCheckpointSaver``), step-store
+snapshots (``OffloadingStepStore``) and KV values (``OffloadingKV``), on real savers and stores.
+
+The rule (``docs/integrations.md``, ``docs/langgraph.md``): a place that still holds its placeholder is
+restored; a place holding anything else keeps the edit, and the stale envelope entry is dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+
+from mediastash import DiskMediaStore
+from mediastash.gc import CheckpointerRoot, collect_garbage
+from mediastash.integrations.langgraph import ENVELOPE_KEY, OffloadingCheckpointSaver
+from mediastash.uri import media_uri_for
+
+IMAGE = base64.b64encode(os.urandom(90_000)).decode()
+NEW_IMAGE = base64.b64encode(os.urandom(70_000)).decode()
+TEXT = 'tool output line\n' * 6000
+NEW_TEXT = 'an edited answer, long enough to be moved out again\n' * 2000
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def graph_builder() -> Any:
+    builder = StateGraph(State)
+    builder.add_node('noop', lambda state: {})
+    builder.add_edge(START, 'noop')
+    return builder
+
+
+def first_messages() -> list[AnyMessage]:
+    return [
+        HumanMessage(
+            content=[{'type': 'text', 'text': 'look'}, {'type': 'image', 'base64': IMAGE, 'mime_type': 'image/png'}],
+            id='human-1',
+        ),
+        AIMessage(content=TEXT, id='ai-1'),
+        ToolMessage(content=TEXT + 'tool', tool_call_id='call-1', id='tool-1'),
+    ]
+
+
+@pytest.fixture
+async def media(tmp_path: Path) -> AsyncIterator[DiskMediaStore]:
+    store = DiskMediaStore(tmp_path / 'media')
+    yield store
+    await store.aclose()
+
+
+CONFIG: Any = {'configurable': {'thread_id': 'thread-1'}}
+
+
+async def test_langgraph_an_edit_written_back_with_aupdate_state_is_kept(tmp_path: Path, media: DiskMediaStore) -> None:
+    """The finding: a message edited with ``model_copy`` keeps its envelope; a fresh wrapper returned the OLD text."""
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / 'graph.db')) as inner:
+        wrapped = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
+        await wrapped.ainvoke({'messages': first_messages()}, CONFIG)
+
+        plain = await graph_builder().compile(checkpointer=inner).aget_state(CONFIG)
+        human, ai, tool = plain.values['messages']
+        assert ENVELOPE_KEY in ai.additional_kwargs and ENVELOPE_KEY in human.content[1]
+        edited_ai = ai.model_copy(update={'content': 'my short edit'})
+        block = human.content[1]
+        edited_human = human.model_copy(update={'content': [human.content[0], {**block, 'base64': NEW_IMAGE}]})
+        await wrapped.aupdate_state(CONFIG, {'messages': [edited_human, edited_ai]})
+
+        fresh = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
+        human, ai, tool = (await fresh.aget_state(CONFIG)).values['messages']
+        assert ai.content == 'my short edit' and ENVELOPE_KEY not in ai.additional_kwargs
+        assert human.content[1] == {'type': 'image', 'base64': NEW_IMAGE, 'mime_type': 'image/png'}
+        assert tool.content == TEXT + 'tool'  # untouched: still restored
+
+        # What the inner saver now holds: the new image moved out under its own URI, no stale slot anywhere.
+        plain_human, plain_ai, _ = (await graph_builder().compile(checkpointer=inner).aget_state(CONFIG)).values[
+            'messages'
+        ]
+        assert plain_ai.additional_kwargs == {}
+        new_uri = media_uri_for(base64.b64decode(NEW_IMAGE))
+        slots = plain_human.content[1][ENVELOPE_KEY]['slots']
+        assert [slot['marker']['uri'] for slot in slots] == [new_uri]
+        assert new_uri in plain_human.content[1]['base64']
+
+
+async def test_langgraph_an_edited_long_text_is_moved_out_again(media: DiskMediaStore) -> None:
+    inner = InMemorySaver()
+    wrapped = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
+    await wrapped.ainvoke({'messages': first_messages()}, CONFIG)
+    ai = (await graph_builder().compile(checkpointer=inner).aget_state(CONFIG)).values['messages'][1]
+    await wrapped.aupdate_state(CONFIG, {'messages': [ai.model_copy(update={'content': NEW_TEXT})]})
+
+    plain_ai = (await graph_builder().compile(checkpointer=inner).aget_state(CONFIG)).values['messages'][1]
+    ((slot,),) = [plain_ai.additional_kwargs[ENVELOPE_KEY]['slots']]
+    assert slot['marker']['uri'] == media_uri_for(NEW_TEXT.encode())
+    fresh = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
+    assert (await fresh.aget_state(CONFIG)).values['messages'][1].content == NEW_TEXT
+
+
+def checkpoint(values: dict[str, Any]) -> Any:
+    cp = empty_checkpoint()
+    cp['channel_values'] = values
+    cp['channel_versions'] = dict.fromkeys(values, 1)
+    return cp
+
+
+async def put(saver: Any, values: dict[str, Any], thread: str) -> Any:
+    cp = checkpoint(values)
+    config = {'configurable': {'thread_id': thread, 'checkpoint_ns': ''}}
+    return await saver.aput(config, cp, {'source': 'update', 'step': 1, 'parents': {}}, cp['channel_versions'])
+
+
+async def test_langgraph_a_restore_never_writes_over_an_edit_saved_through_the_inner_saver(
+    media: DiskMediaStore,
+) -> None:
+    """Edits that reach the checkpoint without the wrapper (the inner saver's own aput) are kept on read."""
+    inner = InMemorySaver()
+    saver = OffloadingCheckpointSaver(inner, media_store=media)
+    stored = await put(saver, {'messages': first_messages()}, 'a')
+    plain = await inner.aget_tuple(stored)
+    assert plain is not None
+    human, ai, tool = plain.checkpoint['channel_values']['messages']
+    placeholder = ai.content
+    block = human.content[1]
+    edits = [
+        human.model_copy(update={'content': [human.content[0], {**block, 'base64': 'a note instead'}]}),
+        ai.model_copy(update={'content': placeholder + ' (checked by a reviewer)'}),
+        tool,
+    ]
+    config = await put(inner, {'messages': edits}, 'b')
+    full = await OffloadingCheckpointSaver(inner, media_store=media).aget_tuple(config)
+    assert full is not None
+    human, ai, tool = full.checkpoint['channel_values']['messages']
+    assert ai.content == placeholder + ' (checked by a reviewer)' and ENVELOPE_KEY not in ai.additional_kwargs
+    assert human.content[1] == {'type': 'image', 'base64': 'a note instead', 'mime_type': 'image/png'}
+    assert tool.content == TEXT + 'tool'
+
+    # gc keeps every blob an envelope names, stale or not (thread 'a', which holds them live, is gone).
+    await inner.adelete_thread('a')
+    report = await collect_garbage(media, roots=[CheckpointerRoot(inner)], grace=0)
+    assert report.referenced == 3 and report.deletable == 0
+
+
+async def test_langgraph_a_placeholder_with_another_size_label_still_restores(media: DiskMediaStore) -> None:
+    """The size is the one part of a placeholder the reader cannot check without the blob: any well-formed one."""
+    inner = InMemorySaver()
+    saver = OffloadingCheckpointSaver(inner, media_store=media)
+    stored = await put(saver, {'messages': first_messages()}, 'a')
+    plain = await inner.aget_tuple(stored)
+    assert plain is not None
+    ai = plain.checkpoint['channel_values']['messages'][1]
+    assert ', 99.6 KiB stored as' in ai.content
+    for label, restored in ((', 1.0 MiB', True), ('', True), (', big', False), (', 99.6 KiB ', False)):
+        content = ai.content.replace(', 99.6 KiB', label)
+        config = await put(inner, {'messages': [ai.model_copy(update={'content': content})]}, f't{label}')
+        full = await OffloadingCheckpointSaver(inner, media_store=media, known_blobs=False).aget_tuple(config)
+        assert full is not None
+        assert full.checkpoint['channel_values']['messages'][0].content == (TEXT if restored else content), label
