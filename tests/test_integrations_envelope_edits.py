@@ -9,6 +9,8 @@ restored; a place holding anything else keeps the edit, and the stale envelope e
 from __future__ import annotations
 
 import base64
+import dataclasses
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,11 +23,23 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from pydantic_ai_harness.step_persistence import (
+    ContinuableSnapshot,
+    FileStepStore,
+    InMemoryStepStore,
+    RunRecord,
+    SqliteStepStore,
+)
+from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 
-from mediastash import DiskMediaStore
+from mediastash import DiskMediaStore, MemoryMediaStore
 from mediastash.gc import CheckpointerRoot, collect_garbage
-from mediastash.integrations.langgraph import ENVELOPE_KEY, OffloadingCheckpointSaver
+from mediastash.integrations import ENVELOPE_KEY, OffloadingKV, OffloadingStepStore
+from mediastash.integrations._placeholders import PLACEHOLDER_PREFIX
+from mediastash.integrations.langgraph import ENVELOPE_KEY as LANGGRAPH_KEY
+from mediastash.integrations.langgraph import OffloadingCheckpointSaver
 from mediastash.uri import media_uri_for
+from tests.integration_support import history, roundtrip
 
 IMAGE = base64.b64encode(os.urandom(90_000)).decode()
 NEW_IMAGE = base64.b64encode(os.urandom(70_000)).decode()
@@ -73,7 +87,7 @@ async def test_langgraph_an_edit_written_back_with_aupdate_state_is_kept(tmp_pat
 
         plain = await graph_builder().compile(checkpointer=inner).aget_state(CONFIG)
         human, ai, tool = plain.values['messages']
-        assert ENVELOPE_KEY in ai.additional_kwargs and ENVELOPE_KEY in human.content[1]
+        assert LANGGRAPH_KEY in ai.additional_kwargs and LANGGRAPH_KEY in human.content[1]
         edited_ai = ai.model_copy(update={'content': 'my short edit'})
         block = human.content[1]
         edited_human = human.model_copy(update={'content': [human.content[0], {**block, 'base64': NEW_IMAGE}]})
@@ -81,7 +95,7 @@ async def test_langgraph_an_edit_written_back_with_aupdate_state_is_kept(tmp_pat
 
         fresh = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
         human, ai, tool = (await fresh.aget_state(CONFIG)).values['messages']
-        assert ai.content == 'my short edit' and ENVELOPE_KEY not in ai.additional_kwargs
+        assert ai.content == 'my short edit' and LANGGRAPH_KEY not in ai.additional_kwargs
         assert human.content[1] == {'type': 'image', 'base64': NEW_IMAGE, 'mime_type': 'image/png'}
         assert tool.content == TEXT + 'tool'  # untouched: still restored
 
@@ -91,7 +105,7 @@ async def test_langgraph_an_edit_written_back_with_aupdate_state_is_kept(tmp_pat
         ]
         assert plain_ai.additional_kwargs == {}
         new_uri = media_uri_for(base64.b64decode(NEW_IMAGE))
-        slots = plain_human.content[1][ENVELOPE_KEY]['slots']
+        slots = plain_human.content[1][LANGGRAPH_KEY]['slots']
         assert [slot['marker']['uri'] for slot in slots] == [new_uri]
         assert new_uri in plain_human.content[1]['base64']
 
@@ -104,7 +118,7 @@ async def test_langgraph_an_edited_long_text_is_moved_out_again(media: DiskMedia
     await wrapped.aupdate_state(CONFIG, {'messages': [ai.model_copy(update={'content': NEW_TEXT})]})
 
     plain_ai = (await graph_builder().compile(checkpointer=inner).aget_state(CONFIG)).values['messages'][1]
-    ((slot,),) = [plain_ai.additional_kwargs[ENVELOPE_KEY]['slots']]
+    ((slot,),) = [plain_ai.additional_kwargs[LANGGRAPH_KEY]['slots']]
     assert slot['marker']['uri'] == media_uri_for(NEW_TEXT.encode())
     fresh = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
     assert (await fresh.aget_state(CONFIG)).values['messages'][1].content == NEW_TEXT
@@ -144,7 +158,7 @@ async def test_langgraph_a_restore_never_writes_over_an_edit_saved_through_the_i
     full = await OffloadingCheckpointSaver(inner, media_store=media).aget_tuple(config)
     assert full is not None
     human, ai, tool = full.checkpoint['channel_values']['messages']
-    assert ai.content == placeholder + ' (checked by a reviewer)' and ENVELOPE_KEY not in ai.additional_kwargs
+    assert ai.content == placeholder + ' (checked by a reviewer)' and LANGGRAPH_KEY not in ai.additional_kwargs
     assert human.content[1] == {'type': 'image', 'base64': 'a note instead', 'mime_type': 'image/png'}
     assert tool.content == TEXT + 'tool'
 
@@ -169,3 +183,128 @@ async def test_langgraph_a_placeholder_with_another_size_label_still_restores(me
         full = await OffloadingCheckpointSaver(inner, media_store=media, known_blobs=False).aget_tuple(config)
         assert full is not None
         assert full.checkpoint['channel_values']['messages'][0].content == (TEXT if restored else content), label
+
+
+# -- step-store snapshots (OffloadingStepStore) -------------------------------------------------------------
+
+HISTORY = history()
+
+STEP_STORES = {
+    'file': lambda tmp, media: FileStepStore(tmp / 'steps', media_store=None),
+    'sqlite': lambda tmp, media: SqliteStepStore(database=str(tmp / 'steps.db'), media_store=None),
+    'kv': lambda tmp, media: KVStepStore(OffloadingKV(InMemoryAsyncKV(), media_store=media)),
+}
+
+
+def snapshot(messages: list[Any], step: int) -> ContinuableSnapshot:
+    return ContinuableSnapshot(run_id='run-1', step_index=step, messages=messages, state='complete')  # type: ignore[arg-type]
+
+
+async def saved_run(inner: Any, media: Any) -> tuple[OffloadingStepStore, list[Any], list[Any]]:
+    """A run of ``HISTORY`` saved through the wrapper, the history as read back, and ``inner``'s plain read."""
+    store = OffloadingStepStore(inner, media_store=media)
+    await store.register_run(RunRecord(run_id='run-1'))
+    await store.save_snapshot(snapshot(HISTORY, 1))
+    plain = await inner.latest_snapshot(run_id='run-1')
+    assert plain is not None and [ENVELOPE_KEY in (m.metadata or {}) for m in plain.messages] == [
+        True,
+        False,
+        True,
+        True,
+        False,
+    ]
+    return store, roundtrip(HISTORY), list(plain.messages)
+
+
+def edited(messages: list[Any]) -> list[Any]:
+    """The plain messages with the tool return (message 2) and the answer's text (message 3) edited."""
+    out = list(messages)
+    tool = out[2].parts[0]
+    assert tool.content.startswith(PLACEHOLDER_PREFIX)
+    out[2] = dataclasses.replace(out[2], parts=[dataclasses.replace(tool, content='a short edited tool output')])
+    text, file = out[3].parts
+    out[3] = dataclasses.replace(out[3], parts=[dataclasses.replace(text, content='an edited answer'), file])
+    return out
+
+
+def with_edits(original) -> list[Any]:
+    messages = original
+    tool = messages[2].parts[0]
+    messages[2] = dataclasses.replace(
+        messages[2], parts=[dataclasses.replace(tool, content='a short edited tool output')]
+    )
+    text, file = messages[3].parts
+    messages[3] = dataclasses.replace(messages[3], parts=[dataclasses.replace(text, content='an edited answer'), file])
+    return messages
+
+
+@pytest.mark.parametrize('kind', sorted(STEP_STORES))
+async def test_step_store_an_edited_plain_read_saved_back_keeps_the_edits_and_restores_the_rest(
+    kind: str, tmp_path: Path
+) -> None:
+    media = MemoryMediaStore()
+    inner = STEP_STORES[kind](tmp_path, media)
+    store, original, plain = await saved_run(inner, media)
+    await store.save_snapshot(snapshot(edited(plain), 2))
+
+    fresh = OffloadingStepStore(inner, media_store=media)
+    back = await fresh.latest_snapshot(run_id='run-1')
+    assert back is not None and back.step_index == 2
+    assert back.messages == with_edits(original)  # edits kept, every other payload back, metadata as written
+    stored = await inner.latest_snapshot(run_id='run-1')
+    assert stored is not None
+    assert stored.messages[2].metadata is None or ENVELOPE_KEY not in stored.messages[2].metadata
+    assert stored.messages[2].parts[0].content == 'a short edited tool output'
+
+
+@pytest.mark.parametrize('kind', sorted(STEP_STORES))
+async def test_step_store_a_plain_read_saved_back_unedited_is_the_same_envelopes(kind: str, tmp_path: Path) -> None:
+    media = MemoryMediaStore()
+    inner = STEP_STORES[kind](tmp_path, media)
+    store, original, plain = await saved_run(inner, media)
+    await store.save_snapshot(snapshot(plain, 2))
+    again = await inner.latest_snapshot(run_id='run-1')
+    assert again is not None and again.messages == plain  # the same envelopes, placeholders with their sizes
+    back = await OffloadingStepStore(inner, media_store=media).latest_snapshot(run_id='run-1')
+    assert back is not None and back.messages == original
+
+
+async def test_step_store_a_restore_never_writes_over_an_edit_saved_through_the_inner_store(tmp_path: Path) -> None:
+    media = MemoryMediaStore()
+    inner = FileStepStore(tmp_path / 'steps', media_store=None)
+    _, original, plain = await saved_run(inner, media)
+    await inner.save_snapshot(snapshot(edited(plain), 2))  # the envelopes' metadata still names the old payloads
+    back = await OffloadingStepStore(inner, media_store=media).latest_snapshot(run_id='run-1')
+    assert back is not None and back.messages == with_edits(original)
+
+
+async def test_step_store_an_edit_holding_a_new_large_payload_is_moved_out(tmp_path: Path) -> None:
+    media = MemoryMediaStore()
+    inner = InMemoryStepStore()
+    store, original, plain = await saved_run(inner, media)
+    text, file = plain[3].parts
+    plain[3] = dataclasses.replace(plain[3], parts=[dataclasses.replace(text, content=NEW_TEXT), file])
+    await store.save_snapshot(snapshot(plain, 2))
+    stored = await inner.latest_snapshot(run_id='run-1')
+    assert stored is not None
+    shown = stored.messages[3].parts[0].content
+    assert shown.startswith(PLACEHOLDER_PREFIX) and media_uri_for(NEW_TEXT.encode()) in shown
+    back = await OffloadingStepStore(inner, media_store=media).latest_snapshot(run_id='run-1')
+    assert back is not None and back.messages[3].parts[0].content == NEW_TEXT
+    assert back.messages[3].parts[1] == original[3].parts[1]
+
+
+# -- KV values (OffloadingKV) ----------------------------------------------------------------------------------
+
+
+async def test_kv_an_edit_beside_a_marker_is_kept() -> None:
+    """A KV value holds markers, no placeholders: an edit that puts content back beside a marker's keys wins."""
+    inner = InMemoryAsyncKV()
+    kv = OffloadingKV(inner, media_store=MemoryMediaStore())
+    await kv.put('pk', 'sk', json.dumps({'parts': [{'part_kind': 'text', 'content': TEXT}]}))
+    lean = json.loads(await inner.get('pk', 'sk'))
+    assert 'content' not in lean['parts'][0]
+    lean['parts'][0]['content'] = 'my edit'
+    await inner.put('pk', 'sk', json.dumps(lean))
+    fresh = OffloadingKV(inner, media_store=kv.media_store)
+    assert json.loads(await fresh.get('pk', 'sk'))['parts'][0]['content'] == 'my edit'

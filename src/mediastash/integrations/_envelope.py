@@ -9,26 +9,38 @@ Version 2 (written) keeps every part, each payload shown as a stand-in text
 (``_placeholders``), so a reader without mediastash sees the whole history; the
 body holds the lean JSON of whatever differs from the envelope's own JSON.
 Version 1 (still read) had no parts and the whole lean JSON in the body.
+
+A place of a version 2 envelope (a part, or another top-level field) that no
+longer shows exactly the stand-ins written for it was edited after a plain
+read: the edit is kept as the envelope holds it, and the body's entry for that
+place is stale and never restored over it (``docs/integrations.md``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import MediaStashError
-from mediastash.integrations._placeholders import Sizes, visible_messages
+from mediastash.integrations._placeholders import Sizes, same_shown, shown_message, shows_stand_ins, visible_messages
 
 __all__ = [
     'ENVELOPE_KEY',
     'ENVELOPE_VERSION',
     'READ_VERSIONS',
     'EnvelopeError',
+    'OpenedEnvelope',
     'envelopes_for',
     'has_reserved_key',
     'lean_json_of',
+    'open_envelope',
+    'reassembled',
+    'to_walk',
+    'with_kept_stand_ins',
+    'written_back_lean',
 ]
 
 ENVELOPE_KEY: Final = '__mediastash_envelope__'
@@ -89,8 +101,29 @@ def envelopes_for(leans: list[dict[str, Any]], sizes: Sequence[Sizes]) -> list[M
     return shown
 
 
-def lean_json_of(message: ModelMessage, *, run_id: str, step_index: int, message_index: int) -> dict[str, Any]:
-    """The lean JSON of the message an envelope stands for, after checking its shape and version."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpenedEnvelope:
+    """What an envelope stands for: the whole lean message, and the part of it the body restores.
+
+    ``restorable`` is the lean JSON the walker restores: ``kind``, the original
+    ``metadata``, the parts at ``live_parts`` and the fields in ``live_keys``.
+    Every other part and field is the envelope's own (``reassembled``): parts
+    that never held a payload, and places edited after a plain read.
+    ``full`` is the whole lean message with the edits in place.
+    """
+
+    full: dict[str, Any]
+    restorable: dict[str, Any]
+    live_parts: tuple[int, ...]
+    live_keys: tuple[str, ...]
+    whole: bool = False
+    """A version 1 envelope: ``restorable`` is the whole message (it has no parts of its own)."""
+    stale: bool = False
+    """The body has an entry whose place was edited (left out of ``restorable``)."""
+
+
+def open_envelope(message: ModelMessage, *, run_id: str, step_index: int, message_index: int) -> OpenedEnvelope:
+    """Check an envelope's shape and version and say what it stands for (``EnvelopeError`` when damaged)."""
 
     def fail(reason: str) -> EnvelopeError:
         return EnvelopeError(reason, run_id=run_id, step_index=step_index, message_index=message_index)
@@ -111,12 +144,19 @@ def lean_json_of(message: ModelMessage, *, run_id: str, step_index: int, message
     if version == 1:
         if message.parts:
             raise fail('of version 1 must have no parts')
-        return lean
-    return _merged(message, lean, fail)
+        parts = lean.get('parts')
+        count = len(parts) if isinstance(parts, list) else 0
+        return OpenedEnvelope(lean, lean, tuple(range(count)), (), whole=True)
+    return _opened(message, lean, fail)
 
 
-def _merged(message: ModelMessage, body: dict[str, Any], fail: Callable[[str], EnvelopeError]) -> dict[str, Any]:
-    """A version 2 body laid over the envelope's own JSON: the lean message."""
+def lean_json_of(message: ModelMessage, *, run_id: str, step_index: int, message_index: int) -> dict[str, Any]:
+    """The lean JSON of the message an envelope stands for (edited places as the envelope holds them)."""
+    return open_envelope(message, run_id=run_id, step_index=step_index, message_index=message_index).full
+
+
+def _opened(message: ModelMessage, body: dict[str, Any], fail: Callable[[str], EnvelopeError]) -> OpenedEnvelope:
+    """A version 2 body laid over the envelope's own JSON, each stale entry left out."""
     parts = body.get('parts')
     if not isinstance(parts, list) or len(parts) != len(message.parts):
         raise fail(f'must list one entry per part of the message ({len(message.parts)})')
@@ -127,5 +167,93 @@ def _merged(message: ModelMessage, body: dict[str, Any], fail: Callable[[str], E
     own: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([message], mode='json')[0]
     lean = {key: value for key, value in own.items() if key != 'metadata'}
     lean.update(body)
-    lean['parts'] = [own['parts'][index] if part is _SAME else part for index, part in enumerate(parts)]
+    own_parts = own['parts']
+    lean['parts'] = [own_parts[index] if part is _SAME else part for index, part in enumerate(parts)]
+    keys = [key for key in body if key not in ('kind', 'metadata', 'parts')]
+    live_keys = [key for key in keys if key in own and shows_stand_ins(own[key], body[key], part=False)]
+    live_parts = [
+        index
+        for index, part in enumerate(parts)
+        if part is not _SAME and shows_stand_ins(own_parts[index], part, part=True)
+    ]
+    doubtful = [index for index, part in enumerate(parts) if part is not _SAME and index not in live_parts]
+    if doubtful or len(live_keys) < len(keys):
+        # Shown otherwise than directly (pydantic-ai refused the stand-in), or edited: compare with what it shows.
+        shown = shown_message(lean)
+        live_parts = sorted([*live_parts, *(i for i in doubtful if same_shown(own_parts[i], shown['parts'][i]))])
+        live_keys = [
+            key
+            for key in keys
+            if key in live_keys or key == 'timestamp' or same_shown(own.get(key), shown.get(key))
+        ]
+    stale = len(live_keys) < len(keys) or len(live_parts) < sum(part is not _SAME for part in parts)
+    if stale:
+        for key in keys:
+            if key not in live_keys:
+                lean[key] = own.get(key)
+        for index, part in enumerate(parts):
+            if part is not _SAME and index not in live_parts:
+                lean['parts'][index] = own_parts[index]
+    restorable: dict[str, Any] = {'kind': body['kind'], 'metadata': body['metadata']}
+    restorable.update((key, body[key]) for key in live_keys)
+    restorable['parts'] = [parts[index] for index in live_parts]
+    return OpenedEnvelope(lean, restorable, tuple(live_parts), tuple(live_keys), stale=stale)
+
+
+def reassembled(envelope: ModelMessage, opened: OpenedEnvelope, restored: ModelMessage) -> ModelMessage:
+    """The message an envelope stands for: ``restored`` (the walk of ``opened.restorable``) in the
+    envelope's own message, at the live places; everything else stays as the envelope holds it."""
+    if opened.whole:
+        return restored
+    parts: list[Any] = list(envelope.parts)
+    for index, part in zip(opened.live_parts, restored.parts, strict=True):
+        parts[index] = part
+    changes: dict[str, Any] = {key: getattr(restored, key) for key in opened.live_keys}
+    changes.update(parts=parts, metadata=restored.metadata)
+    rebuilt: ModelMessage = dataclasses.replace(envelope, **changes)
+    return rebuilt
+
+
+# -- an envelope written back (a plain read saved through the wrapper) --------------------------------
+
+
+def to_walk(envelope: ModelMessage, opened: OpenedEnvelope) -> ModelMessage:
+    """What of a written-back envelope the walk must see: the parts and fields the body does not restore.
+
+    Those are the envelope's own (parts that never held a payload, and edits,
+    which may hold new payloads); the live places stay stored as they are.
+    """
+    parts: list[Any] = [part for index, part in enumerate(envelope.parts) if index not in opened.live_parts]
+    message: ModelMessage = dataclasses.replace(envelope, parts=parts, metadata=None)  # type: ignore[arg-type]
+    return message
+
+
+def written_back_lean(opened: OpenedEnvelope, walked: dict[str, Any]) -> dict[str, Any]:
+    """The lean JSON of a written-back envelope: ``walked`` (the walk of ``to_walk``) with the live places
+    and the original ``metadata`` laid back in from the body."""
+    if opened.whole:
+        return opened.full
+    restorable = opened.restorable
+    lean = dict(walked)
+    lean.update((key, restorable[key]) for key in opened.live_keys)
+    lean['metadata'] = restorable['metadata']
+    live = iter(restorable['parts'])
+    rest = iter(walked['parts'])
+    count = len(opened.full['parts'])
+    lean['parts'] = [next(live) if index in opened.live_parts else next(rest) for index in range(count)]
     return lean
+
+
+def with_kept_stand_ins(built: ModelMessage, envelope: ModelMessage, opened: OpenedEnvelope) -> ModelMessage:
+    """``built`` (the new envelope of a written-back one) showing the old stand-ins at the live places
+    where they differ only in size labels (the new save did not know the stored payloads' sizes)."""
+    if opened.whole or not opened.live_parts:
+        return built
+    new: list[Any] = ModelMessagesTypeAdapter.dump_python([built], mode='json')[0]['parts']
+    old: list[Any] = ModelMessagesTypeAdapter.dump_python([envelope], mode='json')[0]['parts']
+    parts: list[Any] = list(built.parts)
+    for index in opened.live_parts:
+        if same_shown(old[index], new[index]):
+            parts[index] = envelope.parts[index]
+    message: ModelMessage = dataclasses.replace(built, parts=parts)  # type: ignore[arg-type]
+    return message

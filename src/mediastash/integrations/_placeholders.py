@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -31,7 +33,15 @@ from mediastash.markers import (
 )
 from mediastash.walker.internal import TooDeep, TreeCopier
 
-__all__ = ['PLACEHOLDER_KEY', 'PLACEHOLDER_PREFIX', 'placeholder_text', 'visible_messages']
+__all__ = [
+    'PLACEHOLDER_KEY',
+    'PLACEHOLDER_PREFIX',
+    'placeholder_text',
+    'same_shown',
+    'shown_message',
+    'shows_stand_ins',
+    'visible_messages',
+]
 
 PLACEHOLDER_PREFIX: Final = '[mediastash placeholder: '
 """How every stand-in text starts."""
@@ -43,6 +53,9 @@ _HOW_TO_OPEN: Final = "not included here: read this history through mediastash's
 _MAX_MEDIA_TYPE: Final = 80
 # Where pydantic-ai accepts only binary content, so a text stand-in would not validate.
 _BINARY_ONLY: Final = {'speech': 'audio'}
+
+_SIZE_LABEL: Final = re.compile(r', (?:[0-9]+ B|[0-9]+\.[0-9] (?:KiB|MiB|GiB))(?= stored as media\+sha256://)')
+"""A stand-in's size (``format_bytes`` after a comma): the one part a reader cannot recompute without the blob."""
 
 Sizes = Mapping[str, int]
 """Payload size in bytes by URI, for the URIs a message's save knew (others are shown without a size)."""
@@ -227,3 +240,44 @@ def visible_messages(leans: list[dict[str, Any]], sizes: list[Sizes]) -> list[Mo
         return list(ModelMessagesTypeAdapter.validate_python(shown))
     except (ValidationError, TooDeep):
         return [_validate_one(lean, size) for lean, size in zip(leans, sizes, strict=True)]
+
+
+def _sizeless(value: Any) -> str:
+    """``value`` as canonical JSON text with every stand-in's size label taken out."""
+    return _SIZE_LABEL.sub('', json.dumps(value, sort_keys=True, ensure_ascii=False))
+
+
+def shows_stand_ins(own: Any, lean: Any, *, part: bool) -> bool:
+    """Whether ``own`` (a part, or another top-level value, of an envelope's JSON) is exactly what an
+    envelope shows for ``lean``: the same JSON, each payload as its stand-in, any size label or none.
+
+    ``False`` means the envelope was edited at that place after it was written.
+    Only the direct stand-in is tried here; ``visible_messages`` decides the
+    parts pydantic-ai refused (see ``_envelope``).
+    """
+    stand_ins = _StandIns({})
+    try:
+        shown = stand_ins.part(lean) if part else stand_ins.walk(lean)
+    except TooDeep:
+        return False
+    return _sizeless(own) == _sizeless(shown)
+
+
+def shown_message(lean: dict[str, Any]) -> dict[str, Any]:
+    """The JSON of the message an envelope shows for the lean message ``lean`` (stand-ins without sizes)."""
+    (visible,) = visible_messages([lean], [{}])
+    dumped: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([visible], mode='json')[0]
+    return dumped
+
+
+def same_shown(own: Any, shown: Any) -> bool:
+    """``own`` and ``shown`` (both an envelope's JSON at one place) equal apart from size labels and timestamps.
+
+    A part or message rebuilt from stand-ins gets its ``timestamp`` from
+    pydantic-ai at validation, so it cannot be compared.
+    """
+    return _sizeless(_untimed(own)) == _sizeless(_untimed(shown))
+
+
+def _untimed(value: Any) -> Any:
+    return {k: v for k, v in value.items() if k != 'timestamp'} if type(value) is dict else value

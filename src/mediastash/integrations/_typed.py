@@ -15,13 +15,24 @@ import json
 from typing import Any, Final
 
 from pydantic import ValidationError
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MalformedMarker, MediaNotFoundError, UnsupportedMarkerFormat
-from mediastash.integrations._envelope import EnvelopeError, envelopes_for, has_reserved_key, lean_json_of
+from mediastash.integrations._envelope import (
+    EnvelopeError,
+    OpenedEnvelope,
+    envelopes_for,
+    has_reserved_key,
+    open_envelope,
+    reassembled,
+    to_walk,
+    with_kept_stand_ins,
+    written_back_lean,
+)
 from mediastash.integrations._placeholders import Sizes
 from mediastash.integrations._references import has_reference_parts, references_to_markers, with_reference_parts
+from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.typed import LeanMessages, TypedWalker
@@ -72,14 +83,32 @@ class Offloader:
         A message holding reference parts whose lean JSON is that of an
         envelope this offloader restored gets that very envelope back (the
         run copies messages, and only the envelope knows the payload sizes).
+        An envelope written back (a plain read saved again) stays lean: its
+        live places keep their stored payloads, its edited places are walked
+        like any message and its stale body entries are dropped.
         """
-        walked, referencing = await self._externalized(messages)
+        written_back: dict[int, OpenedEnvelope] = {}
+        walking = list(messages)
+        for index, message in enumerate(messages):
+            if has_reserved_key(message):
+                try:
+                    opened = open_envelope(message, run_id='', step_index=0, message_index=index)
+                except EnvelopeError:
+                    continue  # a caller's look-alike: the walk escapes it
+                written_back[index] = opened
+                walking[index] = to_walk(message, opened)
+        walked, referencing = await self._externalized(walking)
         lean, changed, sizes = walked.json, walked.changed, walked.sizes
         out = list(messages)
+        for index, opened in written_back.items():
+            lean[index] = written_back_lean(opened, lean[index])
+            changed[index] = RESERVED_KEY_PREFIX in json.dumps(lean[index], ensure_ascii=False)
+            if not changed[index]:  # every payload of it was edited away: a plain message again
+                out[index] = ModelMessagesTypeAdapter.validate_python([lean[index]])[0]
         previous, current = self._envelopes, {}
         todo: list[int] = []
         for index, message in enumerate(messages):
-            if not (changed[index] or has_reserved_key(message)):
+            if not (changed[index] or (has_reserved_key(message) and index not in written_back)):
                 continue
             memo = previous.get(id(message))
             if memo is not None and memo.message is message and memo.lean == lean[index] and memo.sizes == sizes[index]:
@@ -95,6 +124,8 @@ class Offloader:
         if todo:
             built = envelopes_for([lean[i] for i in todo], [sizes[i] for i in todo])
             for index, envelope in zip(todo, built, strict=True):
+                if index in written_back:
+                    envelope = with_kept_stand_ins(envelope, messages[index], written_back[index])
                 out[index] = envelope
                 current[id(messages[index])] = _Enveloped(messages[index], lean[index], sizes[index], envelope)
         self._envelopes = current
@@ -113,14 +144,16 @@ class Offloader:
         places = [index for index, message in enumerate(messages) if has_reserved_key(message)]
         if not places:
             return list(messages)
-        leans = [
-            lean_json_of(messages[index], run_id=run_id, step_index=step_index, message_index=index) for index in places
+        opened = [
+            open_envelope(messages[index], run_id=run_id, step_index=step_index, message_index=index)
+            for index in places
         ]
+        leans = [envelope.restorable for envelope in opened]
         if references:
             referenced = with_reference_parts(leans)
-            for index, before, after in zip(places, leans, referenced, strict=True):
+            for index, envelope, before, after in zip(places, opened, leans, referenced, strict=True):
                 if after is not before:
-                    self._restored.put(_lean_key(before), messages[index])
+                    self._restored.put(_lean_key(envelope.full), messages[index])
             leans = referenced
         first = places[0]
         try:
@@ -140,8 +173,8 @@ class Offloader:
                 message_index=first,
             ) from error
         out = list(messages)
-        for index, message in zip(places, typed, strict=True):
-            out[index] = message
+        for index, envelope, message in zip(places, opened, typed, strict=True):
+            out[index] = reassembled(messages[index], envelope, message)
         return out
 
 
