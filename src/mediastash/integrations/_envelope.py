@@ -182,9 +182,7 @@ def _opened(message: ModelMessage, body: dict[str, Any], fail: Callable[[str], E
         shown = shown_message(lean)
         live_parts = sorted([*live_parts, *(i for i in doubtful if same_shown(own_parts[i], shown['parts'][i]))])
         live_keys = [
-            key
-            for key in keys
-            if key in live_keys or key == 'timestamp' or same_shown(own.get(key), shown.get(key))
+            key for key in keys if key in live_keys or key == 'timestamp' or same_shown(own.get(key), shown.get(key))
         ]
     stale = len(live_keys) < len(keys) or len(live_parts) < sum(part is not _SAME for part in parts)
     if stale:
