@@ -40,6 +40,7 @@ from mediastash._lru import BoundedLRU
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_metadata
 from mediastash.errors import (
     IntegrityError,
+    InvalidArgumentError,
     InvalidStoreConfiguration,
     MediaNotFoundError,
     MediaStashError,
@@ -51,9 +52,10 @@ from mediastash.errors import (
 from mediastash.known_blobs import deletion_generation, note_deletion
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verified_stream, verify_digest
 from mediastash.stores._namespaces import EraseReport, check_namespace_name, erase_all
+from mediastash.stores._range import DigestRange
 from mediastash.stores._rules import AsyncClosing, StoreRules
 from mediastash.stores.protocols import BlobInfo, BlobStat
-from mediastash.uri import media_uri
+from mediastash.uri import MEDIA_URI_SCHEME, media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
 if TYPE_CHECKING:
@@ -202,6 +204,7 @@ _CAPABILITIES: Final = {
     'put_stream': '_write_stream',
     'get_stream': '_raw_chunks',
     'iter_blobs': '_list_blobs',
+    'iter_blobs_in_range': '_list_blobs',
     'delete_unless_touched': '_delete_unless_touched',
 }
 
@@ -486,6 +489,18 @@ class BaseMediaStore(StoreRules, ABC):
     def _list_blobs(self) -> AsyncIterator[BlobInfo]:
         """Yield every stored blob with its size and last-write time, reading no blob's bytes."""
         raise NotImplementedError
+
+    async def _list_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
+        """The blobs of ``_list_blobs`` whose digest is in ``digest_range``.
+
+        Default: the whole listing, filtered. Backends whose layout orders or
+        groups blobs by digest (an index, a key prefix) override it to read only
+        the range, which is what makes a shard of a large store cheap to list.
+        """
+        start = len(MEDIA_URI_SCHEME)
+        async for info in self._list_blobs():
+            if info.uri[start:] in digest_range:
+                yield info
 
     async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
         """The subset of ``digests`` that is stored; refresh the last-write time of those written before
@@ -858,6 +873,15 @@ class BaseMediaStore(StoreRules, ABC):
         """Every stored blob with its size and last-write time (no bytes read); for garbage collection."""
         self._check_open()
         async for info in self._list_blobs():
+            yield info
+
+    @_maps_driver_errors('iter_blobs_in_range')
+    async def iter_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
+        """The blobs ``iter_blobs`` lists whose digest is in ``digest_range`` (one shard of the store)."""
+        self._check_open()
+        if not isinstance(digest_range, DigestRange):
+            raise InvalidArgumentError('digest_range', 'a DigestRange', digest_range)
+        async for info in self._list_blobs_in_range(digest_range):
             yield info
 
     @_maps_driver_errors('delete_unless_touched')

@@ -18,6 +18,7 @@ from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import NamespaceUnsupportedError
 from mediastash.known_blobs import storage_key_of
 from mediastash.stores._namespaces import EraseReport, check_namespace_name
+from mediastash.stores._range import DigestRange, blobs_in_range
 from mediastash.stores._rules import StoreRules
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
 from mediastash.stores.protocols import (
@@ -35,7 +36,7 @@ from mediastash.stores.protocols import (
 __all__ = ['WrapperMediaStore']
 
 _OPTIONAL_METHODS = (
-    (CollectableMediaStore, ('iter_blobs', 'delete_unless_touched')),
+    (CollectableMediaStore, ('iter_blobs', 'iter_blobs_in_range', 'delete_unless_touched')),
     (DeletableMediaStore, ('delete', 'delete_many')),
     (ListableMediaStore, ('iter_uris',)),
     (StreamingMediaStore, ('put_stream', 'get_stream')),
@@ -124,6 +125,10 @@ class WrapperMediaStore(StoreRules):
         self._check_open()
         inner: Any = self.inner
         return inner.iter_blobs()  # type: ignore[no-any-return]
+
+    def iter_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
+        self._check_open()
+        return blobs_in_range(self.inner, digest_range)
 
     async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]:
         wanted = list(self._open_digests(uris).values())

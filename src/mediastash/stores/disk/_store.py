@@ -53,8 +53,9 @@ from mediastash.errors import (
     StorePermissionError,
     UnsafeKeyError,
 )
-from mediastash.keys import KeyStrategy, default_key_strategy
+from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
+from mediastash.stores._range import DigestRange
 from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
@@ -109,6 +110,7 @@ _DEFAULT_SUFFIX = '.bin'
 _DEFAULT_NAME_LENGTH = 64 + len(_DEFAULT_SUFFIX)
 _LIST_BATCH = 1024
 _NOT_THERE = (FileNotFoundError, NotADirectoryError)
+_HEX_PAIR = re.compile(r'[0-9a-f]{2}')
 _CANNOT_TOUCH = frozenset({errno.EPERM, errno.EACCES, errno.EROFS})
 _T = TypeVar('_T')
 
@@ -452,6 +454,51 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
         """Every stored blob with its file's size and mtime (a ``stat`` each, no reads). Changes nothing."""
         async for info in _in_batches(self._scan_blobs()):
             yield info
+
+    async def _list_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
+        """The blobs of one digest range: with the sharded layout only the prefix folders of the range are
+        read; with the default layout names outside the range are passed over before any ``stat``. A custom
+        key strategy lists everything and filters."""
+        if self._key_strategy is default_key_strategy:
+            files = self._flat_range_files(digest_range)
+        elif self._key_strategy is sharded_key_strategy:
+            files = self._sharded_range_files(digest_range)
+        else:
+            async for info in super()._list_blobs_in_range(digest_range):
+                yield info
+            return
+        async for info in _in_batches(_stat_blobs(files)):
+            yield info
+
+    def _flat_range_files(self, digest_range: DigestRange) -> Generator[tuple[str, str], None, None]:
+        with os.scandir(self._root) as entries:
+            for entry in entries:
+                name = entry.name
+                if _is_default_blob_name(name) and name[:64] in digest_range and entry.is_file(follow_symlinks=False):
+                    yield name[:64], entry.path
+
+    def _sharded_range_files(self, digest_range: DigestRange) -> Generator[tuple[str, str], None, None]:
+        """``<h0h1>/<h2h3>/<hex>.bin`` files of the range, reading only the folders whose prefix it covers."""
+        wanted = digest_range.prefixes(4)
+        for top in digest_range.prefixes(2):
+            upper = f'{top:02x}'
+            for lower in _subfolders(self._root / upper):
+                if len(lower) != 2 or not _HEX_PAIR.fullmatch(lower) or int(upper + lower, 16) not in wanted:
+                    continue
+                folder = os.path.join(self._root, upper, lower)
+                try:
+                    with os.scandir(folder) as entries:
+                        for entry in entries:
+                            name = entry.name
+                            if (
+                                _is_default_blob_name(name)
+                                and name.startswith(upper + lower)
+                                and name[:64] in digest_range
+                                and entry.is_file(follow_symlinks=False)
+                            ):
+                                yield name[:64], entry.path
+                except _NOT_THERE:
+                    continue
 
     def _sweep_now_and_then(self, folder: Path | None = None) -> None:
         """Sweep crash leftovers of ``folder`` (``None``: the whole store) with the default age, at most once
@@ -822,6 +869,26 @@ def _is_empty_file(path: Path) -> bool:
     except _NOT_THERE:
         return False
     return stat.S_ISREG(info.st_mode) and info.st_size == 0
+
+
+def _stat_blobs(files: Iterator[tuple[str, str]]) -> Generator[BlobInfo, None, None]:
+    """A ``BlobInfo`` (size and mtime) for each ``(digest, path)`` still a regular file."""
+    for digest, path in files:
+        try:
+            info = os.stat(path)
+        except _NOT_THERE:
+            continue  # deleted since the folder was read
+        if stat.S_ISREG(info.st_mode):
+            yield BlobInfo(media_uri(digest), info.st_size, info.st_mtime)
+
+
+def _subfolders(folder: Path) -> list[str]:
+    """The names of the folders directly inside ``folder`` (none when it does not exist)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+    except _NOT_THERE:
+        return []
 
 
 def _is_default_blob_name(name: str) -> bool:

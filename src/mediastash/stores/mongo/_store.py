@@ -45,6 +45,7 @@ from mediastash.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
+from mediastash.stores._range import DigestRange
 from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import ObjectToken, token_for
 from mediastash.stores.base import (
@@ -468,6 +469,28 @@ class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_p
         fields = {'size': 1, 'size_bytes': 1, **_AGE_FIELDS}
         while True:
             cursor = self._manifests.find({'_id': {'$gt': after}}, fields).sort('_id', 1).limit(_LIST_PAGE)
+            page = [document async for document in cursor]
+            if not page:
+                return
+            for manifest in page:
+                digest = manifest['_id']
+                if is_digest(digest):
+                    yield BlobInfo(media_uri(digest), manifest_size(manifest), manifest_written_at(manifest))
+            last = page[-1]['_id']
+            if not isinstance(last, str):
+                return
+            after = last
+
+    async def _list_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
+        """The blobs of one digest range in digest order, read from the ``_id`` index a page at a time."""
+        bounds: dict[str, str] = {'$gte': digest_range.start}
+        if digest_range.end is not None:
+            bounds['$lt'] = digest_range.end
+        after = ''
+        fields = {'size': 1, 'size_bytes': 1, **_AGE_FIELDS}
+        while True:
+            query = {'_id': {**bounds, '$gt': after}}
+            cursor = self._manifests.find(query, fields).sort('_id', 1).limit(_LIST_PAGE)
             page = [document async for document in cursor]
             if not page:
                 return

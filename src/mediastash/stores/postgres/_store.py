@@ -16,6 +16,7 @@ from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreNotFoundError
 from mediastash.stores._blob import sha256_hex, verify_digest
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
+from mediastash.stores._range import DigestRange
 from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import token_for
 from mediastash.stores.base import (
@@ -603,6 +604,20 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         while page := await self._fetch(self._tables.blob_page, after, _LIST_PAGE):
             for digest, size, written_at in page:
                 if digest != after and DIGEST_PATTERN.fullmatch(digest):  # a blob in both tables is listed once
+                    yield BlobInfo(media_uri(digest), int(size), _unix_time(written_at))
+                after = str(digest)
+
+    async def _list_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
+        """The blobs of one digest range: keyset pages of the primary-key index from the range's start,
+        stopping at its end (the listing is in digest order)."""
+        start = digest_range.start.ljust(64, '0')
+        end = digest_range.end
+        after = start[:-1]  # sorts before every digest of the range and after all but a few before it
+        while page := await self._fetch(self._tables.blob_page, after, _LIST_PAGE):
+            for digest, size, written_at in page:
+                if end is not None and digest >= end:
+                    return
+                if digest != after and digest >= start and DIGEST_PATTERN.fullmatch(digest):
                     yield BlobInfo(media_uri(digest), int(size), _unix_time(written_at))
                 after = str(digest)
 

@@ -39,7 +39,8 @@ from mediastash.errors import (
     StoreOperationError,
     UnsafeKeyError,
 )
-from mediastash.keys import KeyStrategy, default_key_strategy
+from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
+from mediastash.stores._range import DigestRange
 from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
@@ -730,6 +731,45 @@ class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner
             modified = item.get('LastModified')
             written_at = modified.timestamp() if isinstance(modified, datetime) else None
             yield BlobInfo(media_uri(digest), int(item.get('Size') or 0), written_at)
+
+    async def _list_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
+        """The blobs of one digest range. The default and sharded key strategies name keys in digest order,
+        so the listing starts at the range's first key (``StartAfter``) and stops at its end; a custom
+        strategy lists everything and filters."""
+        sharded = self._key_strategy is sharded_key_strategy
+        if not sharded and self._key_strategy is not default_key_strategy:
+            async for info in super()._list_blobs_in_range(digest_range):
+                yield info
+            return
+        start = digest_range.start.ljust(64, '0')
+        first = f'{start[:2]}/{start[2:4]}/{start}' if sharded else start  # the first key, less its suffix
+        client = await self._s3()
+        paginator = client.get_paginator('list_objects_v2')
+        pages = aiter(
+            paginator.paginate(Bucket=self._bucket, Prefix=self._key_prefix, StartAfter=self._key_prefix + first)
+        )
+        while True:
+            with self._bucket_errors():
+                try:
+                    page = await anext(pages)
+                except StopAsyncIteration:
+                    return
+            for item in page.get('Contents', []):
+                name = item['Key'][len(self._key_prefix) :]
+                stem = name.removesuffix(_DEFAULT_SUFFIX)
+                digest = stem[6:] if sharded else stem
+                if (
+                    stem == name
+                    or not is_digest(digest)
+                    or (sharded and stem != f'{digest[:2]}/{digest[2:4]}/{digest}')
+                ):
+                    continue
+                if digest_range.end is not None and digest >= digest_range.end:
+                    return
+                if digest >= start:
+                    modified = item.get('LastModified')
+                    written_at = modified.timestamp() if isinstance(modified, datetime) else None
+                    yield BlobInfo(media_uri(digest), int(item.get('Size') or 0), written_at)
 
     async def _list_objects(self) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
         """``(digest, listing entry)`` of each blob object under ``key_prefix``, each digest once."""

@@ -37,6 +37,7 @@ from mediastash.errors import (
 )
 from mediastash.stores._blob import OFFLOAD_BYTES
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
+from mediastash.stores._range import DigestRange
 from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import ObjectToken, token_for
 from mediastash.stores.base import (
@@ -59,6 +60,8 @@ _TABLE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,62}')
 _SHARED_COLUMNS = ('sha256', 'media_type', 'bytes', 'size_bytes', 'metadata')
 """The columns pydantic-ai-harness's SQLite media table has; every table we use needs them."""
 _CREATED_AT = 'created_at'
+_PAST_HEX = 'g'
+"""Sorts after every lowercase hex string: the end of a range with no upper bound."""
 _EARLY_LAYOUT = frozenset({'data', 'size'})
 """Column names of mediastash's pre-release layout, recognised only to give a better error."""
 _BUSY_TIMEOUT_SECONDS = 30.0
@@ -513,6 +516,28 @@ class SqliteMediaStore(BaseMediaStore, ScratchInPackage['SqliteMediaStore'], url
         rows = connection.execute(
             f'SELECT sha256, length(bytes), {created_at} FROM {self._quoted} WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
             (after, _LIST_PAGE),
+        )
+        return [(str(digest), int(size or 0), _unix_time(written_at)) for digest, size, written_at in rows]
+
+    async def _list_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
+        """The blobs of the range in digest order, read from the primary-key index a page at a time."""
+        after = ''
+        end = digest_range.end if digest_range.end is not None else _PAST_HEX
+        no_page: list[tuple[str, int, float | None]] = []
+        while page := await self._run_read(self._select_range_page, no_page, digest_range.start, after, end):
+            for digest, size, written_at in page:
+                if DIGEST_PATTERN.fullmatch(digest):
+                    yield BlobInfo(media_uri(digest), size, written_at)
+            after = page[-1][0]
+
+    def _select_range_page(
+        self, connection: sqlite3.Connection, start: str, after: str, end: str
+    ) -> list[tuple[str, int, float | None]]:
+        created_at = _CREATED_AT if self._has_created_at else 'NULL'
+        rows = connection.execute(
+            f'SELECT sha256, length(bytes), {created_at} FROM {self._quoted} '
+            'WHERE sha256 >= ? AND sha256 > ? AND sha256 < ? ORDER BY sha256 LIMIT ?',
+            (start, after, end, _LIST_PAGE),
         )
         return [(str(digest), int(size or 0), _unix_time(written_at)) for digest, size, written_at in rows]
 
