@@ -51,6 +51,8 @@ from mediastash.uri import media_uri_for
 MiB = 1 << 20
 BLOB_BYTES = 32
 PER_SNAPSHOT = 50
+URIS_FILE = Path(tempfile.gettempdir()) / f'gcbench-uris-{os.getpid()}.txt'
+"""Where each run writes the URIs it judged deletable (the report holds counts only)."""
 S3_SETTLE = 2.0
 """Seconds to wait after writing S3 objects: their whole-second ``Last-Modified`` is read as up to 1 s later."""
 
@@ -130,7 +132,7 @@ async def measured(store: Any, roots: list[Any], *, dry_run: bool) -> Run:
     resettable = reset_peak_rss()
     before = _status('VmRSS')
     started = time.perf_counter()
-    report = await collect_garbage(counting, roots, grace=timedelta(0), dry_run=dry_run)
+    report = await collect_garbage(counting, roots, grace=timedelta(0), dry_run=dry_run, uris_file=URIS_FILE)
     wall = time.perf_counter() - started
     growth = _status('VmHWM') - before if resettable else None
     return Run(report, wall, growth, counting.calls['get'] + counting.calls['get_stream'])
@@ -155,7 +157,7 @@ async def series(
         run = await measured(store, roots, dry_run=False)
         assert run.report.deleted == expected, (run.report.deleted, expected)
         result.real.append(run)
-        await recreate(run.report.deleted_uris)
+        await recreate(frozenset(run.report.iter_uris('deleted')))
     result.traced_dry = await traced(store, roots, dry_run=True)
     result.traced_real = await traced(store, roots, dry_run=False)
     return result

@@ -47,6 +47,8 @@ from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 from mediastash import DiskMediaStore, MemoryMediaStore, SqliteMediaStore, externalize_media
 from mediastash.gc import (
     FileStepStoreRoot,
+    GcReport,
+    GcUriOutcome,
     JsonFileRoot,
     JsonTreeRoot,
     KVRoot,
@@ -111,6 +113,11 @@ async def age(store: Any, uri: str, when: float | None) -> None:
 async def age_all(store: Any, when: float) -> None:
     for uri in await stored(store):
         await age(store, uri, when)
+
+
+def listed(report: GcReport, outcome: GcUriOutcome = 'deleted') -> set[str]:
+    """The URIs of the report's ``uris_file`` with that outcome."""
+    return set(report.iter_uris(outcome))
 
 
 # -- referenced_uris ----------------------------------------------------------------------------
@@ -227,33 +234,38 @@ async def aged_store() -> tuple[MemoryMediaStore, dict[str, str]]:
     return store, uris
 
 
-async def test_only_old_unreferenced_blobs_of_known_age_go() -> None:
+async def test_only_old_unreferenced_blobs_of_known_age_go(tmp_path: Path) -> None:
     store, uris = await aged_store()
     roots = [frozenset({uris['kept']})]
-    dry = await collect_garbage(store, roots, grace=timedelta(hours=1))
-    assert dry.dry_run and dry.deletable_uris == {uris['old']} and dry.deleted == 0
+    dry = await collect_garbage(store, roots, grace=timedelta(hours=1), uris_file=tmp_path / 'dry')
+    assert dry.dry_run and listed(dry, 'deletable') == {uris['old']} and dry.deleted == 0
     assert await stored(store) == set(uris.values())
     assert (dry.scanned, dry.referenced, dry.skipped_young, dry.skipped_unknown_age, dry.deletable) == (4, 1, 1, 1, 1)
     assert dry.deletable_bytes == len(b'old') and dry.scanned_bytes == sum(len(name) for name in uris)
 
-    real = await collect_garbage(store, roots, grace=timedelta(hours=1), dry_run=False)
-    assert real.deleted_uris == dry.deletable_uris == real.deletable_uris
+    real = await collect_garbage(store, roots, grace=timedelta(hours=1), dry_run=False, uris_file=tmp_path / 'real')
+    assert listed(real) == listed(dry, 'deletable') == listed(real, 'deletable')
+    assert listed(real, 'kept') == set()
     assert (real.deleted, real.bytes_freed) == (1, 3)
     assert await stored(store) == {uris['kept'], uris['young'], uris['unknown']}
     assert real.written_before == pytest.approx(real.mark_started - 3600)
 
 
-async def test_unknown_age_goes_only_when_asked() -> None:
+async def test_unknown_age_goes_only_when_asked(tmp_path: Path) -> None:
     store, uris = await aged_store()
-    dry = await collect_garbage(store, [frozenset({uris['kept']})], grace=3600, include_unknown_age=True)
-    assert dry.deletable_uris == {uris['old'], uris['unknown']} and dry.skipped_unknown_age == 0
-    real = await collect_garbage(store, [{uris['kept']}], grace=3600, include_unknown_age=True, dry_run=False)
-    assert real.deleted_uris == {uris['old'], uris['unknown']}
+    dry = await collect_garbage(
+        store, [frozenset({uris['kept']})], grace=3600, include_unknown_age=True, uris_file=tmp_path / 'dry'
+    )
+    assert listed(dry, 'deletable') == {uris['old'], uris['unknown']} and dry.skipped_unknown_age == 0
+    real = await collect_garbage(
+        store, [{uris['kept']}], grace=3600, include_unknown_age=True, dry_run=False, uris_file=tmp_path / 'real'
+    )
+    assert listed(real) == {uris['old'], uris['unknown']}
     assert real.bytes_freed == len(b'old') + len(b'unknown')
     assert await stored(store) == {uris['kept'], uris['young']}
 
 
-async def test_grace_zero_still_spares_blobs_written_after_the_mark_started() -> None:
+async def test_grace_zero_still_spares_blobs_written_after_the_mark_started(tmp_path: Path) -> None:
     store = MemoryMediaStore()
     old = await store.put(b'old')
     await age(store, old, time.time() - 5)
@@ -274,13 +286,13 @@ async def test_grace_zero_still_spares_blobs_written_after_the_mark_started() ->
             return 'writer'
 
     root = WritesWhileRead()
-    report = await collect_garbage(store, [root], grace=0, dry_run=False)
+    report = await collect_garbage(store, [root], grace=0, dry_run=False, uris_file=tmp_path / 'uris')
     assert report.mark_started <= root.read_at
-    assert report.deleted_uris == {old}
+    assert listed(report) == {old}
     assert await stored(store) == {root.written}
 
 
-async def test_a_blob_touched_between_listing_and_delete_is_kept() -> None:
+async def test_a_blob_touched_between_listing_and_delete_is_kept(tmp_path: Path) -> None:
     store = MemoryMediaStore()
     uris = [await store.put(bytes([n]) * 10) for n in range(3)]
     await age_all(store, time.time() - 2 * HOUR)
@@ -289,8 +301,10 @@ async def test_a_blob_touched_between_listing_and_delete_is_kept() -> None:
         if phase == 'list' and total is not None:  # listing finished: a writer confirms one blob now
             set_written_at(store, uris[1], time.time())
 
-    report = await collect_garbage(store, [frozenset()], grace=HOUR, dry_run=False, progress=progress)
-    assert report.deletable == 3 and report.deleted_uris == {uris[0], uris[2]}
+    report = await collect_garbage(
+        store, [frozenset()], grace=HOUR, dry_run=False, progress=progress, uris_file=tmp_path / 'uris'
+    )
+    assert report.deletable == 3 and listed(report) == {uris[0], uris[2]} and listed(report, 'kept') == {uris[1]}
     assert await stored(store) == {uris[1]}
 
 
@@ -581,12 +595,14 @@ async def test_blobs_the_harness_wrote_survive_the_default_collection(tmp_path: 
         await age(ours, mine, time.time() - 2 * HOUR)
         assert {info.uri: info.written_at for info in [i async for i in ours.iter_blobs()]}[theirs] is None
 
-        report = await collect_garbage(ours, [set()], grace=0, dry_run=False)
-        assert report.deleted_uris == {mine} and report.skipped_unknown_age == 1
+        report = await collect_garbage(ours, [set()], grace=0, dry_run=False, uris_file=tmp_path / 'first')
+        assert listed(report) == {mine} and report.skipped_unknown_age == 1
         assert await ours.get(theirs) == b'written by pydantic-ai-harness'
 
-        report = await collect_garbage(ours, [set()], grace=0, dry_run=False, include_unknown_age=True)
-        assert report.deleted_uris == {theirs}
+        report = await collect_garbage(
+            ours, [set()], grace=0, dry_run=False, include_unknown_age=True, uris_file=tmp_path / 'second'
+        )
+        assert listed(report) == {theirs}
         assert await stored(ours) == set()
     finally:
         await ours.aclose()
@@ -702,11 +718,11 @@ async def _history_scenario(plan: dict[str, Any], folder: Path) -> None:
 
         before = await stored(media)
         roots = [steps, kv]
-        dry = await collect_garbage(media, roots, grace=timedelta(0))
+        dry = await collect_garbage(media, roots, grace=timedelta(0), uris_file=folder / 'dry.txt')
         assert await stored(media) == before
-        assert dry.deletable_uris == before - expected
-        real = await collect_garbage(media, roots, grace=timedelta(0), dry_run=False)
-        assert real.deleted_uris == dry.deletable_uris
+        assert listed(dry, 'deletable') == before - expected
+        real = await collect_garbage(media, roots, grace=timedelta(0), dry_run=False, uris_file=folder / 'real.txt')
+        assert listed(real) == listed(dry, 'deletable')
         assert await stored(media) == expected
 
         reader = OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD, known_blobs=False)
@@ -783,21 +799,26 @@ def test_cli_json(cli_store: tuple[Path, dict[str, str]]) -> None:
     listing = folder / 'keep.txt'
     listing.write_text(names['orphan-a'] + '\n')
     result = run_cli(
-        'gc', '--store', 'media', '--roots', 'lean.json', f'uris:{listing}', '--grace', '1h', '--json', cwd=folder
-    )
+        'gc', '--store', 'media', '--roots', 'lean.json', f'uris:{listing}', '--grace', '1h', '--json',
+        '--uris-file', 'dry.txt', cwd=folder,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
-    assert document['dry_run'] is True and document['deletable_uris'] == [names['orphan-b']]
+    assert document['dry_run'] is True and 'deletable_uris' not in document
+    assert (folder / 'dry.txt').read_text() == f'deletable {names["orphan-b"]}\n'
+    assert document['uris_file'] == 'dry.txt' and document['shard'] is None
     assert (document['scanned'], document['referenced'], document['skipped_young']) == (5, 3, 1)
     assert document['deletable_bytes'] == 1000 and document['root_names'] == ['lean.json', str(listing)]
     assert document['roots'] == 2 and document['root_items'] == 2
 
     result = run_cli(
-        'gc', '--store', 'media', '--roots', 'lean.json', '--grace', '1h', '--delete', '--json', cwd=folder
-    )
+        'gc', '--store', 'media', '--roots', 'lean.json', '--grace', '1h', '--delete', '--json',
+        '--uris-file', 'real.txt', cwd=folder,
+    )  # fmt: skip
     document = json.loads(result.stdout)
     assert document['deleted'] == 2 and document['bytes_freed'] == 1200
-    assert sorted(document['deleted_uris']) == sorted([names['orphan-a'], names['orphan-b']])
+    lines = sorted((folder / 'real.txt').read_text().splitlines())
+    assert lines == sorted([f'deleted {names["orphan-a"]}', f'deleted {names["orphan-b"]}'])
 
 
 @pytest.mark.parametrize(
@@ -924,10 +945,13 @@ def test_cli_on_a_single_sqlite_file(tmp_path: Path) -> None:
             await media.aclose()
 
     orphan, kept = asyncio.run(build())
-    result = run_cli('gc', '--store', 'sqlite:///agent.db', '--roots', 'agent.db', '--delete', '--json', cwd=tmp_path)
+    result = run_cli(
+        'gc', '--store', 'sqlite:///agent.db', '--roots', 'agent.db', '--delete', '--json', '--uris-file', 'gone',
+        cwd=tmp_path,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
-    assert document['deleted_uris'] == [orphan] and document['referenced'] == 2
+    assert (tmp_path / 'gone').read_text() == f'deleted {orphan}\n' and document['referenced'] == 2
     assert document['root_names'] == ['agent.db']
     with sqlite3.connect(tmp_path / 'agent.db') as connection:
         left = {f'media+sha256://{row[0]}' for row in connection.execute('SELECT sha256 FROM media')}

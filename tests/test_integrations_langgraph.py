@@ -366,7 +366,7 @@ def test_sync_methods_with_no_loop_run_the_store_on_a_thread_of_the_wrappers_own
     saver.close()  # idempotent
 
 
-async def test_gc_keeps_what_checkpoints_and_writes_reference(store: DiskMediaStore) -> None:
+async def test_gc_keeps_what_checkpoints_and_writes_reference(store: DiskMediaStore, tmp_path: Path) -> None:
     inner = InMemorySaver()
     saver = OffloadingCheckpointSaver(inner, media_store=store)
     stored = await put(saver, {'messages': history()})
@@ -386,13 +386,13 @@ async def test_gc_keeps_what_checkpoints_and_writes_reference(store: DiskMediaSt
         media_uri_for((TEXT + 'more').encode()),
         media_uri_for((TEXT + 'x').encode()),
     }
-    report = await collect_garbage(store, [CheckpointerRoot(saver)], grace=0, dry_run=False)
-    assert report.deleted_uris == {orphan}
+    report = await collect_garbage(store, [CheckpointerRoot(saver)], grace=0, dry_run=False, uris_file=tmp_path / 'a')
+    assert set(report.iter_uris('deleted')) == {orphan}
     assert set([uri async for uri in store.iter_uris()]) == kept
     await saver.adelete_thread('thread-1')
     await saver.adelete_thread('other')
-    report = await collect_garbage(store, [CheckpointerRoot(inner)], grace=0, dry_run=False)
-    assert report.deleted_uris == kept
+    report = await collect_garbage(store, [CheckpointerRoot(inner)], grace=0, dry_run=False, uris_file=tmp_path / 'b')
+    assert set(report.iter_uris('deleted')) == kept
 
 
 async def test_gc_stops_on_an_envelope_it_cannot_read(store: DiskMediaStore) -> None:

@@ -339,10 +339,11 @@ async def test_gc_keeps_every_blob_a_version_2_snapshot_needs(kind: str, tmp_pat
         set_written_at(media, uri, long_ago)
     path = tmp_path / 'steps' if kind == 'file' else tmp_path / 'steps.db'
     root = FileStepStoreRoot(path) if kind == 'file' else SqliteStepStoreRoot(path)
-    by_path = await collect_garbage(media, [path], grace=timedelta(hours=1))  # what `mediastash gc --roots` reads
-    assert by_path.deletable_uris == {orphan}
-    report = await collect_garbage(media, [root], grace=timedelta(hours=1), dry_run=False)
-    assert report.deleted_uris == {orphan}
+    # [path] is what `mediastash gc --roots` reads
+    by_path = await collect_garbage(media, [path], grace=timedelta(hours=1), uris_file=tmp_path / 'dry.txt')
+    assert set(by_path.iter_uris('deletable')) == {orphan}
+    report = await collect_garbage(media, [root], grace=timedelta(hours=1), dry_run=False, uris_file=tmp_path / 'gc')
+    assert set(report.iter_uris('deleted')) == {orphan}
     assert await stored_uris(media) == needed
     store = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media, known_blobs=False)
     back = await store.latest_snapshot(run_id='run-1')

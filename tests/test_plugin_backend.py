@@ -262,10 +262,13 @@ async def test_every_command_works_on_a_plugin_store(tmp_path: Path) -> None:
             '1h',
             '--delete',
             '--json',
+            '--uris-file',
+            'swept.txt',
             cwd=tmp_path,
         )
     )
-    assert sorted(swept['deleted_uris']) == sorted(uris[:2])
+    assert swept['deleted'] == 2
+    assert sorted((tmp_path / 'swept.txt').read_text().splitlines()) == sorted(f'deleted {uri}' for uri in uris[:2])
     assert sorted(path.stem for path in (tmp_path / 'a').glob('*.blob')) == [parse_media_uri(uris[2])]
 
 

@@ -858,9 +858,22 @@ async def test_cli_ls_stats_verify_gc_sync_on_a_postgresql_url(
 
     roots = tmp_path / 'roots.txt'
     roots.write_text(kept + '\n')
-    collected = run_cli('gc', '--store', url, '--roots', f'uris:{roots}', '--grace', '1h', '--delete', '--json')
+    swept = tmp_path / 'swept.txt'
+    collected = run_cli(
+        'gc',
+        '--store',
+        url,
+        '--roots',
+        f'uris:{roots}',
+        '--grace',
+        '1h',
+        '--delete',
+        '--json',
+        '--uris-file',
+        str(swept),
+    )
     assert collected.returncode == 0, collected.stderr
-    assert json.loads(collected.stdout)['deleted_uris'] == [old]
+    assert json.loads(collected.stdout)['deleted'] == 1 and swept.read_text() == f'deleted {old}\n'
     assert run_cli('ls', url).stdout.split() == sorted([kept, young, harness])
 
 

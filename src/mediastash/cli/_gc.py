@@ -13,7 +13,7 @@ from mediastash.cli._args import positive_int
 from mediastash.cli._ui import Step, Ui
 from mediastash.stores.registry import help_forms
 
-__all__ = ['parse_duration', 'register']
+__all__ = ['parse_duration', 'parse_shard', 'register']
 
 _DURATION_PART: Final = re.compile(r'(\d+(?:\.\d+)?)\s*(d|h|m|s)', re.IGNORECASE)
 _DURATION: Final = re.compile(r'\s*(?:\d+(?:\.\d+)?\s*[dhms]\s*)+', re.IGNORECASE)
@@ -82,7 +82,31 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     gc.add_argument(
         '--batch-size', type=positive_int, default=1000, metavar='N', help='blobs per delete call (default: 1000)'
     )
+    gc.add_argument(
+        '--shard',
+        type=parse_shard,
+        metavar='K/N',
+        help='collect only shard K (from 0) of N equal parts of the digest space; run N of these, one per K, '
+        'as N jobs or on N machines, to collect the whole store in parallel (see docs/gc.md)',
+    )
+    gc.add_argument(
+        '--uris-file',
+        metavar='FILE',
+        help="write one line per blob judged deletable to FILE: 'deletable URI' in a dry run, 'deleted URI' or "
+        "'kept URI' with --delete (the report itself holds counts only)",
+    )
     gc.set_defaults(handler=_gc)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``K/N`` (``0/4`` .. ``3/4``): shard K, counted from 0, of N."""
+    match = re.fullmatch(r'\s*(\d+)\s*/\s*(\d+)\s*', text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f'expected K/N such as 0/4 (shard K, from 0, of N), got {text!r}')
+    index, count = int(match[1]), int(match[2])
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f'the shard K/N needs 0 <= K < N, got {text!r}')
+    return index, count
 
 
 async def _gc(args: argparse.Namespace, ui: Ui) -> int:
@@ -100,9 +124,14 @@ async def _gc(args: argparse.Namespace, ui: Ui) -> int:
                 include_unknown_age=args.include_unknown_age,
                 batch_size=args.batch_size,
                 progress=progress,
+                shard=args.shard,
+                uris_file=args.uris_file,
             )
         described = repr(store)
-    title = f'Garbage collection of {described}' + (' (dry run)' if report.dry_run else '')
+    title = f'Garbage collection of {described}'
+    if report.shard is not None:
+        title += f', shard {report.shard[0]}/{report.shard[1]}'
+    title += ' (dry run)' if report.dry_run else ''
     rows: list[list[object]] = [
         ['blobs listed', report.scanned, _size(report.scanned_bytes)],
         ['referenced by the roots', report.referenced, ''],

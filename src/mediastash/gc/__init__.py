@@ -11,7 +11,7 @@ from mediastash.gc import _roots
 from mediastash.gc._checkpointer import CheckpointerRoot
 from mediastash.gc._collect import DEFAULT_GRACE, GcPhase, GcProgress, StoreNotCollectable, collect_garbage
 from mediastash.gc._refs import referenced_uris
-from mediastash.gc._report import GcReport
+from mediastash.gc._report import GcReport, GcUriOutcome
 from mediastash.gc._roots import *  # noqa: F403  (the root kinds: their __all__, listed once there)
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     'GcPhase',
     'GcProgress',
     'GcReport',
+    'GcUriOutcome',
     'StoreNotCollectable',
     'collect_garbage',
     'referenced_uris',

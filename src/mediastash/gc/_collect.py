@@ -15,13 +15,16 @@ import os
 import time
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Final, Literal, Protocol
+from typing import IO, Any, Final, Literal, Protocol
 
 from mediastash._checks import positive_int
-from mediastash.errors import MediaStashError
+from mediastash.errors import InvalidArgumentError, MediaStashError
+from mediastash.gc._marks import DigestSet
 from mediastash.gc._report import GcReport
 from mediastash.gc._roots import Root, as_root
-from mediastash.stores.protocols import exists_in
+from mediastash.stores._range import DigestRange, blobs_in_range
+from mediastash.stores.protocols import BlobInfo, exists_in
+from mediastash.uri import MEDIA_URI_SCHEME
 
 __all__ = ['DEFAULT_GRACE', 'GcPhase', 'GcProgress', 'StoreNotCollectable', 'collect_garbage']
 
@@ -29,6 +32,8 @@ DEFAULT_GRACE: Final = timedelta(hours=24)
 """Well above the default writer settings (600 s cache trust + 3600 s touch interval)."""
 
 _PROGRESS_EVERY: Final = 256
+_JUDGE_BATCH: Final = 1000
+"""Listed blobs looked up in the mark set at once."""
 
 GcPhase = Literal['mark', 'list', 'delete']
 """``mark``: root items read; ``list``: blobs listed; ``delete``: deletable blobs handled."""
@@ -53,6 +58,8 @@ async def collect_garbage(
     include_unknown_age: bool = False,
     batch_size: int = 1000,
     progress: GcProgress | None = None,
+    shard: tuple[int, int] | None = None,
+    uris_file: str | os.PathLike[str] | None = None,
 ) -> GcReport:
     """Delete the blobs of ``media_store`` that no root references and nobody wrote or touched for ``grace``.
 
@@ -68,67 +75,56 @@ async def collect_garbage(
     the store does not know (rows pydantic-ai-harness wrote): they go through
     ``delete_many`` with no age check, so a writer re-referencing one during
     the collection is not protected. Deletions run ``batch_size``
-    blobs at a time. A root that cannot be read raises ``RootReadError``
-    before anything is deleted; a store that cannot be collected raises
-    ``StoreNotCollectable``.
+    blobs at a time, while the listing goes on. A root that cannot be read
+    raises ``RootReadError`` before anything is deleted; a store that cannot be
+    collected raises ``StoreNotCollectable``.
+
+    Memory does not grow with the store: the referenced digests are kept in
+    a temporary SQLite file (``DigestSet``), the listing is judged a batch at a
+    time, and the report holds counts. ``uris_file``: a path the run writes
+    one line per blob it judged deletable to, ``deletable URI`` in a dry run,
+    ``deleted URI`` or ``kept URI`` in a real one (read it with
+    ``GcReport.iter_uris``). ``shard=(k, n)``: collect only shard ``k``
+    (from 0) of ``n`` equal parts of the digest space (``DigestRange.shard``);
+    ``n`` runs, one per shard, in any processes or machines, together do what
+    one run does. A run killed part-way deleted only unreferenced old blobs;
+    run it again to finish.
     """
     if isinstance(roots, str | bytes | dict | set | frozenset | os.PathLike | Root):
         raise TypeError(f'roots must be an iterable of roots, got a single {type(roots).__name__}: wrap it in a list')
     positive_int('batch_size', batch_size)
     grace_seconds = _grace_seconds(grace)
+    digest_range = _shard_range(shard)
     _check_store(media_store, dry_run=dry_run, include_unknown_age=include_unknown_age)
     root_list = [as_root(root) for root in roots]
     if not root_list:
         raise ValueError('no roots: every old blob would be deleted; pass roots=[frozenset()] if that is meant')
     report = _Tally(progress)
+    marks = DigestSet()
+    try:
+        mark_started = time.time()
+        written_before = mark_started - grace_seconds
+        await _mark(root_list, marks, digest_range, report)
+        references = await marks.count()
+        mark_seconds = time.time() - mark_started
 
-    mark_started = time.time()
-    written_before = mark_started - grace_seconds
-    referenced: set[str] = set()
-    for root in root_list:
-        async for found in root.reference_batches():
-            referenced.update(found)
-            report.tick('mark')
-    report.done('mark')
-    mark_seconds = time.time() - mark_started
-
-    sweep_started = time.time()
-    if not dry_run:
-        await _sweep_leftovers(media_store)
-    candidates: dict[str, int] = {}
-    unknown_age: dict[str, int] = {}
-    async for info in media_store.iter_blobs():
-        report.scanned += 1
-        report.scanned_bytes += info.size
-        if info.uri in referenced:
-            report.referenced += 1
-        elif info.written_at is None:
-            if include_unknown_age:
-                unknown_age[info.uri] = info.size
-            else:
-                report.skipped_unknown_age += 1
-        elif info.written_at >= written_before:
-            report.skipped_young += 1
-        else:
-            candidates[info.uri] = info.size
-        report.tick('list')
-    report.done('list')
-
-    deletable = len(candidates) + len(unknown_age)
-    deleted: set[str] = set()
-    if not dry_run:
-        handled = 0
-        for batch in _batches(list(candidates), batch_size):
-            deleted.update(await media_store.delete_unless_touched(batch, written_before=written_before))
-            handled += len(batch)
-            report.show('delete', handled, deletable)
-        for batch in _batches(list(unknown_age), batch_size):
-            await media_store.delete_many(batch)
-            still_there = await exists_in(media_store, batch)
-            deleted.update(uri for uri in batch if uri not in still_there)
-            handled += len(batch)
-            report.show('delete', handled, deletable)
-    sizes = candidates | unknown_age
+        sweep_started = time.time()
+        if not dry_run:
+            await _sweep_leftovers(media_store)
+        with _UriLog(uris_file) as log:
+            sweeper = _Sweeper(media_store, report, log, dry_run=dry_run, batch_size=batch_size, before=written_before)
+            listed: list[BlobInfo] = []
+            async for info in blobs_in_range(media_store, digest_range):
+                listed.append(info)
+                if len(listed) >= _JUDGE_BATCH:
+                    await sweeper.judge(listed, await marks.present(_digests(listed)), include_unknown_age)
+                    listed = []
+            await sweeper.judge(listed, await marks.present(_digests(listed)), include_unknown_age)
+            report.done('list')
+            await sweeper.finish()
+        report.show('delete', sweeper.handled, report.deletable)
+    finally:
+        await marks.aclose()
     return GcReport(
         dry_run=dry_run,
         mark_started=mark_started,
@@ -136,21 +132,136 @@ async def collect_garbage(
         written_before=written_before,
         roots=len(root_list),
         root_items=report.counts['mark'],
-        references=len(referenced),
+        references=references,
         scanned=report.scanned,
         scanned_bytes=report.scanned_bytes,
         referenced=report.referenced,
         skipped_young=report.skipped_young,
         skipped_unknown_age=report.skipped_unknown_age,
-        deletable=deletable,
-        deletable_bytes=sum(sizes.values()),
-        deleted=len(deleted),
-        bytes_freed=sum(sizes.get(uri, 0) for uri in deleted),
+        deletable=report.deletable,
+        deletable_bytes=report.deletable_bytes,
+        deleted=report.deleted,
+        bytes_freed=report.bytes_freed,
         mark_seconds=mark_seconds,
         sweep_seconds=time.time() - sweep_started,
-        deletable_uris=frozenset(sizes),
-        deleted_uris=frozenset(deleted),
+        shard=None if shard is None else (shard[0], shard[1]),
+        uris_file=None if uris_file is None else os.fspath(uris_file),
     )
+
+
+async def _mark(roots: list[Root], marks: DigestSet, digest_range: DigestRange, report: _Tally) -> None:
+    """Add every digest the roots reference (in the range) to ``marks``; a root that fails stops everything."""
+    whole = digest_range.whole
+    start = len(MEDIA_URI_SCHEME)
+    for root in roots:
+        async for found in root.reference_batches():
+            digests = (uri[start:] for uri in found)
+            await marks.add(digests if whole else (digest for digest in digests if digest in digest_range))
+            report.tick('mark')
+    await marks.flush()
+    report.done('mark')
+
+
+def _digests(infos: list[BlobInfo]) -> list[str]:
+    start = len(MEDIA_URI_SCHEME)
+    return [info.uri[start:] for info in infos]
+
+
+class _Sweeper:
+    """Judges listed blobs and deletes the deletable ones ``batch_size`` at a time as they are found."""
+
+    def __init__(
+        self, store: Any, report: _Tally, log: _UriLog, *, dry_run: bool, batch_size: int, before: float
+    ) -> None:
+        self.store = store
+        self.report = report
+        self.log = log
+        self.dry_run = dry_run
+        self.batch_size = batch_size
+        self.before = before
+        self.old: dict[str, int] = {}
+        self.unknown_age: dict[str, int] = {}
+        self.handled = 0
+
+    async def judge(self, infos: list[BlobInfo], referenced: set[str], include_unknown_age: bool) -> None:
+        report = self.report
+        start = len(MEDIA_URI_SCHEME)
+        for info in infos:
+            report.scanned += 1
+            report.scanned_bytes += info.size
+            if info.uri[start:] in referenced:
+                report.referenced += 1
+            elif info.written_at is None:
+                if include_unknown_age:
+                    await self._doomed(self.unknown_age, info)
+                else:
+                    report.skipped_unknown_age += 1
+            elif info.written_at >= self.before:
+                report.skipped_young += 1
+            else:
+                await self._doomed(self.old, info)
+            report.tick('list')
+
+    async def _doomed(self, batch: dict[str, int], info: BlobInfo) -> None:
+        self.report.deletable += 1
+        self.report.deletable_bytes += info.size
+        batch[info.uri] = info.size
+        if len(batch) >= self.batch_size:
+            await self._flush(batch)
+
+    async def finish(self) -> None:
+        await self._flush(self.old)
+        await self._flush(self.unknown_age)
+
+    async def _flush(self, batch: dict[str, int]) -> None:
+        if not batch:
+            return
+        uris = list(batch)
+        if self.dry_run:
+            self.log.write('deletable', uris)
+        else:
+            if batch is self.old:
+                deleted = await self.store.delete_unless_touched(uris, written_before=self.before)
+            else:
+                await self.store.delete_many(uris)
+                still_there = await exists_in(self.store, uris)
+                deleted = frozenset(uri for uri in uris if uri not in still_there)
+            self.report.deleted += len(deleted)
+            self.report.bytes_freed += sum(batch[uri] for uri in deleted if uri in batch)
+            self.log.write('deleted', [uri for uri in uris if uri in deleted])
+            self.log.write('kept', [uri for uri in uris if uri not in deleted])
+        self.handled += len(uris)
+        batch.clear()
+
+
+class _UriLog:
+    """The ``uris_file`` being written (nothing when none was asked for); flushed after every batch."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = path
+        self.file: IO[str] | None = None
+
+    def __enter__(self) -> _UriLog:
+        if self.path is not None:
+            self.file = open(self.path, 'w', encoding='utf-8')
+        return self
+
+    def write(self, outcome: str, uris: list[str]) -> None:
+        if self.file is not None and uris:
+            self.file.writelines(f'{outcome} {uri}\n' for uri in uris)
+            self.file.flush()
+
+    def __exit__(self, *_: object) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def _shard_range(shard: object) -> DigestRange:
+    if shard is None:
+        return DigestRange()
+    if not isinstance(shard, tuple) or len(shard) != 2:
+        raise InvalidArgumentError('shard', 'None or a pair (k, n) of ints with 0 <= k < n', shard)
+    return DigestRange.shard(shard[0], shard[1])
 
 
 class _Tally:
@@ -164,6 +275,10 @@ class _Tally:
         self.referenced = 0
         self.skipped_young = 0
         self.skipped_unknown_age = 0
+        self.deletable = 0
+        self.deletable_bytes = 0
+        self.deleted = 0
+        self.bytes_freed = 0
 
     def tick(self, phase: GcPhase) -> None:
         count = self.counts[phase] = self.counts[phase] + 1
@@ -174,7 +289,7 @@ class _Tally:
         if self.progress is not None:
             self.progress(phase, self.counts[phase], self.counts[phase])
 
-    def show(self, phase: GcPhase, done: int, total: int) -> None:
+    def show(self, phase: GcPhase, done: int, total: int | None) -> None:
         self.counts[phase] = done
         if self.progress is not None:
             self.progress(phase, done, total)
@@ -215,8 +330,3 @@ async def _sweep_leftovers(store: Any) -> None:
     sweep = getattr(store, 'sweep_temp_files', None)
     if callable(sweep):
         await sweep()
-
-
-def _batches(items: list[str], size: int) -> Iterable[list[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

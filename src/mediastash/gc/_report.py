@@ -1,25 +1,35 @@
-"""``GcReport``: what one garbage collection saw, judged and deleted."""
+"""``GcReport``: what one garbage collection saw, judged and deleted (counts; the URIs go to a file when asked)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
 
-__all__ = ['GcReport']
+__all__ = ['GcReport', 'GcUriOutcome']
+
+GcUriOutcome = Literal['deletable', 'deleted', 'kept']
+"""A line of a ``uris_file``: ``deletable`` (a dry run), ``deleted`` or ``kept`` (a real run; kept: a writer
+touched the blob, or it vanished, between the listing and the delete)."""
+
+_OUTCOMES: Final = ('deletable', 'deleted', 'kept')
 
 
 @dataclass(frozen=True, slots=True)
 class GcReport:
-    """The outcome of ``collect_garbage``.
+    """The outcome of ``collect_garbage``: counts only, so it is small whatever the store's size.
 
-    Counts are of blobs the store listed (``scanned``), except ``references``
-    (distinct URIs the roots named, stored or not). A blob the store listed is
-    exactly one of: ``referenced``, ``skipped_young`` (written or touched after
+    Counts are of blobs the store listed (``scanned``; with ``shard`` set, the
+    shard's blobs), except ``references`` (distinct URIs the roots named, stored
+    or not, in the shard). A blob the store listed is exactly one of:
+    ``referenced``, ``skipped_young`` (written or touched after
     ``written_before``), ``skipped_unknown_age`` (no last-write time, kept unless
     ``include_unknown_age``) or ``deletable``. In a real run ``deleted`` can be
     below ``deletable``: a writer touched the blob (or it vanished) between the
-    listing and the delete. ``deletable_uris`` lists what the run judged
-    deletable (what a dry run reports), ``deleted_uris`` what it removed.
+    listing and the delete. ``uris_file``: where the run wrote the URIs it
+    judged (``collect_garbage(uris_file=...)``), read back with ``iter_uris``.
     """
 
     dry_run: bool
@@ -43,16 +53,49 @@ class GcReport:
     bytes_freed: int
     mark_seconds: float
     sweep_seconds: float
-    deletable_uris: frozenset[str] = field(default_factory=frozenset, repr=False)
-    deleted_uris: frozenset[str] = field(default_factory=frozenset, repr=False)
+    shard: tuple[int, int] | None = None
+    """``(k, n)``: the run collected shard ``k`` of ``n`` (its part of the digest space); ``None``: all of it."""
+    uris_file: str | None = None
 
-    def as_dict(self, *, include_uris: bool = True) -> dict[str, Any]:
-        """A JSON-ready dict (URI lists sorted)."""
-        result: dict[str, Any] = {name: getattr(self, name) for name in _SCALARS}
-        if include_uris:
-            result['deletable_uris'] = sorted(self.deletable_uris)
-            result['deleted_uris'] = sorted(self.deleted_uris)
+    def iter_uris(self, outcome: GcUriOutcome = 'deleted') -> Iterator[str]:
+        """The URIs of ``uris_file`` with that outcome, read one line at a time (``deletable``: every URI the
+        run judged deletable, deleted or kept)."""
+        if outcome not in _OUTCOMES:
+            raise ValueError(f'outcome must be one of {", ".join(_OUTCOMES)}')
+        if self.uris_file is None:
+            raise AttributeError(
+                'this GcReport kept no URIs: pass uris_file= to collect_garbage (mediastash gc --uris-file) to have '
+                'the URIs written to a file'
+            )
+        with Path(self.uris_file).open(encoding='utf-8') as lines:
+            for line in lines:
+                found, _, uri = line.rstrip('\n').partition(' ')
+                if found == outcome or (outcome == 'deletable' and found in _OUTCOMES):
+                    yield uri
+
+    @property
+    def deletable_uris(self) -> frozenset[str]:
+        """Deprecated: the URIs judged deletable, read from ``uris_file`` (use ``iter_uris('deletable')``)."""
+        warnings.warn(
+            "GcReport.deletable_uris is deprecated: pass uris_file= and read report.iter_uris('deletable')",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return frozenset(self.iter_uris('deletable'))
+
+    @property
+    def deleted_uris(self) -> frozenset[str]:
+        """Deprecated: the URIs deleted, read from ``uris_file`` (use ``iter_uris('deleted')``)."""
+        warnings.warn(
+            "GcReport.deleted_uris is deprecated: pass uris_file= and read report.iter_uris('deleted')",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return frozenset(self.iter_uris('deleted'))
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the counts (and ``shard``, ``uris_file``)."""
+        result: dict[str, Any] = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        if self.shard is not None:
+            result['shard'] = list(self.shard)
         return result
-
-
-_SCALARS = tuple(name for name in GcReport.__dataclass_fields__ if name not in {'deletable_uris', 'deleted_uris'})

@@ -3,6 +3,7 @@
 import importlib
 from typing import TYPE_CHECKING
 
+from mediastash.stores._range import DigestRange
 from mediastash.stores.base import BaseMediaStore, BlobInfo, BlobStat, DriverError, EraseReport, Ingest
 from mediastash.stores.cached import CachedMediaStore
 from mediastash.stores.disk import DiskMediaStore
@@ -46,6 +47,7 @@ __all__ = [
     'CachedMediaStore',
     'CollectableMediaStore',
     'DeletableMediaStore',
+    'DigestRange',
     'DiskMediaStore',
     'DriverError',
     'EraseReport',
