@@ -67,6 +67,7 @@ from mediastash.context import METADATA_LIMIT_BYTES
 from mediastash.known_blobs import deletion_generation, storage_key_of
 from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
+from mediastash.stores._range import DigestRange, blobs_in_range
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BlobInfo
 from mediastash.stores.protocols import (
     BlobStat,
@@ -887,6 +888,28 @@ class StoreTests:
             assert isinstance(info, BlobInfo)
             assert info.written_at is not None
             assert before - slack <= info.written_at <= after + slack, (info, before, after)
+
+    async def test_iter_blobs_in_range_lists_exactly_the_range(self, store: Any) -> None:
+        store = _capable(store, CollectableMediaStore, 'be garbage collected')
+        uris = {await store.put(blob(40, seed=400 + n)) for n in range(24)}
+        whole = {info.uri: info.size for info in await _blobs(store)}
+        digests = sorted(uri[-64:] for uri in uris)
+        pivot = digests[len(digests) // 2]
+        ranges = [
+            *(DigestRange.shard(index, 4) for index in range(4)),
+            DigestRange(pivot),  # a stored digest as the start: listed
+            DigestRange('', pivot),  # ... and as the end: not listed
+            DigestRange(pivot[:3], pivot[:3]),  # empty
+            DigestRange(digests[2][:1], digests[-3]),
+        ]
+        seen: list[str] = []
+        for number, digest_range in enumerate(ranges):
+            listed = [(info.uri, info.size) async for info in blobs_in_range(store, digest_range)]
+            expected = sorted((uri, size) for uri, size in whole.items() if uri[-64:] in digest_range)
+            assert sorted(listed) == expected, digest_range
+            if number < 4:
+                seen.extend(uri for uri, _ in listed)
+        assert sorted(seen) == sorted(whole), 'the four shards list every blob exactly once'
 
     async def test_put_of_stored_bytes_refreshes_an_old_blob(self, store: Any) -> None:
         store = _capable(store, CollectableMediaStore, 'be garbage collected')
