@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import asyncpg
 import pytest
@@ -25,10 +25,12 @@ from mediastash.errors import (
     InvalidArgumentError,
     InvalidStoreConfiguration,
     StoreClosedError,
+    StoreNotFoundError,
     StorePermissionError,
     StoreUnavailableError,
 )
 from mediastash.stores.postgres import MAX_CHUNK_SIZE_BYTES, PostgresMediaStore
+from mediastash.stores.postgres._layout import namespace_table
 from mediastash.testing.store import StoreTests, blob, collect
 from mediastash.urls import PublicUrlResolver
 from tests.postgres_support import CountingProxy, RawTables, digest_of, postgres_dsn, raw_connection, unique_table
@@ -41,6 +43,8 @@ MiB = 1 << 20
 
 class TestPostgresStorePool(StoreTests):
     """The suite on stores sharing one caller-owned asyncpg pool (never closed by the stores)."""
+
+    has_namespaces: ClassVar[bool | None] = True
 
     chunk_size: int | None = None
 
@@ -1115,3 +1119,63 @@ async def test_coalescer_shares_a_failure_and_survives_a_cancelled_caller() -> N
         with pytest.raises(ValueError, match='the batch failed'):
             await task
     assert batches[-1] == ['b', 'bad']
+
+
+# -- tenant namespaces ------------------------------------------------------------------------
+
+
+async def test_namespaces_live_in_tables_of_their_own_beside_the_harness_table(
+    make: Any, pool: Any, connection: Any
+) -> None:
+    """A namespace's blobs are in three tables of its own; the store's table (the harness's) never holds them,
+    and no other namespace reads, lists or deletes them."""
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    theirs = harness_store(pool, store.table)
+    acme, other = store.namespace('Acme.corp-1'), store.namespace('acme.corp-1')  # names are case-sensitive
+    assert acme.table == namespace_table(store.table, 'Acme.corp-1') and acme.table.startswith(f'{store.table}_ns_')
+    assert other.table != acme.table and acme.schema == store.schema
+    small, large = b'a tenant blob', blob(100_000, seed=71)
+    small_uri, large_uri = await acme.put(small), await acme.put(large)
+    harness_uri = await theirs.put(b'written into the store table by the harness')
+
+    tenant = RawTables(connection, acme.table)
+    assert await tenant.count() == 2 and await tenant.row(small_uri) is not None and await tenant.manifest(large_uri)
+    assert await tenant.chunk_rows() == 2  # 100,000 bytes in 64 KiB chunks
+    assert await raw.count() == 1 and not await raw.exists(f'{raw.table}_chunked')  # the harness's row only
+    assert [uri async for uri in store.iter_uris()] == [harness_uri]
+    assert sorted([uri async for uri in acme.iter_uris()]) == sorted([small_uri, large_uri])
+    assert not await theirs.exists(small_uri) and not await acme.exists(harness_uri)
+    for view in (other, store):
+        assert await view.exists_many([small_uri, large_uri]) == frozenset()
+        with pytest.raises(MediaNotFoundError):
+            await view.get(large_uri)
+        with pytest.raises(MediaNotFoundError):
+            await view.stat(small_uri)
+        assert await view.delete_many([small_uri, large_uri]) == 0
+    assert [uri async for uri in other.iter_uris()] == []
+    await other.require_storage()  # nothing put in it: an empty namespace of a store that exists
+
+    report = await acme.erase()
+    assert (report.count, report.bytes) == (2, len(small) + len(large))
+    assert await tenant.count() == 0 and await tenant.chunk_rows() == 0
+    assert (await acme.erase()).count == 0
+    assert await theirs.get(harness_uri) == b'written into the store table by the harness'
+
+
+async def test_namespace_tables_of_the_longest_names_are_identifiers(
+    make: Any, connection: Any, tables: list[str]
+) -> None:
+    """A 63-byte table and a 64-character namespace still give tables PostgreSQL does not cut; a namespace of a
+    store whose table does not exist is not found either."""
+    store, _ = make(table='t' * 47 + unique_table()[-16:], chunk_size_bytes=4096)
+    view = store.namespace('N' * 64)
+    tables.append(view.table)
+    assert len(view.table) + len('_chunked') <= 63
+    with pytest.raises(StoreNotFoundError):
+        await view.require_storage()
+    data = blob(10_000, seed=72)
+    uri = await view.put(data)
+    tenant = RawTables(connection, view.table)
+    assert await view.get(uri) == data and await tenant.manifest(uri) is not None
+    assert await tenant.chunk_rows() == 3
+    assert not await store.exists(uri)

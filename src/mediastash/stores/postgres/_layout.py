@@ -28,12 +28,14 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ['IDENTIFIER', 'Layout', 'Tables']
+__all__ = ['IDENTIFIER', 'Layout', 'Tables', 'namespace_table']
 
 IDENTIFIER: Final = re.compile(r'[a-z_][a-z0-9_]{0,62}')
 """A table or schema name: lowercase, at most 63 bytes (PostgreSQL cuts longer names), as the harness requires."""
 
 _MAX_NAME: Final = 63
+_NAMESPACE_TAG: Final = 24
+_NAMESPACE_TABLE_HEAD: Final = 20
 _STAMP: Final = 'txid_current() % 4294967296'
 """The current transaction's id as a row version's ``xmin`` shows it (32 bits): the ``checked_xid`` to write."""
 _STAMP_HOLDS: Final = 'checked_xid = xmin::text::bigint'
@@ -324,6 +326,16 @@ class Tables:
                 copies.append(f'SELECT sha256 FROM {self.chunked} WHERE sha256 = ANY($1::text[]) AND {young}')
             deletes.insert(0, f'young AS ({" UNION ALL ".join(copies)})')
         return f'WITH {", ".join(deletes)} ' + ' UNION ALL '.join(selects)
+
+
+def namespace_table(table: str, namespace: str) -> str:
+    """The blob table of ``namespace`` beside the store's ``table``: ``<table>_ns_<tag>`` (its side tables follow).
+
+    A namespace name (``A-Z a-z 0-9 . _ -``, up to 64) is no PostgreSQL identifier of this layout, so the tag is 24
+    hex digits (96 bits) of the sha256 of the table and the name: one table per namespace and store, no table of
+    another store or namespace, and with ``_chunked`` added still within 63 bytes (``table`` is cut to 20)."""
+    tag = hashlib.sha256(f'{table}\0{namespace}'.encode()).hexdigest()[:_NAMESPACE_TAG]
+    return f'{table[:_NAMESPACE_TABLE_HEAD]}_ns_{tag}'
 
 
 def _side_name(table: str, suffix: str) -> str:

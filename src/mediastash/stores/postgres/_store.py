@@ -31,7 +31,7 @@ from mediastash.stores.base import (
 from mediastash.stores.postgres._address import Address, address_of, parse_dsn_address
 from mediastash.stores.postgres._batch import Coalescer, fail
 from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
-from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables
+from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables, namespace_table
 from mediastash.stores.postgres._upload import ChunkUpload
 from mediastash.stores.postgres._url import plan_postgres
 from mediastash.uri import DIGEST_PATTERN, media_uri
@@ -132,19 +132,44 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         self._chunk_bytes = chunk_size_bytes
         self._address = address
         self._pool_token = None if address is not None else token_for(pool)
-        self._layout: Layout | None = None  # cached once complete
+        self._layouts: dict[str, Layout] = {}  # complete layouts by table, shared with the namespace views
+        self._pool_owner: PostgresMediaStore | None = None  # on a namespace view: the store whose pool it uses
         self._schema_lock = asyncio.Lock()
         self._looks: Coalescer[str, None, Any] = Coalescer(self._look_many, [])
         self._releasing: set[asyncio.Task[None]] = set()
 
     async def require_storage(self) -> None:
         """``StoreNotFoundError`` when the table does not exist (nothing is created): what read-only openers such
-        as ``mediastash stats`` call."""
+        as ``mediastash stats`` call. A namespace view whose tables are not there yet (nothing was put in it) is
+        an empty namespace of the store, which must exist then."""
         self._check_open()
         async with self._connection() as connection:
             layout = await self._read_layout(connection)
-        if not (layout.main or layout.chunked):
-            raise StoreNotFoundError('PostgreSQL table', f'{self.schema}.{self.table}', hint='nothing was created')
+        if layout.main or layout.chunked:
+            return
+        if self._namespace_parent is not None:
+            await self._namespace_parent.require_storage()
+            return
+        raise StoreNotFoundError('PostgreSQL table', f'{self.schema}.{self.table}', hint='nothing was created')
+
+    def _open_namespace(self, name: str) -> PostgresMediaStore:
+        """A store on the namespace's own three tables (``namespace_table``: ``<table>_ns_<tag>`` and its side
+        tables, created by the first write into it) in the same schema and on the same pool: the store's own
+        tables, which pydantic-ai-harness shares, are never touched by a view."""
+        source: dict[str, Any] = {'dsn': self._dsn} if self._owns_pool else {'pool': self._pool}
+        view = type(self)(
+            **source,
+            table=namespace_table(self.table, name),
+            schema=self.schema,
+            chunk_size_bytes=self._chunk_bytes,
+            max_connections=self._max_connections,
+            public_url=self._public_url,
+        )
+        view._owns_pool = False
+        view._pool_owner = self
+        view._layouts = self._layouts
+        view._releasing = self._releasing
+        return view
 
     @property
     def table(self) -> str:
@@ -179,7 +204,21 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
 
     # -- connections and the tables ----------------------------------------------------
 
+    @property
+    def _layout(self) -> Layout | None:
+        """The layout of this store's tables once it is complete (remembered with the views'; see ``_layouts``)."""
+        return self._layouts.get(self._tables.main)
+
+    @_layout.setter
+    def _layout(self, layout: Layout | None) -> None:
+        if layout is None:
+            self._layouts.pop(self._tables.main, None)
+        else:
+            self._layouts[self._tables.main] = layout
+
     async def _get_pool(self) -> PostgresPool:
+        if self._pool_owner is not None:
+            return await self._pool_owner._get_pool()
         if self._pool is None:
             async with self._pool_lock:
                 if self._pool is None:
