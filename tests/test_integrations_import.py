@@ -191,3 +191,33 @@ def test_each_pydantic_ai_name_names_the_pydantic_ai_extra() -> None:
     ]
     assert all('pip install "mediastash[pydantic-ai]"' in line for line in lines), lines
     assert not any('harness]' in line for line in lines)
+
+
+OPENAI_AGENTS_ALONE = blocking(
+    (*AGENT_PACKAGES, 'langgraph', 'langchain_core'),
+    """
+from mediastash.integrations.openai_agents import OffloadingSession, SessionRoot
+from mediastash.gc import SQLiteSessionRoot
+print('openai-agents-ok', OffloadingSession.__name__)
+""",
+)
+
+OPENAI_AGENTS_MISSING = blocking(
+    ('agents',),
+    """
+import mediastash, mediastash.gc
+from mediastash.gc import SQLiteSessionRoot  # reads the database with SQL: no SDK needed
+try:
+    import mediastash.integrations.openai_agents
+except ImportError as error:
+    print('openai-agents-needs-extra', error)
+""",
+)
+
+
+def test_the_openai_agents_integration_needs_neither_pydantic_ai_nor_langchain() -> None:
+    assert 'openai-agents-ok OffloadingSession' in printed(OPENAI_AGENTS_ALONE)
+
+
+def test_the_openai_agents_integration_names_its_extra_when_the_sdk_is_missing() -> None:
+    assert 'pip install "mediastash[openai-agents]"' in printed(OPENAI_AGENTS_MISSING)

@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from mediastash._path_kinds import NOT_ROOTS, PathKind, PathKindError, classify, walk_files
-from mediastash.errors import MediaStashError
+from mediastash.errors import InvalidArgumentError, MediaStashError
 from mediastash.gc._refs import add_references
 from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.uri import parse_media_uri
@@ -38,6 +38,7 @@ __all__ = [
     'Root',
     'RootReadError',
     'ScannableKV',
+    'SQLiteSessionRoot',
     'SqliteStepStoreRoot',
     'StepStoreRoot',
     'UriFileRoot',
@@ -245,11 +246,45 @@ class SqliteStepStoreRoot(Root):
         return str(self.database)
 
 
+class SQLiteSessionRoot(SqliteStepStoreRoot):
+    """Every session of an OpenAI Agents SDK ``SQLiteSession`` database, read with SQL (read-only, no blob restored).
+
+    Reads every row of ``messages_table`` (the SDK's default ``agent_messages``)
+    in one read transaction and counts every marker, inside envelopes too.
+    One session alone: ``mediastash.integrations.openai_agents.SessionRoot``.
+    """
+
+    def __init__(self, database: str | os.PathLike[str], *, messages_table: str = 'agent_messages') -> None:
+        super().__init__(database)
+        if not isinstance(messages_table, str) or not messages_table.isidentifier() or not messages_table.isascii():
+            raise InvalidArgumentError('messages_table', 'a plain SQL table name (letters, digits, _)', messages_table)
+        self.messages_table = messages_table
+
+    async def reference_batches(self) -> AsyncIterator[set[str]]:
+        connection = await asyncio.to_thread(self._connect)
+        try:
+            if self.messages_table not in await asyncio.to_thread(_tables, connection):
+                raise RootReadError(
+                    f'{self.database}: no {self.messages_table} table (not an OpenAI Agents SQLiteSession database)'
+                )
+            await asyncio.to_thread(connection.execute, 'BEGIN')
+            cursor = await asyncio.to_thread(connection.execute, f'SELECT message_data FROM "{self.messages_table}"')
+            while True:
+                page = await asyncio.to_thread(_sqlite_page, cursor, self.database, 'session item')
+                if page is None:
+                    break
+                yield page
+        except sqlite3.Error as error:
+            raise RootReadError(f'{self.database}: cannot read the session database ({error})') from None
+        finally:
+            await asyncio.to_thread(connection.close)
+
+
 def _tables(connection: sqlite3.Connection) -> set[str]:
     return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _sqlite_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
+def _sqlite_page(cursor: sqlite3.Cursor, database: Path, what: str = 'snapshot') -> set[str] | None:
     rows = cursor.fetchmany(_SQLITE_PAGE)
     if not rows:
         return None
@@ -260,9 +295,9 @@ def _sqlite_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
         try:
             tree = json.loads(text)
         except RecursionError:
-            raise RootReadError(f'{database}: a stored snapshot is JSON nested too deeply to read') from None
+            raise RootReadError(f'{database}: a stored {what} is JSON nested too deeply to read') from None
         except ValueError:
-            raise RootReadError(f'{database}: a stored snapshot is not JSON') from None
+            raise RootReadError(f'{database}: a stored {what} is not JSON') from None
         add_references(tree, found, inside_literals=True)
     return found
 

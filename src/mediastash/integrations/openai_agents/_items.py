@@ -1,0 +1,286 @@
+"""Session items to lean items and back: OpenAI Responses payloads through the walker's one payload route.
+
+Session items are JSON (``TResponseInputItem`` dicts). A synchronous pass
+finds the hosts, dicts at any depth of an item, whose payloads may move:
+
+* ``input_image`` (and ``computer_screenshot``) ``image_url`` as a ``data:`` URL;
+* ``input_file`` ``file_data``, a ``data:`` URL or bare base64;
+* ``input_audio`` ``input_audio.data`` (base64, media type from ``format``);
+* ``input_text`` / ``output_text`` ``text``, a message's string ``content``
+  and a tool call output's string ``output`` (``function_call_output`` and
+  the other ``*_output`` items), as text.
+
+Every candidate goes into one ``externalize_with`` call (inline-or-store
+decided once per distinct payload, each stored once); the items are rebuilt
+copy-on-write with a placeholder in each moved payload's place and a host
+envelope (``integrations._host_envelope``). Nothing here imports the SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from mediastash._lru import BoundedLRU
+from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError
+from mediastash.integrations._host_envelope import (
+    ENVELOPE_KEY,
+    Slot,
+    is_envelope,
+    make_envelope,
+    parse_envelope,
+    placeholder_text,
+)
+from mediastash.integrations._payload_sites import PayloadSites, Site, payload_size
+from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
+from mediastash.stores.protocols import MediaStore
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import externalize_with, restore_collecting
+
+__all__ = ['HOW_TO_OPEN', 'Joined', 'item_markers', 'lean_items', 'restore_items']
+
+MAX_DEPTH: Final = 200
+"""Containers nested deeper than this in an item raise ``TreeDepthError`` (a cycle ends here too)."""
+
+HOW_TO_OPEN: Final = "not included here: read this session through mediastash's OffloadingSession"
+
+_TEXT_PARTS: Final = frozenset({'input_text', 'output_text'})
+_IMAGE_URLS: Final = frozenset({'input_image', 'computer_screenshot'})
+
+Step = str | int
+Joined = BoundedLRU[tuple[str, str, str], str]
+"""Restored payload strings (``data:`` head included) by ``(uri, head, form)``: a repeated read skips the store."""
+
+
+@dataclass(slots=True)
+class _Host:
+    path: tuple[Step, ...]
+    sites: list[Site] = field(default_factory=list)
+    slots: list[Slot] = field(default_factory=list)
+
+
+def _where(path: tuple[Step, ...]) -> str:
+    return '$' + ''.join(f'[{step}]' if isinstance(step, int) else f'[{step!r}]' for step in path)
+
+
+def _sites(node: dict[str, Any], threshold: int) -> list[Site]:
+    """The payload sites of one dict of a session item (empty for a dict that holds none)."""
+    sites = PayloadSites(threshold)
+    kind = node.get('type')
+    if kind in _IMAGE_URLS:
+        sites.data_url(('image_url',), node.get('image_url'))
+    elif kind == 'input_file':
+        sites.binary(('file_data',), node.get('file_data'), None)
+    elif kind == 'input_audio':
+        audio = node.get('input_audio')
+        if isinstance(audio, dict):
+            audio_format = audio.get('format')
+            media_type = f'audio/{audio_format}' if isinstance(audio_format, str) and audio_format else None
+            sites.binary(('input_audio', 'data'), audio.get('data'), media_type)
+    elif kind in _TEXT_PARTS:
+        sites.text(('text',), node.get('text'))
+    elif isinstance(kind, str) and kind.endswith('_output'):
+        sites.text(('output',), node.get('output'))
+    if isinstance(node.get('role'), str):
+        sites.text(('content',), node.get('content'))
+    return sites.found
+
+
+class _Finder:
+    """Finds hosts: payload sites when saving, envelopes when restoring."""
+
+    def __init__(self, threshold: int, *, saving: bool) -> None:
+        self.threshold = threshold
+        self.saving = saving
+        self.hosts: list[_Host] = []
+
+    def items(self, items: Sequence[object]) -> list[_Host]:
+        for index, item in enumerate(items):
+            try:
+                self.visit(item, (index,))
+            except RecursionError:
+                raise TreeDepthError(limit=None, path=_where((index,)), serializer='the Python stack') from None
+        return self.hosts
+
+    def visit(self, node: object, path: tuple[Step, ...]) -> None:
+        if len(path) > MAX_DEPTH:
+            raise TreeDepthError(limit=MAX_DEPTH, path=_where(path[:-1]))
+        if isinstance(node, dict):
+            self.mapping(node, path)
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                if isinstance(value, dict | list):
+                    self.visit(value, (*path, index))
+
+    def mapping(self, node: dict[str, Any], path: tuple[Step, ...]) -> None:
+        skip: set[object] = set()
+        if ENVELOPE_KEY in node:
+            skip.add(ENVELOPE_KEY)
+            where = _where((*path, ENVELOPE_KEY))
+            if self.saving:
+                if not is_envelope(node[ENVELOPE_KEY]):
+                    raise InvalidArgumentError(
+                        f'the session item at {where}',
+                        f'free of the key {ENVELOPE_KEY!r}, which mediastash reserves for its envelopes',
+                        node[ENVELOPE_KEY],
+                    )
+                return  # already lean (a plain read written back): it is saved as it is
+            self.hosts.append(_Host(path, slots=parse_envelope(node[ENVELOPE_KEY], where)))
+        elif self.saving:
+            sites = _sites(node, self.threshold)
+            if sites:
+                self.hosts.append(_Host(path, sites=sites))
+                skip.update(site.path[0] for site in sites)
+        for key, value in node.items():
+            if key not in skip and isinstance(value, dict | list):
+                self.visit(value, (*path, key))
+
+
+def _set_at(host: dict[str, Any], path: tuple[str, ...], value: str) -> None:
+    """Set ``value`` at ``path`` inside a (copied) host, copying the nested dicts on the way."""
+    node = host
+    for step in path[:-1]:
+        inner = node.get(step)
+        if type(inner) is not dict:
+            raise MalformedMarker(f'an envelope slot path leads through {step!r}, which is not a dict here')
+        node[step] = node = dict(inner)
+    node[path[-1]] = value
+
+
+def _get_at(host: dict[str, Any], path: tuple[str, ...]) -> object:
+    node: object = host
+    for step in path:
+        if type(node) is not dict:
+            return None
+        node = node.get(step)
+    return node
+
+
+def _with(container: Any, steps: tuple[Step, ...], value: Any) -> Any:
+    """A copy of ``container`` holding ``value`` at ``steps``, each container on the way copied (copy-on-write)."""
+    if not steps:
+        return value
+    copied: Any = dict(container) if isinstance(container, dict) else list(container)
+    copied[steps[0]] = _with(container[steps[0]], steps[1:], value)
+    return copied
+
+
+def _replaced(items: Sequence[Any], changes: dict[tuple[Step, ...], Any]) -> list[Any]:
+    """``items`` with the host at each path of ``changes`` replaced (paths never nest: see ``_nested_last``)."""
+    out = list(items)
+    for path, host in changes.items():
+        index = int(path[0])
+        out[index] = _with(out[index], path[1:], host)
+    return out
+
+
+def _form(slot: Slot) -> str:
+    """Which string a slot's blob is restored as: text, standard or URL-safe base64."""
+    if slot.text:
+        return 'text'
+    return 'urlsafe' if slot.marker.get(URLSAFE_KEY) == URLSAFE_STAMP else 'standard'
+
+
+def _placeholder(site: Site, uri: str) -> str:
+    what = 'text' if site.text else site.media_type or 'binary data'
+    return placeholder_text(what, uri, payload_size(site), HOW_TO_OPEN)
+
+
+async def lean_items(
+    items: Sequence[Any], media_store: MediaStore, options: WalkOptions, joined: Joined | None = None
+) -> list[Any]:
+    """``items`` with their large payloads stored, replaced by placeholders and envelopes (``joined`` learns each)."""
+    hosts = _Finder(options.threshold_bytes, saving=True).items(items)
+    if not hosts:
+        return list(items)
+    lean = await externalize_with([site.synthetic() for host in hosts for site in host.sites], media_store, options)
+    results = iter(lean)
+    changes: dict[tuple[Step, ...], dict[str, Any]] = {}
+    for host in hosts:
+        moved: list[tuple[Site, Slot]] = []
+        for site in host.sites:
+            marker = next(results)
+            if marker.get(MARKER_KEY) is True:  # else the walker kept it inline (small, or not canonical base64)
+                slot = Slot(site.path, site.prefix, marker)
+                moved.append((site, slot))
+                if joined is not None:
+                    joined.put((slot.uri, slot.prefix, _form(slot)), site.whole, len(site.whole))
+        if moved:
+            new = dict(_host_at(items, host.path))
+            for site, slot in moved:
+                _set_at(new, site.path, _placeholder(site, slot.uri))
+            new[ENVELOPE_KEY] = make_envelope([slot for _, slot in moved])
+            changes[host.path] = new
+    return _replaced(items, _nested_last(changes))
+
+
+async def restore_items(
+    items: Sequence[Any], media_store: MediaStore, options: WalkOptions, joined: Joined | None = None
+) -> list[Any]:
+    """``items`` with every envelope's payloads read back (verified) and put in place, envelopes removed.
+
+    A slot whose place a plain reader edited keeps the edit. ``joined`` remembers each restored string; a
+    slot found there needs no store read (its blob was read and verified, or written, by this process).
+    """
+    hosts = _Finder(options.threshold_bytes, saving=False).items(items)
+    if not hosts:
+        return list(items)
+    live = [
+        (host, [slot for slot in host.slots if slot.holds_placeholder(_get_at(_host_at(items, host.path), slot.path))])
+        for host in hosts
+    ]
+    keys = [(slot.uri, slot.prefix, _form(slot)) for _, slots in live for slot in slots]
+    known = [None if joined is None else joined.get(key) for key in keys]
+    markers = [slot.marker for _, slots in live for slot in slots]
+    wanted = [marker for marker, hit in zip(markers, known, strict=True) if hit is None]
+    restored: list[Any] = []
+    if wanted:
+        restored, _ = await restore_collecting(wanted, media_store, options)
+    results = iter(restored)
+    found = iter(zip(keys, known, strict=True))
+    changes: dict[tuple[Step, ...], dict[str, Any]] = {}
+    for host, slots in live:
+        new = dict(_host_at(items, host.path))
+        del new[ENVELOPE_KEY]
+        for slot in slots:
+            key, hit = next(found)
+            if hit is None:
+                payload = next(results).get('content' if slot.text else 'data')
+                if not isinstance(payload, str):
+                    raise MalformedMarker(
+                        'an envelope slot marker did not restore to a payload', path=_where(host.path)
+                    )
+                hit = slot.prefix + payload
+                if joined is not None:
+                    joined.put(key, hit, len(hit))
+            _set_at(new, slot.path, hit)
+        changes[host.path] = new
+    return _replaced(items, _nested_last(changes))
+
+
+def item_markers(items: Sequence[Any]) -> Iterator[dict[str, Any]]:
+    """Every marker the envelopes in ``items`` hold, checked like a restore checks them (for ``mediastash.gc``)."""
+    for host in _Finder(0, saving=False).items(items):
+        for slot in host.slots:
+            yield slot.marker
+
+
+def _host_at(items: Sequence[Any], path: tuple[Step, ...]) -> dict[str, Any]:
+    node: Any = items
+    for step in path:
+        node = node[step]
+    assert isinstance(node, dict)
+    return node
+
+
+def _nested_last(changes: dict[tuple[Step, ...], dict[str, Any]]) -> dict[tuple[Step, ...], Any]:
+    """``changes`` merged so a host inside another changed host is set in that host's new copy."""
+    merged: dict[tuple[Step, ...], Any] = {}
+    for path in sorted(changes, key=len):
+        outer = next((other for other in merged if path[: len(other)] == other), None)
+        if outer is None:
+            merged[path] = changes[path]
+        else:
+            merged[outer] = _with(merged[outer], path[len(outer) :], changes[path])
+    return merged
