@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mediastash import (
+    DiskMediaStore,
     EraseReport,
     InvalidArgumentError,
     InvalidNamespaceError,
+    KeyStrategy,
     MemoryMediaStore,
     NamespaceUnsupportedError,
+    SqliteMediaStore,
     StoreClosedError,
     StoreOperationError,
+    UnsafeKeyError,
+    default_key_strategy,
+    media_uri_for,
+    parse_media_uri,
+    sharded_key_strategy,
 )
 from mediastash.context import MediaContextLike
+from mediastash.gc import collect_garbage
 from mediastash.stores import _namespaces
-from mediastash.stores._namespaces import check_namespace_name
+from mediastash.stores._namespaces import check_namespace_name, namespace_segment
+from mediastash.stores.disk import NAMESPACES_FOLDER
 from mediastash.testing import CountingMediaStore
 from mediastash.testing.store import BAD_NAMESPACES
 
@@ -128,3 +147,163 @@ async def test_a_wrapper_over_a_store_without_namespaces_refuses() -> None:
         wrapper.namespace('tenant-a')
     with pytest.raises(InvalidNamespaceError):
         wrapper.namespace('zq/x')
+
+
+# -- the layout of a namespace on disk and in SQLite ------------------------------------
+
+
+def test_namespace_segments_are_one_to_one_and_fold_no_case() -> None:
+    names = ['alice', 'Alice', 'ALICE', 'a.', 'a', 'a^_', 'con', 'Con', 'nul.x', 'com1', 'x' * 64, 'a.b-c_d']
+    valid = [name for name in names if '^' not in name]
+    segments = [namespace_segment(name) for name in valid]
+    assert len({segment.lower() for segment in segments}) == len(valid), 'two names share a folder'
+    assert namespace_segment('alice') == 'alice'
+    assert namespace_segment('Alice') == '^alice'
+    assert namespace_segment('a.') == 'a^_'
+    assert namespace_segment('con') == '~con' and namespace_segment('nul.x') == '~nul.x'
+    assert all(segment == segment.lower() and not segment.endswith('.') for segment in segments)
+    with pytest.raises(InvalidNamespaceError):
+        namespace_segment('a^_')
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob('*') if path.is_file())
+
+
+@pytest.mark.parametrize('strategy', [default_key_strategy, sharded_key_strategy])
+async def test_disk_namespaces_live_in_their_own_folder_the_store_never_enters(
+    tmp_path: Path, strategy: KeyStrategy
+) -> None:
+    store = DiskMediaStore(tmp_path / 'media', key_strategy=strategy)
+    root_uri = await store.put(b'the store itself')
+    before = _files(store.directory)
+    unknown = store.namespace('never-written')
+    assert not await unknown.exists(root_uri) and [uri async for uri in unknown.iter_uris()] == []
+    assert await unknown.erase() == EraseReport('never-written', 0, 0)
+    assert not (store.directory / NAMESPACES_FOLDER).exists(), 'reading a namespace creates nothing'
+
+    views = {name: store.namespace(name) for name in ('tenant-a', 'Tenant-A', 'con')}
+    uris = {name: await view.put(f'blob of {name}'.encode()) for name, view in views.items()}
+    assert len({view.directory for view in views.values()}) == 3, 'names differing in case get separate folders'
+    for name, view in views.items():
+        assert view.directory.parent == store.directory / NAMESPACES_FOLDER
+        assert view.path_for(uris[name]).is_relative_to(view.directory)
+    assert _files(store.directory / NAMESPACES_FOLDER) != []
+    assert [path for path in _files(store.directory) if not path.startswith(NAMESPACES_FOLDER)] == before
+
+    # Old crash leftovers in a namespace's folder and a temporary file are the namespace's, not the store's.
+    leftover = views['tenant-a'].directory / '.mediastash-tmp-0123'
+    leftover.write_bytes(b'half written')
+    os.utime(leftover, (time.time() - 7200, time.time() - 7200))
+    assert await store.sweep_temp_files() == 0 and leftover.exists()
+    assert [uri async for uri in store.iter_uris()] == [root_uri]
+    assert (await store.verify()).checked == 1
+    await asyncio.sleep(0.05)
+    report = await collect_garbage(store, [frozenset()], grace=0, dry_run=False, include_unknown_age=True)
+    assert report.deleted == 1
+    for name, view in views.items():
+        assert await view.get(uris[name]) == f'blob of {name}'.encode(), 'the store GC reached a namespace'
+    assert await views['tenant-a'].sweep_temp_files() == 1 and not leftover.exists()
+
+
+async def test_a_disk_key_strategy_cannot_write_into_the_namespaces_folder(tmp_path: Path) -> None:
+    def sneaky(uri: str, context: object) -> str:
+        return f'{NAMESPACES_FOLDER}/tenant-a/{parse_media_uri(uri)}.bin'
+
+    store = DiskMediaStore(tmp_path, key_strategy=sneaky)
+    with pytest.raises(UnsafeKeyError, match='folder of namespaces'):
+        await store.put(b'aimed at a tenant')
+    assert not (tmp_path / NAMESPACES_FOLDER).exists()
+
+
+async def test_disk_views_of_two_instances_share_storage_and_deletions(tmp_path: Path) -> None:
+    first, second = DiskMediaStore(tmp_path), DiskMediaStore(tmp_path)
+    uri = await first.namespace('tenant-a').put(b'shared')
+    assert await second.namespace('tenant-a').get(uri) == b'shared'
+    assert first.namespace('tenant-a').storage_key == second.namespace('tenant-a').storage_key
+    generation = first.namespace('tenant-a').deletion_generation
+    assert await second.namespace('tenant-a').delete(uri)
+    assert first.namespace('tenant-a').deletion_generation > generation
+
+
+async def test_sqlite_namespaces_are_tables_of_their_own_beside_the_harness_table(tmp_path: Path) -> None:
+    database = tmp_path / 'media.db'
+    store = SqliteMediaStore(database=database)
+    root_uri = await store.put(b'the store itself')
+    unknown = store.namespace('never-written')
+    await unknown.require_storage()
+    assert [uri async for uri in unknown.iter_uris()] == []
+    uris = {name: await store.namespace(name).put(f'blob of {name}'.encode()) for name in ('alice', 'Alice')}
+    with sqlite3.connect(database) as connection:
+        tables = sorted(row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        assert tables == ['media', 'media@^alice', 'media@alice']
+        assert [row[0] for row in connection.execute('SELECT sha256 FROM media')] == [parse_media_uri(root_uri)]
+        columns = [row[1] for row in connection.execute('PRAGMA table_info("media@alice")')]
+        assert columns == ['sha256', 'media_type', 'bytes', 'size_bytes', 'metadata', 'created_at']
+    for name, uri in uris.items():
+        assert await store.namespace(name).get(uri) == f'blob of {name}'.encode()
+    assert not await store.namespace('alice').exists(uris['Alice'])
+    await asyncio.sleep(0.05)
+    report = await collect_garbage(store, [frozenset()], grace=0, dry_run=False)
+    assert report.deleted == 1
+    assert await store.namespace('alice').get(uris['alice']) == b'blob of alice'
+    await store.aclose()
+
+
+async def test_sqlite_views_share_the_store_connection_and_thread(tmp_path: Path) -> None:
+    store = SqliteMediaStore(database=tmp_path / 'media.db')
+    view = store.namespace('tenant-a')
+    await asyncio.gather(*(view.put(bytes([index])) for index in range(20)), store.put(b'root'))
+    assert view._executor is store._executor and view._connect() is store._connect()
+    other = store.namespace('tenant-b')
+    await view.aclose()
+    assert await store.get(media_uri_for(b'root')) == b'root', 'closing a view leaves the connection open'
+    await other.put(b'still open')
+    await store.aclose()
+    with pytest.raises(StoreClosedError):
+        await other.put(b'closed with its store')
+    with pytest.raises(StoreClosedError):
+        store.namespace('tenant-c')
+
+
+# -- random interleavings: every view lists exactly its own blobs ------------------------
+
+_SPACES = [None, 'tenant-a', 'Tenant-A', 'tenant-b']
+_operations = st.lists(
+    st.tuples(st.sampled_from(['put', 'delete']), st.integers(0, len(_SPACES) - 1), st.integers(0, 5)),
+    max_size=30,
+)
+
+
+def _embedded_stores(folder: Path) -> list[Any]:
+    return [
+        MemoryMediaStore(),
+        DiskMediaStore(folder / 'disk'),
+        DiskMediaStore(folder / 'sharded', key_strategy=sharded_key_strategy),
+        SqliteMediaStore(database=folder / 'media.db'),
+    ]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=_operations)
+def test_random_interleavings_leave_each_view_exactly_its_blobs(
+    tmp_path_factory: pytest.TempPathFactory, operations: list[tuple[str, int, int]]
+) -> None:
+    async def run() -> None:
+        for store in _embedded_stores(tmp_path_factory.mktemp('interleaved')):
+            views = [store if name is None else store.namespace(name) for name in _SPACES]
+            model: list[set[str]] = [set() for _ in _SPACES]
+            for operation, space, payload in operations:
+                data = f'payload {payload}'.encode()
+                if operation == 'put':
+                    model[space].add(await views[space].put(data))
+                else:
+                    uri = media_uri_for(data)
+                    assert await views[space].delete(uri) is (uri in model[space])
+                    model[space].discard(uri)
+            for view, expected in zip(views, model, strict=True):
+                assert {uri async for uri in view.iter_uris()} == expected
+                assert {info.uri async for info in view.iter_blobs()} == expected
+            await store.aclose()
+
+    asyncio.run(run())

@@ -17,7 +17,7 @@ from typing import Final
 from mediastash.errors import InvalidNamespaceError, StoreOperationError
 from mediastash.stores.protocols import BlobInfo
 
-__all__ = ['ERASE_BATCH', 'EraseReport', 'check_namespace_name', 'erase_all']
+__all__ = ['ERASE_BATCH', 'EraseReport', 'check_namespace_name', 'erase_all', 'namespace_segment']
 
 _NAME: Final = re.compile(r'[A-Za-z0-9._-]{1,64}')
 
@@ -34,6 +34,30 @@ def check_namespace_name(value: object, *, parameter: str = 'namespace') -> str:
     if not isinstance(value, str) or _NAME.fullmatch(value) is None or not value.strip('.'):
         raise InvalidNamespaceError(parameter, value)
     return value
+
+
+_DEVICE_NAMES: Final = frozenset(
+    ['con', 'prn', 'aux', 'nul', *(f'com{digit}' for digit in range(10)), *(f'lpt{digit}' for digit in range(10))]
+)
+"""File names Windows reserves for devices, whatever their extension."""
+
+
+def namespace_segment(name: str) -> str:
+    """``name`` as one folder or table name that no other namespace name maps to, on any file system.
+
+    Case-insensitive file systems (macOS, Windows) and SQLite table names
+    would fold ``Alice`` and ``alice`` together, so each capital letter
+    becomes ``^`` and its small letter; a final ``.`` (which Windows drops)
+    becomes ``^_``; a Windows device name (``con``, ``nul.x``) gets a leading
+    ``~``. ``^`` and ``~`` never occur in a valid name, so the mapping is
+    one-to-one and the result never holds two names that differ only in case.
+    """
+    segment = ''.join(f'^{char.lower()}' if 'A' <= char <= 'Z' else char for char in check_namespace_name(name))
+    if segment.endswith('.'):
+        segment = segment[:-1] + '^_'
+    if segment.split('.', 1)[0] in _DEVICE_NAMES:
+        segment = '~' + segment
+    return segment
 
 
 @dataclass(frozen=True, slots=True)

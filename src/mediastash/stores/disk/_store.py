@@ -55,6 +55,7 @@ from mediastash.errors import (
 )
 from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
+from mediastash.stores._namespaces import namespace_segment
 from mediastash.stores._range import DigestRange
 from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores.base import (
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     'MAX_KEY_DEPTH',
+    'NAMESPACES_FOLDER',
     'MEDIA_TYPE_LIMIT_BYTES',
     'MEDIA_TYPE_SUFFIX',
     'METADATA_LIMIT_BYTES',
@@ -91,6 +93,10 @@ MEDIA_TYPE_SUFFIX = '.mediatype'
 MEDIA_TYPE_LIMIT_BYTES = 1024
 """Most UTF-8 bytes of a media type the store records (a longer one is refused at ``put``, nothing written)."""
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+
+NAMESPACES_FOLDER = '.mediastash-namespaces'
+"""The sub-folder of a store's folder holding one folder per namespace (``namespace(name)``); the store's own
+listing, garbage collection, verification and sweeps never enter it, and no key may start with it."""
 
 _LEGACY_SIDECAR_KEY = 'mediastash_sidecar'
 _LEGACY_SIDECAR_VERSION = 1
@@ -155,6 +161,25 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
         self._swept: BoundedLRU[Path | None, float] = BoundedLRU(max_items=_SWEPT_FOLDERS)
         self._sweep_lock = threading.Lock()
 
+    def _open_namespace(self, name: str) -> DiskMediaStore:
+        """A store on ``<directory>/.mediastash-namespaces/<name>/`` (see ``NAMESPACES_FOLDER``), same options.
+
+        Nothing is created until the namespace's first write, so reading an
+        unknown namespace changes nothing on disk.
+        """
+        view = object.__new__(type(self))
+        BaseMediaStore.__init__(view)
+        segment = namespace_segment(name)
+        view._root = self._root / NAMESPACES_FOLDER / segment
+        view._real_root = self._real_root / NAMESPACES_FOLDER / segment
+        view._identity = self._identity
+        view._name_max = self._name_max
+        view._key_strategy = self._key_strategy
+        view._fsync = self._fsync
+        view._swept = BoundedLRU(max_items=_SWEPT_FOLDERS)
+        view._sweep_lock = threading.Lock()
+        return view
+
     @property
     def directory(self) -> Path:
         """The folder the store writes to, as given (a leading ``~`` expanded to the home folder)."""
@@ -201,6 +226,8 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
             raise UnsafeKeyError(key, "the key contains a '..' segment")
         if any(part in ('', '.') for part in parts):
             raise UnsafeKeyError(key, "the key has an empty or '.' segment")
+        if parts[0] == NAMESPACES_FOLDER:
+            raise UnsafeKeyError(key, f'the key starts with {NAMESPACES_FOLDER!r}, the folder of namespaces')
         name = parts[-1]
         if name.startswith(_TMP_PREFIX) or name.endswith((SIDECAR_SUFFIX, MEDIA_TYPE_SUFFIX)):
             raise UnsafeKeyError(key, 'the file name collides with temporary or sidecar files')
@@ -300,7 +327,7 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
     # -- file helpers (run in worker threads) ------------------------------------------
 
     def _ensure_parent(self, path: Path) -> None:
-        if path.parent != self._root:
+        if path.parent != self._root or self._namespace_name is not None:  # a namespace's folder: made on first write
             path.parent.mkdir(parents=True, exist_ok=True)
 
     def _confirm_blob(self, path: Path, key: str, size: int) -> bool:
@@ -583,11 +610,19 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
         if self._key_strategy is default_key_strategy:
             yield from _temp_files_in(self._root)
             return
-        for dirpath, dirnames, filenames in os.walk(self._root):
+        for dirpath, dirnames, filenames in self._walk():
             dirnames[:] = [name for name in dirnames if not name.startswith(_TMP_PREFIX)]
             for name in filenames:
                 if name.startswith(_TMP_PREFIX):
                     yield Path(dirpath, name)
+
+    def _walk(self) -> Iterator[tuple[str, list[str], list[str]]]:
+        """``os.walk`` of the store's folder without the folder of namespaces, which belongs to no listing,
+        collection or sweep of this store (each namespace walks its own folder). Every walk goes through here."""
+        for dirpath, dirnames, filenames in os.walk(self._root):
+            if dirpath == str(self._root):
+                dirnames[:] = [name for name in dirnames if name != NAMESPACES_FOLDER]
+            yield dirpath, dirnames, filenames
 
     def _unbury(self, tomb: Path) -> bool:
         """Put a crashed collection's tombstone back under its blob's name when that name is free."""
@@ -605,13 +640,17 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
     def _scan_files(self) -> Generator[tuple[str, str], None, None]:
         """``(digest, path)`` of every blob file, each digest once."""
         if self._key_strategy is default_key_strategy:
-            with os.scandir(self._root) as entries:
+            try:
+                entries = os.scandir(self._root)
+            except _NOT_THERE:  # a namespace nothing was written to yet
+                return
+            with entries:
                 for entry in entries:
                     if _is_default_blob_name(entry.name) and entry.is_file(follow_symlinks=False):
                         yield entry.name[:64], entry.path
             return
         seen: set[str] = set()
-        for dirpath, _dirnames, filenames in os.walk(self._root):
+        for dirpath, _dirnames, filenames in self._walk():
             for name in filenames:
                 if name.startswith(_TMP_PREFIX) or name.endswith((SIDECAR_SUFFIX, MEDIA_TYPE_SUFFIX)):
                     continue
@@ -729,6 +768,8 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
         file is removed on any failure or cancellation.
         """
         media_type = self._recordable_media_type(context)  # refused before anything is written
+        if self._namespace_name is not None:
+            await asyncio.to_thread(self._root.mkdir, parents=True, exist_ok=True)
         temp = self._temp_path(self._root)
         try:
             async with aiofiles.open(temp, 'xb') as file:

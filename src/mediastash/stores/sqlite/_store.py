@@ -37,6 +37,7 @@ from mediastash.errors import (
 )
 from mediastash.stores._blob import OFFLOAD_BYTES
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
+from mediastash.stores._namespaces import namespace_segment
 from mediastash.stores._range import DigestRange
 from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import ObjectToken, token_for
@@ -147,6 +148,28 @@ class SqliteMediaStore(BaseMediaStore, ScratchInPackage['SqliteMediaStore'], url
         self._has_created_at = False
         self._identity, self._private_database = _identity_of(self._database, connection, table)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix='mediastash-sqlite')
+        self._shared_from: SqliteMediaStore | None = None
+
+    def _open_namespace(self, name: str) -> SqliteMediaStore:
+        """A store on the table ``<table>@<name>`` of the same database, on this store's connection and thread.
+
+        ``@`` never occurs in a table name the constructor accepts, so no
+        table of the store's own (or another namespace's) is reached; capital
+        letters are escaped (``namespace_segment``) because SQLite folds the case
+        of table names. The table is created by the namespace's first write.
+        """
+        view = object.__new__(type(self))
+        BaseMediaStore.__init__(view)
+        view._database = self._database
+        view._connection = None if self._owns_connection else self._connection  # else this store's once open
+        view._owns_connection = self._owns_connection
+        view._table = f'{self._table}@{namespace_segment(name)}'
+        view._quoted = f'"{view._table}"'
+        view._schema_ready = view._table_seen = view._wal_set = view._has_created_at = False
+        view._identity, view._private_database = self._identity, self._private_database
+        view._executor = self._executor
+        view._shared_from = self
+        return view
 
     @property
     def database(self) -> str | None:
@@ -239,6 +262,8 @@ class SqliteMediaStore(BaseMediaStore, ScratchInPackage['SqliteMediaStore'], url
 
     def _connect(self) -> sqlite3.Connection:
         """The connection, opened on first use (worker thread only); opening changes nothing in the file."""
+        if self._connection is None and self._shared_from is not None:
+            self._connection = self._shared_from._connect()  # a namespace runs on its store's connection
         if self._connection is None:
             assert self._database is not None
             self._connection = sqlite3.connect(
@@ -465,7 +490,11 @@ class SqliteMediaStore(BaseMediaStore, ScratchInPackage['SqliteMediaStore'], url
     @_maps_driver_errors('require_storage')
     async def require_storage(self) -> None:
         """``StoreNotFoundError`` when the database file has no table yet (nothing is created); what read-only
-        openers such as ``mediastash stats`` call. A caller's connection or a private database may lack it."""
+        openers such as ``mediastash stats`` call. A caller's connection or a private database may lack it; a
+        namespace's table is made by its first write, so a namespace without one is empty, not missing."""
+        if self._shared_from is not None:
+            self._check_open()
+            return
         if self._database is None or self._database in _PRIVATE_DATABASES or self._database.startswith('file:'):
             return
         if not await self._run_read(_has_table, False):
