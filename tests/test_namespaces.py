@@ -34,6 +34,7 @@ from mediastash.context import MediaContextLike
 from mediastash.gc import collect_garbage
 from mediastash.stores import _namespaces
 from mediastash.stores._namespaces import check_namespace_name, namespace_segment
+from mediastash.stores._range import DigestRange
 from mediastash.stores.disk import NAMESPACES_FOLDER
 from mediastash.testing import CountingMediaStore
 from mediastash.testing.store import BAD_NAMESPACES
@@ -179,6 +180,7 @@ async def test_disk_namespaces_live_in_their_own_folder_the_store_never_enters(
     before = _files(store.directory)
     unknown = store.namespace('never-written')
     assert not await unknown.exists(root_uri) and [uri async for uri in unknown.iter_uris()] == []
+    assert [info async for info in unknown.iter_blobs_in_range(DigestRange.shard(0, 2))] == []
     assert await unknown.erase() == EraseReport('never-written', 0, 0)
     assert not (store.directory / NAMESPACES_FOLDER).exists(), 'reading a namespace creates nothing'
 
@@ -197,6 +199,8 @@ async def test_disk_namespaces_live_in_their_own_folder_the_store_never_enters(
     os.utime(leftover, (time.time() - 7200, time.time() - 7200))
     assert await store.sweep_temp_files() == 0 and leftover.exists()
     assert [uri async for uri in store.iter_uris()] == [root_uri]
+    in_halves = [info.uri for index in (0, 1) async for info in store.iter_blobs_in_range(DigestRange.shard(index, 2))]
+    assert in_halves == [root_uri]
     assert (await store.verify()).checked == 1
     await asyncio.sleep(0.05)
     report = await collect_garbage(store, [frozenset()], grace=0, dry_run=False, include_unknown_age=True)

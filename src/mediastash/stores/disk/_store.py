@@ -498,7 +498,11 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
             yield info
 
     def _flat_range_files(self, digest_range: DigestRange) -> Generator[tuple[str, str], None, None]:
-        with os.scandir(self._root) as entries:
+        try:
+            entries = os.scandir(self._root)
+        except _NOT_THERE:  # a namespace nothing was written to yet
+            return
+        with entries:
             for entry in entries:
                 name = entry.name
                 if _is_default_blob_name(name) and name[:64] in digest_range and entry.is_file(follow_symlinks=False):
