@@ -203,14 +203,17 @@ async def test_gc_keeps_what_any_session_references(tmp_path: Path, store: DiskM
     kept_second = {media_uri_for(IMAGES[2]), media_uri_for(IMAGES[0])} | {
         media_uri_for(tool_output(turn).encode()) for turn in (2, 4)
     }
-    report = await collect_garbage(store, [SQLiteSessionRoot(database)], grace=0, dry_run=True)
-    assert report.deletable_uris == {orphan}
-    report = await collect_garbage(store, [SessionRoot(first), SessionRoot(second)], grace=0, dry_run=False)
-    assert report.deleted_uris == {orphan}
+    report = await collect_garbage(store, [SQLiteSessionRoot(database)], grace=0, uris_file=tmp_path / 'dry')
+    assert set(report.iter_uris('deletable')) == {orphan}
+    roots = [SessionRoot(first), SessionRoot(second)]
+    report = await collect_garbage(store, roots, grace=0, dry_run=False, uris_file=tmp_path / 'a')
+    assert set(report.iter_uris('deleted')) == {orphan}
     await second.clear_session()  # blobs stay until the collector runs
     assert {uri async for uri in store.iter_uris()} == kept_first | kept_second
-    report = await collect_garbage(store, [SQLiteSessionRoot(database)], grace=0, dry_run=False)
-    assert report.deleted_uris == kept_second
+    report = await collect_garbage(
+        store, [SQLiteSessionRoot(database)], grace=0, dry_run=False, uris_file=tmp_path / 'b'
+    )
+    assert set(report.iter_uris('deleted')) == kept_second
     assert await first.get_items() == turn_items(1)
     sqlite3.connect(tmp_path / 'empty.db').execute('CREATE TABLE other (x)').connection.close()
     with pytest.raises(RootReadError, match='agent_messages'):
