@@ -208,7 +208,8 @@ async def test_references_restore_reads_no_blob_and_a_save_writes_the_same_marke
     assert [type(part) for part in (image, pdf, audio, video)] == [ImageUrl, DocumentUrl, AudioUrl, type(video)]
     assert type(video).__name__ == 'VideoUrl'
     for part, content in zip((image, pdf, audio, video), originals, strict=False):
-        assert part.url == media_uri_for(content.data)
+        uri, seal = part.url.split('#')
+        assert uri == media_uri_for(content.data) and seal.startswith('ms1.')  # vouched: sealed by the restore
         assert part.media_type == content.media_type
         assert part.identifier == content.identifier
         assert part.vendor_metadata == content.vendor_metadata
@@ -217,7 +218,7 @@ async def test_references_restore_reads_no_blob_and_a_save_writes_the_same_marke
     assert small == originals[4]  # below the threshold: never stored, still bytes
     tool_return = restored.messages[2].parts[0]
     assert isinstance(tool_return.content, ImageUrl)
-    assert tool_return.content.url == media_uri_for(history[2].parts[0].content.data)  # type: ignore[union-attr]
+    assert tool_return.content.url.startswith(media_uri_for(history[2].parts[0].content.data) + '#ms1.')  # type: ignore[union-attr]
     assert restored.messages[2].parts[1].content == 't' * 5000
 
     # Saving the reference history writes exactly what the bytes wrote: every message's JSON, byte for byte.
@@ -533,7 +534,7 @@ async def test_a_reference_to_a_missing_blob_fails_the_request() -> None:
     history = await reference_history(media)
     pdf = contents(history)[2]
     assert isinstance(pdf, DocumentUrl)
-    await media.delete(pdf.url)
+    await media.delete(pdf.url.split('#')[0])
     capability = MediaUrls(media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
     with pytest.raises(MediaNotFoundError):
         await Agent(FunctionModel(reply), capabilities=[capability]).run('go', message_history=history)

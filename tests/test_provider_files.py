@@ -48,6 +48,7 @@ from mediastash.integrations.provider_files import (
     UploadRecord,
     UploadRegistryError,
 )
+from mediastash.reference_keys import process_reference_key
 from mediastash.stores.s3 import S3MediaStore
 from mediastash.testing import CountingMediaStore
 from tests.provider_endpoint import CapturedRequest, ProviderEndpoint, file_references
@@ -505,6 +506,11 @@ async def test_a_registry_record_it_cannot_read_is_refused(tmp_path: Path) -> No
         await registry.records('openai', 'http://h/v1#abc')
 
 
+def vouched(uri: str) -> str:
+    """The URL a restore in this process would give a reference to ``uri`` (sealed under the process key)."""
+    return f'{uri}#{process_reference_key().seal(uri.removeprefix("media+sha256://"), None)}'
+
+
 async def test_a_reference_part_reads_its_blob_only_when_it_must_be_uploaded(
     endpoint: ProviderEndpoint, tmp_path: Path
 ) -> None:
@@ -517,7 +523,7 @@ async def test_a_reference_part_reads_its_blob_only_when_it_must_be_uploaded(
         ModelRequest(
             parts=[
                 UserPromptPart(
-                    content=['Read.', DocumentUrl(url=uri, media_type='application/pdf', force_download=True)]
+                    content=['Read.', DocumentUrl(url=vouched(uri), media_type='application/pdf', force_download=True)]
                 )
             ]
         )

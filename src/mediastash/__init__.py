@@ -32,10 +32,12 @@ from mediastash.errors import (
     TreeDepthError,
     UnsafeKeyError,
     UnsupportedMarkerFormat,
+    UnvouchedReferenceError,
 )
 from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.open_store import open_store
+from mediastash.reference_keys import ReferenceKey
 from mediastash.stores import (
     BaseMediaStore,
     BlobInfo,
@@ -119,12 +121,14 @@ __all__ = [
     'MediaStore',
     'MemoryMediaStore',
     'PublicUrlResolver',
+    'ReferenceKey',
     'S3AddressableMediaStore',
     'ScratchableMediaStore',
     'SqliteMediaStore',
     'StatableMediaStore',
     'StreamingMediaStore',
     'UnsafeKeyError',
+    'UnvouchedReferenceError',
     'UnsupportedMarkerFormat',
     'VerifyReport',
     'WrapperMediaStore',

@@ -8,6 +8,8 @@ working unchanged.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 __all__ = [
     'CorruptMetadataError',
     'EmptySourceError',
@@ -32,6 +34,7 @@ __all__ = [
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',
     'TreeDepthError',
+    'UnvouchedReferenceError',
 ]
 
 
@@ -283,3 +286,34 @@ class EmptySourceError(MediaStashError, ValueError):
     That would empty the destination, and an empty source is far more often a
     wrong path or prefix than an intent, so it is refused unless allowed.
     """
+
+
+class UnvouchedReferenceError(MediaStashError, ValueError):
+    """A model request holds a ``media+sha256://`` reference part that mediastash did not vouch for; nothing was sent.
+
+    Only references a restore of the application's own history sealed under
+    its reference key, for the media store's namespace, are resolved
+    (``docs/security.md``). The error names the message, the part (and the
+    item of a part's content list) and why; never the digest or the seal.
+    ``reason`` is ``'unsigned'``, ``'invalid'`` (another key, or altered) or
+    ``'other-namespace'``.
+    """
+
+    _WHY: ClassVar[dict[str, str]] = {
+        'unsigned': 'it carries no seal (it did not come from a mediastash restore)',
+        'invalid': 'its seal does not verify under the reference key (another key, or the reference was altered)',
+        'other-namespace': "it was sealed for another namespace than the media store's",
+    }
+
+    def __init__(self, *, message_index: int, part_index: int, item_index: int | None, reason: str) -> None:
+        self.message_index = message_index
+        self.part_index = part_index
+        self.item_index = item_index
+        self.reason = reason
+        where = f'message {message_index}, part {part_index}'
+        if item_index is not None:
+            where += f', content item {item_index}'
+        super().__init__(
+            f'refusing the media+sha256 reference at {where}: {self._WHY.get(reason, reason)}; '
+            'it was not resolved and no model request was sent'
+        )

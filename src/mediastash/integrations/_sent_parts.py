@@ -22,6 +22,7 @@ from mediastash.integrations._references import (
     ReferencePart,
     is_reference_part,
     kind_of_reference,
+    reference_uri,
 )
 from mediastash.walker.typed import IdentifierMemo, TypedPayload
 
@@ -131,4 +132,4 @@ def reference_places(messages: list[ModelMessage]) -> list[Place]:
 
 def _place(message: int, path: tuple[int | str, ...], part: ReferencePart) -> Place:
     item = TypedPayload(message, path, False, b'', 0, part.media_type, part)
-    return Place(item, kind_of_reference(part), part.url, part)
+    return Place(item, kind_of_reference(part), reference_uri(part), part)

@@ -33,6 +33,7 @@ from mediastash.integrations._envelope import (
 from mediastash.integrations._placeholders import Sizes
 from mediastash.integrations._references import has_reference_parts, references_to_markers, with_reference_parts
 from mediastash.markers import RESERVED_KEY_PREFIX
+from mediastash.reference_keys import ReferenceKey
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.typed import LeanMessages, TypedWalker
@@ -43,9 +44,11 @@ __all__ = ['Offloader']
 class Offloader:
     """Turns message lists into lean ones (envelopes) and back, for one media store."""
 
-    def __init__(self, media_store: MediaStore, *, options: WalkOptions) -> None:
+    def __init__(self, media_store: MediaStore, *, options: WalkOptions, reference_key: ReferenceKey) -> None:
         self.media_store = media_store
         self.options = options
+        self.reference_key = reference_key
+        """Seals the reference parts a restore makes, and tells a save which ones it vouched for."""
         self._walker = TypedWalker(media_store, options)
         self._envelopes: dict[int, _Enveloped] = {}
         """The previous save's envelopes by ``id`` of the message they stand for (see ``offload``)."""
@@ -66,7 +69,7 @@ class Offloader:
         for index, message in enumerate(messages):
             if has_reference_parts(message):
                 walked.json[index], replaced = await references_to_markers(
-                    walked.json[index], self.media_store, self.options
+                    walked.json[index], self.media_store, self.options, self.reference_key
                 )
                 if replaced:
                     walked.changed[index] = True
@@ -150,7 +153,7 @@ class Offloader:
         ]
         leans = [envelope.restorable for envelope in opened]
         if references:
-            referenced = with_reference_parts(leans)
+            referenced = with_reference_parts(leans, media_store=self.media_store, reference_key=self.reference_key)
             for index, envelope, before, after in zip(places, opened, leans, referenced, strict=True):
                 if after is not before:
                     self._restored.put(_lean_key(envelope.full), messages[index])

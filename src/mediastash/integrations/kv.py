@@ -14,6 +14,7 @@ from mediastash.integrations._references import references_to_markers
 from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import RESERVED_KEY_PREFIX
+from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.uri import MEDIA_URI_SCHEME
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
@@ -45,7 +46,10 @@ class OffloadingKV:
     reserved keys is stored escaped and reads back as equal JSON. A reference
     part (a URL part whose URL is a stored blob's ``media+sha256://`` URI,
     from ``OffloadingStepStore(restore='references')``) is written as exactly
-    the marker its ``BinaryContent`` had, so it reads back with its bytes.
+    the marker its ``BinaryContent`` had, so it reads back with its bytes,
+    when ``reference_key`` (as given to the restoring wrapper; ``None``: this
+    process's key) vouches for it; any other reference part is written as
+    the URL part it is (``docs/security.md``).
     Every other attribute is ``inner``'s own.
 
     A restored value is assembled by splicing: the small restored tree is
@@ -80,7 +84,9 @@ class OffloadingKV:
         recent_bytes: int = DEFAULT_RECENT_BYTES,
         literal_bytes: int = DEFAULT_LITERAL_BYTES,
         options: WalkOptions | None = None,
+        reference_key: ReferenceKey | bytes | None = None,
     ) -> None:
+        self._reference_key = reference_key_of(reference_key)
         non_negative_int('recent_bytes', recent_bytes)
         non_negative_int('literal_bytes', literal_bytes)
         self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
@@ -149,7 +155,7 @@ class OffloadingKV:
             return data
         lean = await externalize_with(tree, self.media_store, self._walk_options)
         if references:
-            lean, _ = await references_to_markers(lean, self.media_store, self._walk_options)
+            lean, _ = await references_to_markers(lean, self.media_store, self._walk_options, self._reference_key)
         try:
             if lean == tree:
                 return data

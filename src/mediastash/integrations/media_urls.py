@@ -38,12 +38,13 @@ from pydantic_ai.tools import RunContext
 from mediastash._lru import BoundedLRU
 from mediastash._tasks import for_each
 from mediastash.context import MediaContext
-from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
+from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.integrations._model_kinds import ALL_KINDS, URL_CLASS, MediaKind, fetches_by_url, kind_of
-from mediastash.integrations._references import REFERENCE_PART_KINDS, ReferencePart
+from mediastash.integrations._references import REFERENCE_PART_KINDS, ReferencePart, namespace_of, refuse_unvouched
 from mediastash.integrations._sent_parts import BlobAnswer, BlobKey, Place, StoredBlob, reference_places
 from mediastash.integrations.provider_files import ProviderFiles, UploadRegistry, streaming_request
 from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
+from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
 from mediastash.walker.internal import WalkSetting, resolve_options
@@ -173,6 +174,15 @@ class MediaUrlSwapper:
     ``on_store_error='inline'`` their bytes are read, and a store that cannot
     serve them either fails the request. Each distinct blob is one
     ``resolve_blob`` call, the per-blob step to extend.
+
+    Only references mediastash vouches for are resolved: sealed by a restore
+    under ``reference_key`` (bytes of at least 32, or a ``ReferenceKey``;
+    ``None``: this process's random key, as the wrappers use by default) for
+    the namespace of ``media_store``. Any other (typed into a prompt, sent by
+    a client, forged, altered, another namespace's) raises
+    ``UnvouchedReferenceError`` before any store call or request.
+    ``trust_references=True`` resolves every reference: only for trusted
+    single-user tools (``docs/security.md``).
     """
 
     threshold_bytes = WalkSetting()
@@ -194,7 +204,15 @@ class MediaUrlSwapper:
         clock: Callable[[], float] = time.monotonic,
         options: WalkOptions | None = None,
         provider_files: bool | UploadRegistry = False,
+        reference_key: ReferenceKey | bytes | None = None,
+        trust_references: bool = False,
     ) -> None:
+        if not isinstance(trust_references, bool):
+            raise InvalidArgumentError('trust_references', 'True or False', trust_references)
+        self.reference_key = reference_key_of(reference_key)
+        """Vouches for reference parts: one of its keys must have sealed them for this store's namespace."""
+        self.trust_references = trust_references
+        """``True``: resolve every reference part, sealed or not (trusted single-user tools only)."""
         if not isinstance(on_store_error, str) or on_store_error not in _ON_STORE_ERROR:
             raise InvalidStoreConfiguration("on_store_error must be 'inline' or 'raise'")
         if not isinstance(provider_files, bool | UploadRegistry):
@@ -239,6 +257,8 @@ class MediaUrlSwapper:
                 options=self._walk_options,
                 registry=None if provider_files is True else provider_files,
                 on_error=on_store_error,
+                reference_key=self.reference_key,
+                trust_references=trust_references,
             )
 
     @property
@@ -267,7 +287,14 @@ class MediaUrlSwapper:
         bytes); where a store call fails, see ``on_store_error``. ``model`` is the model the request goes to
         (for ``kinds='auto'``). With ``provider_files``, media the model would
         get as bytes become provider file references.
+
+        Before anything else, every reference part must be vouched for
+        (``reference_key``, this store's namespace) unless ``trust_references``:
+        the first that is not raises ``UnvouchedReferenceError``, and no store
+        call, upload or request is made.
         """
+        if not self.trust_references:
+            refuse_unvouched(messages, self.reference_key, namespace_of(self.media_store))
         files = self.provider_files
         if files is None:
             return await self._swap_urls(messages, model=model)
@@ -514,7 +541,9 @@ class MediaUrls(AbstractCapability[Any]):
     Acts in ``before_model_request`` on that request's messages only; the
     run's history, ``result.all_messages()`` and what ``StepPersistence``
     saves keep ``BinaryContent``. A failing store costs that request its
-    URLs, not the run (``on_store_error``). Options as for ``MediaUrlSwapper``.
+    URLs, not the run (``on_store_error``). Only reference parts mediastash
+    vouches for are resolved (``reference_key``, ``trust_references``;
+    ``docs/security.md``). Options as for ``MediaUrlSwapper``.
     """
 
     def __init__(
@@ -531,6 +560,8 @@ class MediaUrls(AbstractCapability[Any]):
         on_store_error: OnStoreError = 'inline',
         options: WalkOptions | None = None,
         provider_files: bool | UploadRegistry = False,
+        reference_key: ReferenceKey | bytes | None = None,
+        trust_references: bool = False,
     ) -> None:
         self.swapper = MediaUrlSwapper(
             media_store,
@@ -544,6 +575,8 @@ class MediaUrls(AbstractCapability[Any]):
             on_store_error=on_store_error,
             options=options,
             provider_files=provider_files,
+            reference_key=reference_key,
+            trust_references=trust_references,
         )
 
     @property

@@ -13,6 +13,7 @@ from pydantic_ai_harness.step_persistence import ContinuableSnapshot
 from mediastash.errors import InvalidArgumentError
 from mediastash.integrations._typed import Offloader
 from mediastash.known_blobs import KnownBlobCache
+from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
 from mediastash.walker.internal import resolve_options
@@ -43,6 +44,12 @@ class OffloadingStepStore:
     model reached without it refuses the part). Saving such a history writes
     exactly the markers the bytes would have (``docs/model-urls.md``).
 
+    ``reference_key``: the key that seals each reference part a restore
+    makes (bytes of at least 32, or a ``ReferenceKey`` for rotation); give
+    ``MediaUrls`` the same one. ``None`` uses this process's random key, so
+    references made here resolve here only. A save writes markers only for
+    references this key vouches for (``docs/security.md``).
+
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
     Structured payloads (a tool return's large JSON ``content``) move too,
@@ -59,6 +66,7 @@ class OffloadingStepStore:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         options: WalkOptions | None = None,
         restore: RestoreMode = 'bytes',
+        reference_key: ReferenceKey | bytes | None = None,
     ) -> None:
         if not isinstance(restore, str) or restore not in _RESTORE_MODES:
             raise InvalidArgumentError('restore', "'bytes' or 'references'", restore)
@@ -67,7 +75,7 @@ class OffloadingStepStore:
         self.inner = inner
         self.media_store = media_store
         chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency).structured_by_default(True)
-        self._offloader = Offloader(media_store, options=chosen)
+        self._offloader = Offloader(media_store, options=chosen, reference_key=reference_key_of(reference_key))
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
         """Store the snapshot's payloads, then save the lean snapshot in ``inner``."""

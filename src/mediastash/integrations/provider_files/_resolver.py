@@ -33,11 +33,19 @@ from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, Uplo
 
 from mediastash._lru import BoundedLRU
 from mediastash.context import MediaContext
-from mediastash.errors import InvalidStoreConfiguration
+from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration
 from mediastash.integrations._model_kinds import MediaKind, kind_of
-from mediastash.integrations._references import REFERENCE_PART_KINDS, is_reference_part, kind_of_reference
+from mediastash.integrations._references import (
+    REFERENCE_PART_KINDS,
+    is_reference_part,
+    kind_of_reference,
+    namespace_of,
+    reference_uri,
+    refuse_unvouched,
+)
 from mediastash.integrations.provider_files._registry import MemoryUploadRegistry, UploadRecord, UploadRegistry
 from mediastash.integrations.provider_files._targets import FILE_GONE_STATUSES, Target, target_for
+from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.typed import IdentifierMemo, TypedBinaries, TypedPayload, typed_payloads, with_replaced_contents
@@ -100,6 +108,8 @@ class ProviderFiles:
     processes and runs). ``min_validity``: a file with less lifetime left is
     uploaded again. ``on_error``: a failing store or upload sends the bytes
     inline with one WARNING (``'inline'``), or fails the run (``'raise'``).
+    ``reference_key`` / ``trust_references``: as for ``MediaUrls``; only
+    vouched reference parts are uploaded.
     """
 
     def __init__(
@@ -112,6 +122,8 @@ class ProviderFiles:
         on_error: Literal['inline', 'raise'] = 'inline',
         clock: Callable[[], float] = time.time,
         max_remembered: int = 4096,
+        reference_key: ReferenceKey | bytes | None = None,
+        trust_references: bool = False,
     ) -> None:
         if registry is not None and not isinstance(registry, UploadRegistry):
             raise InvalidStoreConfiguration('provider_files registry must have get, put, forget and records methods')
@@ -121,6 +133,10 @@ class ProviderFiles:
             min_validity = min_validity.total_seconds()
         if isinstance(min_validity, bool) or not isinstance(min_validity, int | float) or not min_validity >= 0:
             raise InvalidStoreConfiguration('min_validity must be a non-negative number of seconds or a timedelta')
+        if not isinstance(trust_references, bool):
+            raise InvalidArgumentError('trust_references', 'True or False', trust_references)
+        self.reference_key = reference_key_of(reference_key)
+        self.trust_references = trust_references
         self.media_store = media_store
         self.options = options or WalkOptions()
         self.registry: UploadRegistry = registry if registry is not None else MemoryUploadRegistry()
@@ -157,8 +173,12 @@ class ProviderFiles:
 
         ``leave(kind, media_type)``: true for media to leave as they are (``MediaUrls``
         leaves what goes by URL). ``messages`` is not changed; without anything to
-        replace it is returned as is.
+        replace it is returned as is. A reference part not vouched for
+        (``reference_key``, the store's namespace) raises ``UnvouchedReferenceError``
+        first, unless ``trust_references``.
         """
+        if not self.trust_references:
+            refuse_unvouched(messages, self.reference_key, namespace_of(self.media_store))
         target = target_for(model, self.media_store)
         if target is None:
             return messages
@@ -218,7 +238,7 @@ class ProviderFiles:
                 for k, value in items:
                     if not is_reference_part(value):
                         continue
-                    kind, media_type, url = kind_of_reference(value), value.media_type, value.url
+                    kind, media_type, url = kind_of_reference(value), value.media_type, reference_uri(value)
                     if not target.accepts(kind, media_type):
                         continue
                     path = ('parts', j, 'content') if k is None else ('parts', j, 'content', k)
