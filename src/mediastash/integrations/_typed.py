@@ -33,7 +33,7 @@ from mediastash.integrations._envelope import (
 from mediastash.integrations._placeholders import Sizes
 from mediastash.integrations._references import has_reference_parts, references_to_markers, with_reference_parts
 from mediastash.markers import RESERVED_KEY_PREFIX
-from mediastash.reference_keys import ReferenceKey
+from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.typed import LeanMessages, TypedWalker
@@ -44,10 +44,12 @@ __all__ = ['Offloader']
 class Offloader:
     """Turns message lists into lean ones (envelopes) and back, for one media store."""
 
-    def __init__(self, media_store: MediaStore, *, options: WalkOptions, reference_key: ReferenceKey) -> None:
+    def __init__(
+        self, media_store: MediaStore, *, options: WalkOptions, reference_key: ReferenceKey | None = None
+    ) -> None:
         self.media_store = media_store
         self.options = options
-        self.reference_key = reference_key
+        self.reference_key = reference_key_of(reference_key)
         """Seals the reference parts a restore makes, and tells a save which ones it vouched for."""
         self._walker = TypedWalker(media_store, options)
         self._envelopes: dict[int, _Enveloped] = {}
