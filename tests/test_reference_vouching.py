@@ -55,6 +55,7 @@ from mediastash import (
     InvalidArgumentError,
     MediaStore,
     MemoryMediaStore,
+    NamespaceUnsupportedError,
     ReferenceKey,
     UnvouchedReferenceError,
     media_uri_for,
@@ -89,7 +90,7 @@ def snapshot(messages: list[ModelMessage], step: int = 1) -> ContinuableSnapshot
 
 
 class TenantView(CountingMediaStore):
-    """A counting view of a store that reports a namespace, as ``store.namespace(name)`` views do."""
+    """A counting store that reports a namespace without being confined to it (see ``tenant``)."""
 
     def __init__(self, inner: MediaStore, name: str | None) -> None:
         super().__init__(inner)
@@ -98,6 +99,16 @@ class TenantView(CountingMediaStore):
     @property
     def namespace_name(self) -> str | None:
         return self._tenant
+
+
+def tenant(base: MediaStore, name: str) -> CountingMediaStore:
+    """A counting view of namespace ``name``: the store's own ``namespace(name)`` view where the backend has
+    namespaces; for a backend that has none yet (S3 until its namespaces land), a wrapper reporting the name,
+    which is all the seal reads (``namespace_name``)."""
+    try:
+        return CountingMediaStore(base.namespace(name))  # type: ignore[attr-defined]
+    except NamespaceUnsupportedError:
+        return TenantView(base, name)
 
 
 def steps_over(media: MediaStore, **options: Any) -> OffloadingStepStore:
@@ -229,10 +240,10 @@ class PathSetup:
         return b'JVBERi0xLjcK' in request.body  # base64 of the PDF header: the bytes went inline
 
 
-async def attack(setup: PathSetup, case: str) -> tuple[list[ModelMessage], TenantView, str]:
+async def attack(setup: PathSetup, case: str) -> tuple[list[ModelMessage], CountingMediaStore, str]:
     """A history holding a reference the capability must refuse, the view it is presented over, and its URL."""
-    tenant_a = TenantView(setup.base, 'tenant-a')
-    target = await setup.base.put(setup.data)
+    tenant_a = tenant(setup.base, 'tenant-a')
+    target = await tenant_a.put(setup.data)  # the blob is there: a resolve would succeed
     digest = target.removeprefix('media+sha256://')
     mine = reference_of(await restored(tenant_a, prompt(BinaryContent(setup.other, media_type=setup.media_type))))
     part_class = DocumentUrl if setup.media_type == 'application/pdf' else ImageUrl
@@ -245,7 +256,8 @@ async def attack(setup: PathSetup, case: str) -> tuple[list[ModelMessage], Tenan
     else:
         url = reference_of(await restored(tenant_a, prompt(BinaryContent(setup.data, media_type=setup.media_type)))).url
     part = part_class(url=url, media_type=setup.media_type, force_download=True)
-    viewer = TenantView(setup.base, 'tenant-b' if case == 'other-namespace' else 'tenant-a')
+    viewer = tenant(setup.base, 'tenant-b') if case == 'other-namespace' else tenant_a
+    await viewer.put(setup.data)  # tenant B holds the same bytes: only the seal's namespace refuses it
     return prompt(part), viewer, url
 
 
@@ -279,7 +291,7 @@ async def test_a_vouched_reference_resolves_on_every_path(
 ) -> None:
     """The control for the refusals: the same setup with a reference the restore sealed gets its blob through."""
     setup = PathSetup(path, endpoint, s3_store if path == 'presigned-url' else None)
-    view = TenantView(setup.base, 'tenant-a')
+    view = tenant(setup.base, 'tenant-a')
     messages = await restored(view, prompt(BinaryContent(setup.data, media_type=setup.media_type)))
     await Agent(setup.model, capabilities=[setup.capability(view)]).run('go', message_history=messages)
     assert setup.received()
