@@ -109,6 +109,15 @@ class RawCollections:
     async def chunk_sets(self) -> set[str]:
         return {doc['set'] async for doc in self.chunks.find({}, {'set': 1})}
 
+    async def namespace_collections(self) -> list[str]:
+        """The collections of the store's namespaces: ``<collection>.ns.<name>``, ``<collection>_chunks.ns.<name>``."""
+        heads = (f'{self.manifests.name}.ns.', f'{self.chunks.name}.ns.')
+        names = await self.manifests.database.list_collection_names()
+        return sorted(name for name in names if name.startswith(heads))
+
     async def drop(self) -> None:
+        """Drop both collections and those of every namespace of the store."""
+        for name in await self.namespace_collections():
+            await self.manifests.database.drop_collection(name)
         await self.manifests.drop()
         await self.chunks.drop()

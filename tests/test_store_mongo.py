@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from pymongo import AsyncMongoClient
@@ -53,6 +53,8 @@ MiB = 1 << 20
 
 class TestMongoStore(StoreTests):
     """The suite with the default chunk size: every conformance blob but one is stored inline."""
+
+    has_namespaces: ClassVar[bool | None] = True
 
     chunk_size: int | None = None
 
@@ -797,3 +799,45 @@ async def test_harness_manifests_have_unknown_age_until_a_writer_uses_them(
     assert await theirs.get(uri) == data, 'the harness still reads a manifest we dated'
     assert await ours.delete_unless_touched([uri], written_before=time.time() + HOUR) == {uri}
     assert await raw.chunks.count_documents({}) == 0, "the harness's chunks went with its manifest"
+
+
+# -- tenant namespaces ------------------------------------------------------------------------
+
+
+async def test_namespaces_live_in_collections_of_their_own(make: Any, client: AsyncMongoClient[Document]) -> None:
+    """A namespace's manifests and chunks are two collections of its own; the store's collections (which
+    pydantic-ai-harness shares) never hold them, and no other namespace reads, lists or deletes them."""
+    harness_media = pytest.importorskip('pydantic_ai_harness.media')
+    store, raw = make(chunk_size_bytes=4096)
+    theirs = harness_media.MongoMediaStore(client=client, database=TEST_DATABASE, collection=store.collection)
+    acme, other = store.namespace('Acme.corp-1'), store.namespace('acme.corp-1')  # names are case-sensitive
+    small, large = b'a tenant blob', blob(10_000, seed=71)
+    small_uri, large_uri = await acme.put(small), await acme.put(large)
+    harness_uri = await theirs.put(b'written into the store collection by the harness')
+
+    manifests, chunks = f'{store.collection}.ns.Acme.corp-1', f'{store.collection}_chunks.ns.Acme.corp-1'
+    assert await raw.namespace_collections() == sorted([manifests, chunks])
+    assert (acme.collection, acme.chunks_collection) == (manifests, chunks)
+    database = client[TEST_DATABASE]
+    assert await database[manifests].count_documents({}) == 2
+    assert await database[chunks].count_documents({}) == 3  # 10,000 bytes in 4 KiB chunks
+    assert await raw.count() == 1  # the harness's blob only, and none of the store's chunks:
+    assert await raw.chunks.count_documents({'set': {'$exists': True}}) == 0
+
+    assert [uri async for uri in store.iter_uris()] == [harness_uri]
+    assert sorted([uri async for uri in acme.iter_uris()]) == sorted([small_uri, large_uri])
+    assert not await theirs.exists(small_uri) and not await acme.exists(harness_uri)
+    for view in (other, store):
+        assert await view.exists_many([small_uri, large_uri]) == frozenset()
+        with pytest.raises(MediaNotFoundError):
+            await view.get(large_uri)
+        with pytest.raises(MediaNotFoundError):
+            await view.stat(small_uri)
+        assert await view.delete_many([small_uri, large_uri]) == 0
+    assert [uri async for uri in other.iter_uris()] == []
+
+    report = await acme.erase()
+    assert (report.count, report.bytes) == (2, len(small) + len(large))
+    assert await database[manifests].count_documents({}) == 0 and await database[chunks].count_documents({}) == 0
+    assert (await acme.erase()).count == 0
+    assert await theirs.get(harness_uri) == b'written into the store collection by the harness'

@@ -109,6 +109,9 @@ _CHECK_FIELDS_WITH_DATA: Final = {**_AGE_FIELDS, **_CHUNK_FIELDS, 'data': 1}
 _INVALID_PIPELINE_OPERATOR = 168
 _DENIED_CODES = frozenset({13, 18})
 """Unauthorized, AuthenticationFailed."""
+_NAMESPACE_INFIX: Final = '.ns.'
+"""Between a store's collection names and a namespace's name. A store's own collection names have no dot, so no
+namespace's collection is a store's, and the name comes last, so two namespaces never share a collection."""
 
 
 class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_planner=plan_mongo):
@@ -167,6 +170,26 @@ class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_p
         self._measures_on_server = True
         hosts, self._client_token = _client_identity(client)
         self._identity = ('mongo', hosts, self._database_name, self._collection_name)
+
+    def _open_namespace(self, name: str) -> MongoMediaStore:
+        """A store on the namespace's own two collections, ``<collection>.ns.<name>`` and
+        ``<collection>_chunks.ns.<name>``, in the same database and on the same client (which stays this store's
+        to close). MongoDB creates them at the first write; a store's own collections never hold a namespace's
+        blobs, so its listing, collection and verification never meet them (see ``docs/mongo.md``)."""
+        view = type(self)(
+            client=self._client,
+            database=self._database_name,
+            collection=self._collection_name,
+            chunk_size_bytes=self._chunk_size,
+            public_url=self._public_url,
+        )
+        database = self._client[self._database_name]
+        view._collection_name = f'{self._collection_name}{_NAMESPACE_INFIX}{name}'
+        view._manifests = database[view._collection_name]
+        view._chunks = database[f'{self._chunks.name}{_NAMESPACE_INFIX}{name}']
+        view._identity = ('mongo', self._identity[1], self._database_name, view._collection_name)
+        view._measures_on_server = self._measures_on_server
+        return view
 
     @property
     def database(self) -> str:
