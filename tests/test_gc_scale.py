@@ -1,4 +1,5 @@
-"""Garbage collection at any size: memory flat in the number of blobs, shards, URI files, runs killed part-way."""
+"""Garbage collection, verify and sync at any size: memory flat in the number of blobs, shards, URI files, runs
+killed part-way."""
 
 from __future__ import annotations
 
@@ -15,20 +16,24 @@ import sys
 import time
 import tracemalloc
 import warnings
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mediastash import DiskMediaStore, MemoryMediaStore, SqliteMediaStore
+from mediastash._digest_set import DigestSet
 from mediastash.errors import InvalidArgumentError
 from mediastash.gc import UriFileRoot, collect_garbage
-from mediastash.gc._marks import DigestSet
 from mediastash.keys import sharded_key_strategy
 from mediastash.markers import MARKER_KEY, URI_KEY
 from mediastash.stores import DigestRange
+from mediastash.stores.protocols import BlobInfo
+from mediastash.sync import BATCH, sync_stores
 from mediastash.uri import media_uri
-from tests.memory_support import set_written_at
+from mediastash.verify import verify_store
+from tests.memory_support import overwrite_blob, set_written_at
 
 REPO = Path(__file__).resolve().parents[1]
 HOUR = 3600.0
@@ -377,3 +382,101 @@ async def test_the_old_uri_sets_read_the_uris_file_with_a_warning(tmp_path: Path
             _ = counts_only.deleted_uris
     with pytest.raises(ValueError, match='outcome'):
         list(report.iter_uris('gone'))  # type: ignore[arg-type]
+
+
+# -- verify and sync: the same bounded memory, and shards ------------------------------------------
+
+
+class ListingCounter(MemoryMediaStore):
+    """A memory store that counts how far its listing has been read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed = 0
+
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        async for info in super()._list_blobs():
+            self.listed += 1
+            yield info
+
+    async def _list_digests(self) -> AsyncIterator[str]:
+        async for found in super()._list_digests():
+            self.listed += 1
+            yield found
+
+
+async def test_verify_checks_the_listing_as_it_comes() -> None:
+    store = ListingCounter()
+    for index in range(300):
+        await store.put(blob(index))
+    ahead: list[int] = []
+    checked = 0
+
+    def on_checked(_uri: str) -> None:
+        nonlocal checked
+        checked += 1
+        ahead.append(store.listed - checked)
+
+    report = await verify_store(store, max_concurrency=2, on_checked=on_checked)
+    assert report.checked == report.ok == 300 and report.clean
+    assert max(ahead) <= 4 * 2 + 2 + 1, 'the listing ran ahead of the checks (held in memory)'
+
+
+async def test_verify_shards_together_check_every_blob_once() -> None:
+    store = MemoryMediaStore()
+    uris = [await store.put(blob(index)) for index in range(64)]
+    overwrite_blob(store, uris[5], b'rotten')
+    reports = [await verify_store(store, shard=(k, SHARDS)) for k in range(SHARDS)]
+    assert sum(report.checked for report in reports) == 64
+    assert [report.corrupt for report in reports if report.corrupt] == [[uris[5]]]
+    holder = next(k for k in range(SHARDS) if uris[5][-64:] in DigestRange.shard(k, SHARDS))
+    assert reports[holder].corrupt == [uris[5]]
+    given = await verify_store(store, uris[:10], shard=(holder, SHARDS))
+    assert given.checked == sum(uri[-64:] in DigestRange.shard(holder, SHARDS) for uri in uris[:10])
+
+
+async def test_sync_copies_as_it_lists_and_shards_delete_exactly_the_extra_blobs(tmp_path: Path) -> None:
+    source = ListingCounter()
+    for index in range(2500):
+        await source.put(blob(index))
+    destination = SqliteMediaStore(database=tmp_path / 'copy.db')
+    try:
+        extra = [await destination.put(blob(10_000 + index)) for index in range(30)]
+        await backdate(destination, extra, time.time() - 2 * HOUR)
+        ahead: list[int] = []
+        copied = 0
+
+        def on_progress(count: int) -> None:
+            nonlocal copied
+            copied += count
+            ahead.append(source.listed - copied)
+
+        first = await sync_stores(source, destination, jobs=4, on_progress=on_progress)
+        assert first.copied == 2500 and not first.failures
+        assert max(ahead) <= BATCH, 'the source listing ran more than a batch ahead of the copy'
+
+        for index in range(2500, 2520):
+            await source.put(blob(index))
+        cutoff = time.time() - HOUR
+        reports = [
+            await sync_stores(
+                source, destination, delete_written_before=cutoff, shard=(k, SHARDS), list_destination=k % 2 == 0
+            )
+            for k in range(SHARDS)
+        ]
+        assert sum(report.copied for report in reports) == 20
+        assert sum(report.deleted for report in reports) == 30
+        assert sum(report.skipped for report in reports) == 2500
+        assert {uri async for uri in destination.iter_uris()} == {uri async for uri in source.iter_uris()}
+    finally:
+        await destination.aclose()
+
+
+async def test_a_sync_with_a_bad_shard_changes_nothing(tmp_path: Path) -> None:
+    source, destination = MemoryMediaStore(), MemoryMediaStore()
+    await source.put(b'one')
+    with pytest.raises(InvalidArgumentError, match='shard'):
+        await sync_stores(source, destination, shard=(2, 2))
+    with pytest.raises(InvalidArgumentError, match='shard'):
+        await verify_store(source, shard=(0, 0))
+    assert [uri async for uri in destination.iter_uris()] == []

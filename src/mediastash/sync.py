@@ -14,12 +14,14 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from mediastash._checks import positive_int
 from mediastash._describe import describe_error
+from mediastash._digest_set import DigestSet
 from mediastash.context import MediaContext
-from mediastash.errors import EmptySourceError, MediaStashError
+from mediastash.errors import EmptySourceError, InvalidArgumentError, MediaStashError
+from mediastash.stores._range import DigestRange, blobs_in_range
 from mediastash.stores.protocols import (
     CollectableMediaStore,
     ListableMediaStore,
@@ -28,12 +30,15 @@ from mediastash.stores.protocols import (
     StreamingMediaStore,
     exists_in,
 )
+from mediastash.uri import MEDIA_URI_SCHEME
 
 __all__ = ['StoreDiff', 'SyncFailure', 'SyncReport', 'diff_stores', 'list_blobs', 'sync_stores']
 
 BATCH: Final = 1000
 """URIs per existence check on the destination (and per deletion batch)."""
 CHUNK: Final = 1 << 20
+
+_Item = TypeVar('_Item')
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,7 @@ async def sync_stores(
     listed: Mapping[str, int | None] | None = None,
     list_destination: bool = False,
     on_progress: Callable[[int], None] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> SyncReport:
     """Copy every blob of ``source`` that ``destination`` lacks, ``jobs`` at a time.
 
@@ -202,7 +208,7 @@ async def sync_stores(
     the blobs ``source`` lacks, through ``delete_unless_touched`` so a blob
     written or touched after that time is kept (see ``docs/cli.md``). A
     source that holds no blob at all then raises ``EmptySourceError`` before
-    anything is done, unless ``allow_empty_source`` (an empty source is far
+    anything is deleted, unless ``allow_empty_source`` (an empty source is far
     more often a wrong path than a wish to empty the destination).
     ``listed``: the source's listing when the caller already has it.
     ``list_destination``: learn what ``destination`` holds by listing it once
@@ -210,6 +216,14 @@ async def sync_stores(
     (one per 1000 blobs instead of a HEAD each) when the destination does not
     hold many more blobs than the source.
     ``on_progress(n)``: ``n`` more source blobs handled.
+    ``shard=(k, n)``: only the blobs of shard ``k`` of ``n`` equal parts of
+    the digest space, on both sides (``DigestRange.shard``), so ``n`` jobs
+    sync a store together.
+
+    Memory does not grow with the stores: the source is listed, checked and
+    copied ``BATCH`` blobs at a time, and the digest sets the destination's
+    listing and the deletion need live in temporary SQLite files
+    (``DigestSet``, as in garbage collection).
     """
     positive_int('jobs', jobs)
     _listable(source, 'source')
@@ -217,18 +231,53 @@ async def sync_stores(
         raise MediaStashError(
             f'--delete needs a destination that dates its blobs ({type(destination).__name__} cannot)'
         )
-    started = time.perf_counter()
-    blobs = dict(listed) if listed is not None else await list_blobs(source)
-    if delete_written_before is not None and not blobs and not allow_empty_source:
-        raise EmptySourceError(
-            f'the source store {source!r} holds no blob at all, so deleting what it lacks would empty the '
-            'destination; check the source, or pass allow_empty_source=True to delete anyway'
-        )
-    held: frozenset[str] | None = None
     if list_destination:
         _listable(destination, 'destination')
-        held = frozenset(await list_blobs(destination))
+    digest_range = DigestRange() if shard is None else _shard_range(shard)
+    started = time.perf_counter()
     report = SyncReport(source=repr(source), destination=repr(destination))
+    held: DigestSet | None = None
+    wanted = DigestSet() if delete_written_before is not None else None
+    try:
+        if list_destination:
+            held = DigestSet()
+            async for batch in _batches(_sized(destination, digest_range)):
+                await held.add(_digest(uri) for uri, _ in batch)
+            await held.flush()
+        source_blobs = _from_mapping(listed, digest_range) if listed is not None else _sized(source, digest_range)
+        listed_count = 0
+        async for batch in _batches(source_blobs):
+            listed_count += len(batch)
+            if wanted is not None:
+                await wanted.add(_digest(uri) for uri, _ in batch)
+            await _copy_batch(source, destination, dict(batch), held, jobs, verify, report, on_progress)
+        if delete_written_before is not None and wanted is not None:
+            if not listed_count and not allow_empty_source:
+                raise EmptySourceError(
+                    f'the source store {source!r} holds no blob at all, so deleting what it lacks would empty the '
+                    'destination; check the source, or pass allow_empty_source=True to delete anyway'
+                )
+            await wanted.flush()
+            await _delete_extra(destination, wanted, delete_written_before, report, digest_range)
+    finally:
+        for digests in (held, wanted):
+            if digests is not None:
+                await digests.aclose()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+async def _copy_batch(
+    source: MediaStore,
+    destination: MediaStore,
+    blobs: dict[str, int | None],
+    held: DigestSet | None,
+    jobs: int,
+    verify: bool,
+    report: SyncReport,
+    on_progress: Callable[[int], None] | None,
+) -> None:
+    """Copy the blobs of one batch of the source's listing that the destination lacks, ``jobs`` at a time."""
     gate = asyncio.Semaphore(jobs)
 
     async def one(uri: str) -> None:
@@ -247,35 +296,74 @@ async def sync_stores(
             on_progress(1)
 
     uris = list(blobs)
-    for start in range(0, len(uris), BATCH):
-        batch = uris[start : start + BATCH]
-        if held is not None:
-            present = frozenset(uri for uri in batch if uri in held)
-        else:
-            present = await exists_in(destination, batch, max_concurrency=max(jobs, 16))
-        report.skipped += len(present)
-        report.skipped_bytes += sum(blobs[uri] or 0 for uri in present)
-        if on_progress is not None and present:
-            on_progress(len(present))
-        missing = [uri for uri in batch if uri not in present]
-        await asyncio.gather(*(one(uri) for uri in missing))
-    if delete_written_before is not None:
-        await _delete_extra(destination, blobs, delete_written_before, report)
-    report.seconds = time.perf_counter() - started
-    return report
+    if held is not None:
+        found = await held.present([_digest(uri) for uri in uris])
+        present = frozenset(uri for uri in uris if _digest(uri) in found)
+    else:
+        present = await exists_in(destination, uris, max_concurrency=max(jobs, 16))
+    report.skipped += len(present)
+    report.skipped_bytes += sum(blobs[uri] or 0 for uri in present)
+    if on_progress is not None and present:
+        on_progress(len(present))
+    await asyncio.gather(*(one(uri) for uri in uris if uri not in present))
 
 
-async def _delete_extra(destination: Any, wanted: Mapping[str, int | None], before: float, report: SyncReport) -> None:
+async def _delete_extra(
+    destination: Any, wanted: DigestSet, before: float, report: SyncReport, digest_range: DigestRange
+) -> None:
     """Delete from ``destination`` what the source lacks, unless written or touched since ``before``."""
-    extra = [info.uri async for info in destination.iter_blobs() if info.uri not in wanted]
-    for start in range(0, len(extra), BATCH):
-        batch = extra[start : start + BATCH]
+    async for batch in _batches(_sized(destination, digest_range)):
+        uris = [uri for uri, _ in batch]
+        found = await wanted.present([_digest(uri) for uri in uris])
+        extra = [uri for uri in uris if _digest(uri) not in found]
+        if not extra:
+            continue
         try:
-            deleted = await destination.delete_unless_touched(batch, written_before=before)
+            deleted = await destination.delete_unless_touched(extra, written_before=before)
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            report.failures.extend(SyncFailure(uri, _describe(error)) for uri in batch)
+            report.failures.extend(SyncFailure(uri, _describe(error)) for uri in extra)
             continue
         report.deleted += len(deleted)
-        report.kept_young += len(batch) - len(deleted)
+        report.kept_young += len(extra) - len(deleted)
+
+
+async def _sized(store: Any, digest_range: DigestRange) -> AsyncIterator[tuple[str, int | None]]:
+    """``(uri, size)`` of every blob of the range (size ``None`` when the store lists no sizes)."""
+    if isinstance(store, CollectableMediaStore):
+        async for info in blobs_in_range(store, digest_range):
+            yield info.uri, info.size
+        return
+    async for uri in store.iter_uris():
+        if digest_range.whole or _digest(uri) in digest_range:
+            yield uri, None
+
+
+async def _from_mapping(
+    listed: Mapping[str, int | None], digest_range: DigestRange
+) -> AsyncIterator[tuple[str, int | None]]:
+    for uri, size in listed.items():
+        if digest_range.whole or _digest(uri) in digest_range:
+            yield uri, size
+
+
+async def _batches(items: AsyncIterator[_Item], size: int = BATCH) -> AsyncIterator[list[_Item]]:
+    batch: list[_Item] = []
+    async for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _digest(uri: str) -> str:
+    return uri[len(MEDIA_URI_SCHEME) :]
+
+
+def _shard_range(shard: object) -> DigestRange:
+    if not isinstance(shard, tuple) or len(shard) != 2:
+        raise InvalidArgumentError('shard', 'None or a pair (k, n) of ints with 0 <= k < n', shard)
+    return DigestRange.shard(shard[0], shard[1])

@@ -7,20 +7,29 @@ the right bytes stores them fresh. No store can invent the original bytes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from mediastash._checks import positive_int
 from mediastash._tasks import raise_first
-from mediastash.errors import IntegrityError, MediaNotFoundError
-from mediastash.stores.protocols import DeletableMediaStore, ListableMediaStore, MediaStore, StreamingMediaStore
-from mediastash.uri import parse_media_uri
+from mediastash.errors import IntegrityError, InvalidArgumentError, MediaNotFoundError
+from mediastash.stores._range import DigestRange, blobs_in_range
+from mediastash.stores.protocols import (
+    CollectableMediaStore,
+    DeletableMediaStore,
+    ListableMediaStore,
+    MediaStore,
+    StreamingMediaStore,
+)
+from mediastash.uri import MEDIA_URI_SCHEME, parse_media_uri
 
 __all__ = ['VERIFY_CHUNK_BYTES', 'VerifyReport', 'verify_store']
 
 VERIFY_CHUNK_BYTES = 1 << 20
 """Piece size when a blob is streamed for verification."""
+_QUEUED_PER_WORKER: Final = 4
+"""Listed URIs waiting per worker: the listing runs only a little ahead of the checks."""
 
 
 @dataclass
@@ -58,30 +67,44 @@ async def verify_store(
     repair: bool = False,
     max_concurrency: int = 4,
     on_checked: Callable[[str], None] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> VerifyReport:
     """Read every blob of ``uris`` (default: every blob the store lists) and check its sha256.
 
     Blobs are streamed when the store can, ``max_concurrency`` at a time.
-    With ``repair=True`` each corrupt blob is deleted (the store must support
-    ``delete``); missing blobs cannot be repaired. ``on_checked(uri)`` is
-    called after each blob (progress bars).
+    The store's listing is consumed as the checks go (a short queue between
+    them), so memory does not grow with the number of blobs; only the corrupt
+    and missing URIs are kept. With ``repair=True`` each corrupt blob is
+    deleted (the store must support ``delete``); missing blobs cannot be
+    repaired. ``on_checked(uri)`` is called after each blob (progress bars).
+    ``shard=(k, n)``: only the blobs of shard ``k`` of ``n`` equal parts of
+    the digest space (``DigestRange.shard``), so ``n`` workers verify a store
+    together.
     """
     positive_int('max_concurrency', max_concurrency)
+    digest_range = None if shard is None else _shard_range(shard)
     if repair and not isinstance(store, DeletableMediaStore):
         raise TypeError(f'{store!r} cannot delete blobs, so verify cannot repair it')
     if uris is None:
-        if not isinstance(store, ListableMediaStore):
+        if not isinstance(store, ListableMediaStore | CollectableMediaStore):
             raise TypeError(f'{store!r} cannot list its blobs; pass the URIs to verify')
-        todo = [uri async for uri in store.iter_uris()]
+        todo: AsyncIterator[str] = _listed(store, digest_range)
     else:
-        todo = list(dict.fromkeys(uris))
-        for uri in todo:
+        given = list(dict.fromkeys(uris))
+        for uri in given:
             parse_media_uri(uri)
+        todo = _given(given, digest_range)
     report = VerifyReport()
-    pending = iter(todo)
+    queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=_QUEUED_PER_WORKER * max_concurrency)
+
+    async def feed() -> None:  # a listing that fails cancels the workers through the task group
+        async for uri in todo:
+            await queue.put(uri)
+        for _ in range(max_concurrency):
+            await queue.put(None)
 
     async def worker() -> None:
-        for uri in pending:
+        while (uri := await queue.get()) is not None:
             try:
                 size = await _read_size(store, uri)
             except IntegrityError:
@@ -99,11 +122,37 @@ async def verify_store(
 
     try:
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(max_concurrency, len(todo))):
+            group.create_task(feed())
+            for _ in range(max_concurrency):
                 group.create_task(worker())
     except BaseExceptionGroup as error:  # a store error (not a corrupt or missing blob) is raised as it is
         raise_first(error)
     return report
+
+
+async def _listed(store: Any, digest_range: DigestRange | None) -> AsyncIterator[str]:
+    """The store's URIs, a shard's only when a range is given (from its ranged listing where it has one)."""
+    if isinstance(store, CollectableMediaStore) and (
+        digest_range is not None or not isinstance(store, ListableMediaStore)
+    ):
+        async for info in blobs_in_range(store, digest_range or DigestRange()):
+            yield info.uri
+        return
+    async for uri in store.iter_uris():
+        if digest_range is None or uri[len(MEDIA_URI_SCHEME) :] in digest_range:
+            yield uri
+
+
+async def _given(uris: list[str], digest_range: DigestRange | None) -> AsyncIterator[str]:
+    for uri in uris:
+        if digest_range is None or uri[len(MEDIA_URI_SCHEME) :] in digest_range:
+            yield uri
+
+
+def _shard_range(shard: object) -> DigestRange:
+    if not isinstance(shard, tuple) or len(shard) != 2:
+        raise InvalidArgumentError('shard', 'None or a pair (k, n) of ints with 0 <= k < n', shard)
+    return DigestRange.shard(shard[0], shard[1])
 
 
 async def _read_size(store: MediaStore, uri: str) -> int:

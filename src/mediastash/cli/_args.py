@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ['add_command', 'add_threshold', 'image_bytes', 'integer', 'parse_size', 'positive_int']
+__all__ = ['add_command', 'add_threshold', 'image_bytes', 'integer', 'parse_shard', 'parse_size', 'positive_int']
 
 _SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m|gb|gib|g)?\s*', re.IGNORECASE)
 _UNITS = {'b': 1, 'k': 1 << 10, 'kb': 1 << 10, 'kib': 1 << 10, 'm': 1 << 20, 'mb': 1 << 20, 'mib': 1 << 20}
@@ -24,6 +24,17 @@ def parse_size(text: str) -> int:
         )
     number, unit = match.groups()
     return int(float(number) * _UNITS[(unit or 'b').lower()])
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``K/N`` (``0/4`` .. ``3/4``): shard K, counted from 0, of N equal parts of the digest space."""
+    match = re.fullmatch(r'\s*(\d+)\s*/\s*(\d+)\s*', text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f'expected K/N such as 0/4 (shard K, from 0, of N), got {text!r}')
+    index, count = int(match[1]), int(match[2])
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f'the shard K/N needs 0 <= K < N, got {text!r}')
+    return index, count
 
 
 def positive_int(text: str) -> int:

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, Final
 
-from mediastash.cli._args import positive_int
+from mediastash.cli._args import parse_shard, positive_int
 from mediastash.cli._ui import Step, Ui
 from mediastash.stores.registry import help_forms
 
-__all__ = ['parse_duration', 'parse_shard', 'register']
+__all__ = ['parse_duration', 'register']
 
 _DURATION_PART: Final = re.compile(r'(\d+(?:\.\d+)?)\s*(d|h|m|s)', re.IGNORECASE)
 _DURATION: Final = re.compile(r'\s*(?:\d+(?:\.\d+)?\s*[dhms]\s*)+', re.IGNORECASE)
@@ -96,17 +96,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         "'kept URI' with --delete (the report itself holds counts only)",
     )
     gc.set_defaults(handler=_gc)
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``K/N`` (``0/4`` .. ``3/4``): shard K, counted from 0, of N."""
-    match = re.fullmatch(r'\s*(\d+)\s*/\s*(\d+)\s*', text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f'expected K/N such as 0/4 (shard K, from 0, of N), got {text!r}')
-    index, count = int(match[1]), int(match[2])
-    if not 0 <= index < count:
-        raise argparse.ArgumentTypeError(f'the shard K/N needs 0 <= K < N, got {text!r}')
-    return index, count
 
 
 async def _gc(args: argparse.Namespace, ui: Ui) -> int:

@@ -20,13 +20,14 @@ from typing import Any
 
 from mediastash._tasks import for_each
 from mediastash._units import format_bytes, format_threshold
-from mediastash.cli._args import add_command, add_threshold, positive_int
+from mediastash.cli._args import add_command, add_threshold, parse_shard, positive_int
 from mediastash.cli._output import check_output, write_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import MediaNotFoundError
 from mediastash.stores.base import BaseMediaStore
 from mediastash.stores.protocols import (
     BlobStat,
+    CollectableMediaStore,
     DeletableMediaStore,
     ListableMediaStore,
     MediaStore,
@@ -84,6 +85,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         default=_DEFAULT_VERIFY_JOBS,
         metavar='N',
         help=f'blobs read at a time (default: {_DEFAULT_VERIFY_JOBS})',
+    )
+    verify.add_argument(
+        '--shard',
+        type=parse_shard,
+        metavar='K/N',
+        help='check only shard K (from 0) of N equal parts of the digest space (N jobs verify a store together)',
     )
     verify.add_argument(
         '--repair',
@@ -278,11 +285,19 @@ async def _stats(args: argparse.Namespace, ui: Ui) -> int:
 
 
 async def verify_blobs(
-    store: MediaStore, uris: Sequence[str], *, jobs: int, ui: Ui | None = None, repair: bool = False
+    store: MediaStore,
+    uris: Sequence[str] | None,
+    *,
+    jobs: int,
+    ui: Ui | None = None,
+    repair: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> VerifyReport:
-    """Read every blob in ``uris`` (streamed when the store can), ``jobs`` at a time, checking its sha256;
-    with ``repair`` delete the corrupt ones (see ``mediastash.verify``)."""
-    progress = ui.progress('verifying', total=len(uris)) if ui is not None else contextlib.nullcontext(None)
+    """Read every blob in ``uris`` (``None``: every blob the store lists, as it lists them) (streamed when the
+    store can), ``jobs`` at a time, checking its sha256; with ``repair`` delete the corrupt ones (see
+    ``mediastash.verify``)."""
+    total = None if uris is None else len(uris)
+    progress = ui.progress('verifying', total=total) if ui is not None else contextlib.nullcontext(None)
     with progress as step:
         return await verify_store(
             store,
@@ -290,6 +305,7 @@ async def verify_blobs(
             repair=repair,
             max_concurrency=jobs,
             on_checked=None if step is None else lambda _uri: step.advance(),
+            shard=shard,
         )
 
 
@@ -303,8 +319,10 @@ async def _verify(args: argparse.Namespace, ui: Ui) -> int:
             raise UserError(f'{store!r} cannot delete blobs, so verify --repair cannot repair it')
         if args.repair:
             await _sweep_leftovers(store)
-        uris = sorted(given) if given else await _list_uris(store, ui)
-        report = await verify_blobs(store, uris, jobs=args.jobs, ui=ui, repair=args.repair)
+        if not given and not isinstance(store, CollectableMediaStore):
+            _listable(store)  # a store that cannot list its blobs is a user error
+        uris = sorted(given) if given else None
+        report = await verify_blobs(store, uris, jobs=args.jobs, ui=ui, repair=args.repair, shard=args.shard)
         label = repr(store)
     result = report.as_json()
     for uri in result['corrupt']:

@@ -8,12 +8,12 @@ from datetime import timedelta
 from typing import Any
 
 from mediastash._units import format_bytes, format_seconds
-from mediastash.cli._args import add_command, positive_int
+from mediastash.cli._args import add_command, parse_shard, positive_int
 from mediastash.cli._gc import parse_duration
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import EmptySourceError
 from mediastash.stores.registry import help_forms
-from mediastash.sync import SyncReport, diff_stores, list_blobs, sync_stores
+from mediastash.sync import SyncReport, diff_stores, sync_stores
 
 __all__ = ['register']
 
@@ -57,6 +57,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help='with --delete: keep DST blobs written or touched this recently (default: 24h)',
     )
     sync.add_argument(
+        '--shard',
+        type=parse_shard,
+        metavar='K/N',
+        help='sync only shard K (from 0) of N equal parts of the digest space (N jobs sync a store together)',
+    )
+    sync.add_argument(
         '--allow-empty-source',
         action='store_true',
         help='with --delete: go ahead when SRC holds no blob at all (refused otherwise: that would empty DST, and '
@@ -81,10 +87,8 @@ async def _sync(args: argparse.Namespace, ui: Ui) -> int:
 
     cutoff = time.time() - args.grace.total_seconds() if args.delete else None
     async with open_store(args.source, create=False) as source, open_store(args.destination) as destination:
-        ui.info(f'listing {source!r}')
-        with ui.progress('listing SRC') as listing:
-            listed = await list_blobs(source, on_progress=listing.advance)
-        with ui.progress('syncing', total=len(listed)) as step:
+        ui.info(f'syncing {source!r} (listed as the copy goes)')
+        with ui.progress('syncing') as step:
             try:
                 report = await sync_stores(
                     source,
@@ -93,9 +97,9 @@ async def _sync(args: argparse.Namespace, ui: Ui) -> int:
                     verify=args.verify,
                     delete_written_before=cutoff,
                     allow_empty_source=args.allow_empty_source,
-                    listed=listed,
                     list_destination=args.list_destination,
                     on_progress=step.advance,
+                    shard=args.shard,
                 )
             except EmptySourceError:
                 raise UserError(

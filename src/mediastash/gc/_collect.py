@@ -18,8 +18,8 @@ from datetime import timedelta
 from typing import IO, Any, Final, Literal, Protocol
 
 from mediastash._checks import positive_int
+from mediastash._digest_set import DigestSet
 from mediastash.errors import InvalidArgumentError, MediaStashError
-from mediastash.gc._marks import DigestSet
 from mediastash.gc._report import GcReport
 from mediastash.gc._roots import Root, as_root
 from mediastash.stores._range import DigestRange, blobs_in_range
