@@ -22,7 +22,9 @@ _PHASES: Final = {'mark': 'reading roots', 'list': 'listing blobs', 'delete': 'd
 _ROOT_HELP = (
     'what keeps blobs alive: a lean JSON file (json:PATH), a JSON-lines file (jsonl:PATH), a file of '
     'media+sha256:// URIs one per line (uris:PATH), a pydantic-ai-harness FileStepStore folder (file-steps:DIR) '
-    'or SqliteStepStore database (sqlite-steps:DB), or any folder: every file below it is read as the root it '
+    'or SqliteStepStore database (sqlite-steps:DB), a LangGraph SqliteSaver checkpoint database '
+    '(langgraph-sqlite:DB), an OpenAI Agents SQLiteSession database (agents-sqlite:DB, every session), '
+    'or any folder: every file below it is read as the root it '
     'is, and a file of no known kind stops the collection; without a KIND: prefix the kind is recognised '
     'from the path'
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +17,8 @@ class CheckpointerRoot(Root):
     """Every checkpoint of every thread and namespace of a LangGraph saver, with its pending writes.
 
     Reads ``inner.alist(None)`` of an ``OffloadingCheckpointSaver`` (or of the
-    saver it wraps: the lean checkpoints, nothing restored) and counts the
+    saver it wraps: the lean checkpoints, nothing restored; ``list(None)`` in a
+    worker thread for a synchronous saver such as ``SqliteSaver``) and counts the
     markers of every envelope in the channel values and pending writes. An
     envelope this version cannot read, or a saver that fails while listing,
     stops the collection (``RootReadError``). Needs the ``langgraph`` extra.
@@ -35,7 +37,7 @@ class CheckpointerRoot(Root):
         from mediastash.integrations.langgraph._state import envelope_markers
 
         try:
-            async for found in self.saver.alist(None):
+            async for found in _checkpoints(self.saver):
                 references: set[str] = set()
                 values = [*found.checkpoint['channel_values'].values()]
                 values.extend(write[2] for write in found.pending_writes or ())
@@ -55,3 +57,18 @@ class CheckpointerRoot(Root):
 
     def describe(self) -> str:
         return type(self.saver).__name__
+
+
+async def _checkpoints(saver: Any) -> AsyncIterator[Any]:
+    """Every checkpoint tuple of ``saver``: ``alist(None)``, or ``list(None)`` off the loop for a sync-only saver."""
+    started = False
+    try:
+        async for found in saver.alist(None):
+            started = True
+            yield found
+        return
+    except NotImplementedError:
+        if started:
+            raise
+    for found in await asyncio.to_thread(lambda: list(saver.list(None))):
+        yield found

@@ -35,6 +35,7 @@ __all__ = [
     'JsonLinesFileRoot',
     'JsonTreeRoot',
     'KVRoot',
+    'LangGraphSQLiteRoot',
     'Root',
     'RootReadError',
     'ScannableKV',
@@ -50,7 +51,7 @@ __all__ = [
 _SQLITE_PAGE: Final = 500
 _HARNESS_LOGGER: Final = 'pydantic_ai_harness.step_persistence'
 
-ROOT_KINDS: Final = ('json', 'jsonl', 'uris', 'file-steps', 'sqlite-steps')
+ROOT_KINDS: Final = ('json', 'jsonl', 'uris', 'file-steps', 'sqlite-steps', 'langgraph-sqlite', 'agents-sqlite')
 """The ``KIND:`` prefixes ``root_from_spec`` understands (``mediastash gc --roots``)."""
 
 
@@ -278,6 +279,84 @@ class SQLiteSessionRoot(SqliteStepStoreRoot):
             raise RootReadError(f'{self.database}: cannot read the session database ({error})') from None
         finally:
             await asyncio.to_thread(connection.close)
+
+
+class LangGraphSQLiteRoot(SqliteStepStoreRoot):
+    """Every checkpoint and pending write of a LangGraph ``SqliteSaver`` / ``AsyncSqliteSaver`` database, read with
+    SQL (read-only, no blob restored, no LangGraph needed).
+
+    Values are decoded as their serializer wrote them (``msgpack``, ``json``,
+    ``bytes``, ``null``): LangChain objects are read as the plain data they
+    were packed from, so the markers of ``OffloadingCheckpointSaver`` envelopes
+    count wherever they sit. A value of any other type (``pickle``, an
+    encrypted one) stops the collection. ``msgpack`` values need ``ormsgpack``
+    (installed with LangGraph). Python objects: ``CheckpointerRoot(saver)``.
+    """
+
+    async def reference_batches(self) -> AsyncIterator[set[str]]:
+        connection = await asyncio.to_thread(self._connect)
+        try:
+            if not {'checkpoints', 'writes'} <= await asyncio.to_thread(_tables, connection):
+                raise RootReadError(
+                    f'{self.database}: no checkpoints and writes tables (not a LangGraph SqliteSaver database)'
+                )
+            await asyncio.to_thread(connection.execute, 'BEGIN')
+            for query in ('SELECT type, checkpoint FROM checkpoints', 'SELECT type, value FROM writes'):
+                cursor = await asyncio.to_thread(connection.execute, query)
+                while True:
+                    page = await asyncio.to_thread(_checkpoint_page, cursor, self.database)
+                    if page is None:
+                        break
+                    yield page
+        except sqlite3.Error as error:
+            raise RootReadError(f'{self.database}: cannot read the checkpoint database ({error})') from None
+        finally:
+            await asyncio.to_thread(connection.close)
+
+
+def _checkpoint_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
+    rows = cursor.fetchmany(_SQLITE_PAGE)
+    if not rows:
+        return None
+    found: set[str] = set()
+    for kind, data in rows:
+        add_references(_checkpoint_value(kind, data, database), found, inside_literals=True)
+    return found
+
+
+def _checkpoint_value(kind: object, data: object, database: Path) -> object:
+    """A stored LangGraph value as plain data (``ormsgpack`` extension types unpacked to their contents)."""
+    if kind in (None, 'null', 'bytes', 'bytearray') or data is None:
+        return None
+    if not isinstance(data, bytes | str):
+        raise RootReadError(f'{database}: a stored checkpoint value is not bytes or text')
+    try:
+        if kind == 'json':
+            return json.loads(data)
+        if kind == 'msgpack':
+            return _unpack(data if isinstance(data, bytes) else data.encode())
+    except RecursionError:
+        raise RootReadError(f'{database}: a stored checkpoint value is nested too deeply to read') from None
+    except (ValueError, TypeError):
+        raise RootReadError(f'{database}: a stored checkpoint value is not the {kind} it claims to be') from None
+    label = kind if isinstance(kind, str) and kind.isidentifier() else 'unknown'
+    raise RootReadError(
+        f'{database}: a checkpoint value of serializer type {label!r} cannot be read without running it'
+    )
+
+
+def _unpack(data: bytes) -> object:
+    try:
+        import ormsgpack
+    except ImportError:
+        raise RootReadError(
+            'reading a LangGraph checkpoint database needs ormsgpack: pip install "mediastash[langgraph]"'
+        ) from None
+
+    def extension(_code: int, payload: bytes) -> object:
+        return ormsgpack.unpackb(payload, ext_hook=extension, option=ormsgpack.OPT_NON_STR_KEYS)
+
+    return ormsgpack.unpackb(data, ext_hook=extension, option=ormsgpack.OPT_NON_STR_KEYS)
 
 
 def _tables(connection: sqlite3.Connection) -> set[str]:
@@ -679,7 +758,9 @@ def root_from_spec(spec: str) -> Root:
     Kinds: ``json`` (a lean JSON file, or a folder: every file below it read as
     the root it is), ``jsonl`` (one JSON value per line), ``uris`` (one URI per
     line), ``file-steps`` (a ``FileStepStore`` folder, every file below it read
-    too), ``sqlite-steps`` (a ``SqliteStepStore`` database). A bare path is
+    too), ``sqlite-steps`` (a ``SqliteStepStore`` database), ``langgraph-sqlite``
+    (a LangGraph ``SqliteSaver`` database), ``agents-sqlite`` (an OpenAI Agents
+    ``SQLiteSession`` database: every session). A bare path is
     recognised by ``mediastash._path_kinds.classify``, the classifier tune uses
     too: a SQLite file is a step-store database; a folder with
     ``<run>/snapshots/`` or ``<run>/run.json`` inside is a ``FileStepStore``,
@@ -700,6 +781,10 @@ def root_from_spec(spec: str) -> Root:
             return UriFileRoot(path)
         if kind == 'file-steps':
             return FileStepStoreRoot(path)
+        if kind == 'langgraph-sqlite':
+            return LangGraphSQLiteRoot(path)
+        if kind == 'agents-sqlite':
+            return SQLiteSessionRoot(path)
         return SqliteStepStoreRoot(path)
     return root_from_path(Path(spec).expanduser())
 

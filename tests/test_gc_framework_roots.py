@@ -1,0 +1,173 @@
+"""``--roots langgraph-sqlite:DB`` and ``--roots agents-sqlite:DB``: framework databases as garbage-collection roots,
+read read-only with SQL and no framework code, through the ``mediastash gc`` command and in Python.
+
+Each keeps exactly what the framework's own objects reference (compared with ``CheckpointerRoot`` and
+``SessionRoot``), deletes the orphans, stops on a value it cannot read without running it, and names only the
+database path in its errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import SQLiteSession
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from mediastash import DiskMediaStore
+from mediastash.cli import main as cli_main
+from mediastash.gc import (
+    CheckpointerRoot,
+    LangGraphSQLiteRoot,
+    RootReadError,
+    SQLiteSessionRoot,
+    collect_garbage,
+    root_from_spec,
+)
+from mediastash.integrations.langgraph import OffloadingCheckpointSaver
+from mediastash.integrations.openai_agents import OffloadingSession, SessionRoot
+from tests.test_integrations_langgraph_graph import build_graph
+
+
+def all_uris(folder: Path) -> set[str]:
+    async def listed() -> set[str]:
+        store = DiskMediaStore(folder)
+        try:
+            return {uri async for uri in store.iter_uris()}
+        finally:
+            await store.aclose()
+
+    return asyncio.run(listed())
+
+
+def put_orphan(folder: Path) -> str:
+    async def put() -> str:
+        store = DiskMediaStore(folder)
+        try:
+            return await store.put(os.urandom(9000))
+        finally:
+            await store.aclose()
+
+    return asyncio.run(put())
+
+
+def collected(store_folder: Path, root: Any, uris_file: Path) -> set[str]:
+    """The URIs a dry run judges deletable with ``root`` alone."""
+
+    async def run() -> set[str]:
+        store = DiskMediaStore(store_folder)
+        try:
+            report = await collect_garbage(store, [root], grace=0, uris_file=uris_file)
+            return set(report.iter_uris('deletable'))
+        finally:
+            await store.aclose()
+
+    return asyncio.run(run())
+
+
+def langgraph_database(tmp_path: Path) -> tuple[Path, Path, set[str]]:
+    """A SqliteSaver database written through the wrapper by a 4-step graph; its media folder; the blobs it uses."""
+    database, media = tmp_path / 'checkpoints.db', tmp_path / 'media'
+    with (
+        SqliteSaver.from_conn_string(str(database)) as inner,
+        OffloadingCheckpointSaver(inner, media_store=DiskMediaStore(media)) as saver,
+    ):
+        build_graph(4, 70_000, 70_000).compile(checkpointer=saver).invoke(
+            {'messages': [], 'step': 0}, {'configurable': {'thread_id': 'gc'}}
+        )
+    return database, media, all_uris(media)
+
+
+def test_langgraph_sqlite_keeps_what_the_checkpointer_references(tmp_path: Path) -> None:
+    database, media, used = langgraph_database(tmp_path)
+    assert len(used) == 4 + 1  # four images and one tool output
+    orphan = put_orphan(media)
+    root = root_from_spec(f'langgraph-sqlite:{database}')
+    assert isinstance(root, LangGraphSQLiteRoot)
+    assert collected(media, root, tmp_path / 'sql.txt') == {orphan}
+
+    async def through_langgraph() -> set[str]:
+        store = DiskMediaStore(media)
+        try:
+            with SqliteSaver.from_conn_string(str(database)) as saver:
+                report = await collect_garbage(
+                    store, [CheckpointerRoot(saver)], grace=0, uris_file=tmp_path / 'objects.txt'
+                )
+            return set(report.iter_uris('deletable'))
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(through_langgraph()) == {orphan}  # the same answer as reading through LangGraph
+
+    arguments = ['gc', '--store', str(media), '--roots', f'langgraph-sqlite:{database}', '--grace', '0', '--delete']
+    assert cli_main([*arguments, '-q']) == 0
+    assert all_uris(media) == used
+
+
+def test_langgraph_sqlite_stops_on_a_value_it_would_have_to_run(tmp_path: Path, capsys: Any) -> None:
+    database, media, used = langgraph_database(tmp_path)
+    orphan = put_orphan(media)
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            "INSERT INTO writes VALUES ('gc', '', 'x', 'task', '', 0, 'messages', 'pickle', ?)", (b'\x80\x04N.',)
+        )
+    with pytest.raises(RootReadError, match="serializer type 'pickle'"):
+        collected(media, LangGraphSQLiteRoot(database), tmp_path / 'uris.txt')
+    arguments = ['gc', '--store', str(media), '--roots', f'langgraph-sqlite:{database}', '--grace', '0', '--delete']
+    assert cli_main(arguments) != 0
+    assert all_uris(media) == used | {orphan}  # nothing deleted
+    assert 'pickle' in capsys.readouterr().err
+
+
+def test_langgraph_sqlite_refuses_another_database(tmp_path: Path) -> None:
+    other = tmp_path / 'other.db'
+    sqlite3.connect(other).execute('CREATE TABLE checkpoints (x)').connection.close()
+    with pytest.raises(RootReadError, match='not a LangGraph SqliteSaver database'):
+        collected(tmp_path / 'media', LangGraphSQLiteRoot(other), tmp_path / 'uris.txt')
+
+
+def test_agents_sqlite_keeps_what_every_session_references(tmp_path: Path) -> None:
+    database, media = tmp_path / 'sessions.db', tmp_path / 'media'
+
+    async def write() -> tuple[OffloadingSession, OffloadingSession]:
+        store = DiskMediaStore(media)
+        sessions = (
+            OffloadingSession(SQLiteSession('a', database), media_store=store),
+            OffloadingSession(SQLiteSession('b', database), media_store=store),
+        )
+        for number, session in enumerate(sessions):
+            image = f'data:image/png;base64,{os.urandom(90_000).hex()}'  # hex: valid base64 alphabet, canonical
+            await session.add_items(
+                [
+                    {'role': 'user', 'content': [{'type': 'input_image', 'image_url': image, 'detail': 'auto'}]},
+                    {'type': 'function_call_output', 'call_id': f'c{number}', 'output': 'x' * 100_000 + str(number)},
+                ]
+            )
+        return sessions
+
+    first, _second = asyncio.run(write())
+    used = all_uris(media)
+    assert len(used) == 4
+    orphan = put_orphan(media)
+    assert isinstance(root_from_spec(f'agents-sqlite:{database}'), SQLiteSessionRoot)
+    assert collected(media, root_from_spec(f'agents-sqlite:{database}'), tmp_path / 'sql.txt') == {orphan}
+    assert len(_uris_of(first)) == 2
+    assert collected(media, SessionRoot(first), tmp_path / 'first.txt') == {orphan} | (used - _uris_of(first))
+
+    arguments = ['gc', '--store', str(media), '--roots', f'agents-sqlite:{database}', '--grace', '0', '--delete']
+    assert cli_main([*arguments, '-q']) == 0
+    assert all_uris(media) == used
+
+
+def _uris_of(session: OffloadingSession) -> set[str]:
+    async def read() -> set[str]:
+        found: set[str] = set()
+        async for batch in SessionRoot(session).reference_batches():
+            found |= batch
+        return found
+
+    return asyncio.run(read())
