@@ -17,7 +17,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
-from urllib.parse import quote
+
+from mediastash._sqlite_read import read_only
 
 __all__ = [
     'NOT_ROOTS',
@@ -142,12 +143,12 @@ def file_step_store_runs(folder: Path) -> Iterator[str]:
 
 
 def sqlite_tables(path: Path) -> dict[str, set[str]]:
-    """Every table of a SQLite database and its columns, read through a read-only connection.
+    """Every table of a SQLite database and its columns, read through a read-only connection (no file made).
 
     Raises ``sqlite3.Error`` when the file cannot be read as a database.
     """
-    uri = f'file:{quote(str(path.resolve()))}?mode=ro'
-    connection = sqlite3.connect(uri, uri=True, timeout=30.0)
+    opened = read_only(path)
+    connection = opened.connection
     try:
         names = [
             str(row[0])

@@ -20,9 +20,9 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
-from urllib.parse import quote
 
 from mediastash._path_kinds import NOT_ROOTS, PathKind, PathKindError, classify, walk_files
+from mediastash._sqlite_read import ReadOnlyDatabase, read_only
 from mediastash.errors import InvalidArgumentError, MediaStashError
 from mediastash.gc._refs import add_references
 from mediastash.markers import RESERVED_KEY_PREFIX
@@ -213,7 +213,8 @@ class SqliteStepStoreRoot(Root):
         self.database = Path(database)
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
-        connection = await asyncio.to_thread(self._connect)
+        opened = await asyncio.to_thread(self._connect)
+        connection = opened.connection
         try:
             tables = await asyncio.to_thread(_tables, connection)
             if 'snapshots' not in tables:
@@ -229,17 +230,17 @@ class SqliteStepStoreRoot(Root):
                     if page is None:
                         break
                     yield page
+            _check_undisturbed(opened, self.database)
         except sqlite3.Error as error:
             raise RootReadError(f'{self.database}: cannot read the step store ({error})') from None
         finally:
             await asyncio.to_thread(connection.close)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> ReadOnlyDatabase:
         if not self.database.is_file():
             raise RootReadError(f'{self.database}: no such database file')
-        uri = f'file:{quote(str(self.database.resolve()))}?mode=ro'
         try:
-            return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30.0)
+            return read_only(self.database, threads=True)
         except sqlite3.Error as error:
             raise RootReadError(f'{self.database}: cannot open the database ({error})') from None
 
@@ -262,7 +263,8 @@ class SQLiteSessionRoot(SqliteStepStoreRoot):
         self.messages_table = messages_table
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
-        connection = await asyncio.to_thread(self._connect)
+        opened = await asyncio.to_thread(self._connect)
+        connection = opened.connection
         try:
             if self.messages_table not in await asyncio.to_thread(_tables, connection):
                 raise RootReadError(
@@ -275,6 +277,7 @@ class SQLiteSessionRoot(SqliteStepStoreRoot):
                 if page is None:
                     break
                 yield page
+            _check_undisturbed(opened, self.database)
         except sqlite3.Error as error:
             raise RootReadError(f'{self.database}: cannot read the session database ({error})') from None
         finally:
@@ -294,7 +297,8 @@ class LangGraphSQLiteRoot(SqliteStepStoreRoot):
     """
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
-        connection = await asyncio.to_thread(self._connect)
+        opened = await asyncio.to_thread(self._connect)
+        connection = opened.connection
         try:
             if not {'checkpoints', 'writes'} <= await asyncio.to_thread(_tables, connection):
                 raise RootReadError(
@@ -308,6 +312,7 @@ class LangGraphSQLiteRoot(SqliteStepStoreRoot):
                     if page is None:
                         break
                     yield page
+            _check_undisturbed(opened, self.database)
         except sqlite3.Error as error:
             raise RootReadError(f'{self.database}: cannot read the checkpoint database ({error})') from None
         finally:
@@ -357,6 +362,12 @@ def _unpack(data: bytes) -> object:
         return ormsgpack.unpackb(payload, ext_hook=extension, option=ormsgpack.OPT_NON_STR_KEYS)
 
     return ormsgpack.unpackb(data, ext_hook=extension, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
+def _check_undisturbed(opened: ReadOnlyDatabase, database: Path) -> None:
+    """``RootReadError`` when a writer opened a database read without locks (``immutable``) during the read."""
+    if not opened.unchanged():
+        raise RootReadError(f'{database}: a writer opened the database while it was read; run the collection again')
 
 
 def _tables(connection: sqlite3.Connection) -> set[str]:

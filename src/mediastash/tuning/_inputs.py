@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mediastash._path_kinds import PathKind, PathKindError, classify, file_step_store_runs
+from mediastash._sqlite_read import read_only
 from mediastash.errors import MediaStashError
 from mediastash.stores.protocols import MediaStore
 
@@ -167,9 +168,15 @@ async def load_step_store(path: Path, *, media_store: MediaStore | None = None) 
     from mediastash.open_store import open_store
 
     folder = _check_step_store(path) == 'folder'
+    try:
+        database = None if folder else read_only(path, threads=True)  # the harness's own opening writes (WAL, schema)
+    except sqlite3.Error as error:
+        raise HistoryInputError(f'cannot read the step store {path}: {type(error).__name__}: {error}') from None
 
     def opened(media: Any) -> Any:
-        return FileStepStore(path, media_store=media) if folder else SqliteStepStore(database=path, media_store=media)
+        if database is None:
+            return FileStepStore(path, media_store=media)
+        return SqliteStepStore(connection=database.connection, media_store=media)
 
     plain = opened(None)
     reading = open_store('memory://') if media_store is None else media_store  # empty: any envelope asks for --media
@@ -189,8 +196,20 @@ async def load_step_store(path: Path, *, media_store: MediaStore | None = None) 
         raise
     except RecursionError:
         raise HistoryInputError(f'cannot read the step store {path}: a snapshot is nested too deeply to read') from None
+    except sqlite3.OperationalError as error:
+        if 'readonly' in str(error):  # the harness store set out to upgrade an older schema
+            raise HistoryInputError(
+                f'cannot read the step store {path}: its schema is older than the installed pydantic-ai-harness '
+                'and tune only reads (it upgrades nothing); open it once with the harness to upgrade it'
+            ) from None
+        raise HistoryInputError(f'cannot read the step store {path}: {type(error).__name__}: {error}') from None
     except (OSError, ValueError, sqlite3.Error) as error:
         raise HistoryInputError(f'cannot read the step store {path}: {type(error).__name__}: {error}') from None
+    finally:
+        if database is not None:
+            database.connection.close()
+    if database is not None and not database.unchanged():
+        raise HistoryInputError(f'the step store {path} was opened by a writer while it was read: run tune again')
     if not histories:
         raise HistoryInputError(f'the step store {path} holds no run with a complete snapshot')
     return histories
