@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 import sqlite3
 import time
@@ -14,10 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mediastash import (
+    BaseMediaStore,
     DiskMediaStore,
     EraseReport,
     InvalidArgumentError,
     InvalidNamespaceError,
+    InvalidStoreConfiguration,
     KeyStrategy,
     MemoryMediaStore,
     NamespaceUnsupportedError,
@@ -30,8 +34,10 @@ from mediastash import (
     parse_media_uri,
     sharded_key_strategy,
 )
+from mediastash.cli import main
 from mediastash.context import MediaContextLike
 from mediastash.gc import collect_garbage
+from mediastash.open_store import open_cached_store, open_store
 from mediastash.stores import _namespaces
 from mediastash.stores._namespaces import check_namespace_name, namespace_segment
 from mediastash.stores._range import DigestRange
@@ -311,3 +317,157 @@ def test_random_interleavings_leave_each_view_exactly_its_blobs(
             await store.aclose()
 
     asyncio.run(run())
+
+
+# -- open_store(url, namespace=...) and the namespace= URL parameter ---------------------
+
+
+class _NoNamespacesStore(MemoryMediaStore):
+    """A memory store whose backend declares no namespaces."""
+
+    _open_namespace = BaseMediaStore._open_namespace
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from mediastash.stores import registry
+
+    monkeypatch.setattr(registry, '_registered', dict(registry._registered))
+    return registry
+
+
+async def test_open_store_opens_a_namespace_by_keyword_or_url_parameter(tmp_path: Path) -> None:
+    url = f'sqlite:///{tmp_path}/media.db'
+    async with open_store(url) as store:
+        root_uri = await store.put(b'the store itself')
+    async with open_store(url, namespace='tenant-a') as by_keyword:
+        assert by_keyword.namespace_name == 'tenant-a'
+        uri = await by_keyword.put(b'a tenant blob')
+        assert not await by_keyword.exists(root_uri)
+    async with open_store(f'{url}?namespace=tenant-a') as by_url:
+        assert by_url.namespace_name == 'tenant-a' and await by_url.get(uri) == b'a tenant blob'
+    async with open_store(f'{url}?namespace=tenant-a', namespace='tenant-a', create=False) as both:
+        assert await both.get(uri) == b'a tenant blob'
+    async with open_store(url, create=False) as store:
+        assert [found async for found in store.iter_uris()] == [root_uri]
+    disk = open_store(f'file://{tmp_path}/disk?fsync=true&namespace=tenant-b')
+    assert disk.namespace_name == 'tenant-b' and disk._fsync is True
+    await disk.aclose()
+    assert disk.closed and disk._namespace_parent is not None and disk._namespace_parent.closed, (
+        'the view open_store made owns its store'
+    )
+
+
+@pytest.mark.parametrize(
+    ('url', 'keyword', 'error', 'words'),
+    [
+        ('memory://?namespace=zq-a&namespace=zq-b', None, InvalidStoreConfiguration, 'twice'),
+        ('memory://?namespace=zq-a', 'zq-b', InvalidStoreConfiguration, 'different namespaces'),
+        ('memory://?namespace=zq/..', None, InvalidNamespaceError, 'the namespace= URL parameter'),
+        ('memory://', 'zq/..', InvalidNamespaceError, 'namespace must be'),
+        ('nons://', 'zq-a', NamespaceUnsupportedError, 'has no namespaces'),
+    ],
+)
+def test_open_store_refuses_a_bad_namespace_without_echo(
+    registry: Any, url: str, keyword: str | None, error: type[Exception], words: str
+) -> None:
+    registry.register_store('nons', _NoNamespacesStore)
+    with pytest.raises(error) as raised:
+        open_store(url, namespace=keyword)
+    assert words in str(raised.value) and 'zq' not in str(raised.value)
+
+
+def test_a_path_keeps_a_question_mark_as_part_of_its_name(tmp_path: Path) -> None:
+    folder = tmp_path / 'odd?namespace=x'
+    store = open_store(str(folder))
+    assert store.namespace_name is None and store.directory == folder  # type: ignore[attr-defined]
+
+
+async def test_open_cached_store_namespaces_the_store_and_its_cache(tmp_path: Path) -> None:
+    cached = open_cached_store(f'sqlite:///{tmp_path}/media.db', cache=str(tmp_path / 'cache'), namespace='tenant-a')
+    uri = await cached.put(b'cached per tenant')
+    assert cached.namespace_name == 'tenant-a'
+    assert cached.cache.namespace_name == 'tenant-a'  # type: ignore[attr-defined]
+    assert await DiskMediaStore(tmp_path / 'cache').namespace('tenant-a').get(uri) == b'cached per tenant'
+    assert not await DiskMediaStore(tmp_path / 'cache').exists(uri)
+    await cached.aclose()
+
+
+# -- the command line: --namespace and erase ---------------------------------------------
+
+
+def _cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    assert main([*args, '--json']) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _ls(capsys: pytest.CaptureFixture[str], *args: str) -> list[str]:
+    return [entry['uri'] for entry in _cli_json(capsys, 'ls', *args)]
+
+
+def _seed(url: str) -> dict[str, list[str]]:
+    async def seed() -> dict[str, list[str]]:
+        async with open_store(url) as store:
+            first, second = store.namespace('tenant-a'), store.namespace('tenant-b')
+            return {
+                'root': [await store.put(b'root blob')],
+                'tenant-a': [await first.put(bytes(size)) for size in (10, 200, 3000)],
+                'tenant-b': [await second.put(b'b blob')],
+            }
+
+    return asyncio.run(seed())
+
+
+@pytest.mark.parametrize('kind', ['disk', 'sqlite'])
+def test_cli_erase_counts_then_deletes_one_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    url = str(tmp_path / 'media') if kind == 'disk' else f'sqlite:///{tmp_path}/media.db'
+    uris = _seed(url)
+    dry = _cli_json(capsys, 'erase', '--store', url, '--namespace', 'tenant-a')
+    assert (dry['dry_run'], dry['namespace'], dry['blobs'], dry['bytes']) == (True, 'tenant-a', 3, 3210)
+    assert sorted(_ls(capsys, url, '--namespace', 'tenant-a')) == sorted(uris['tenant-a'])
+    done = _cli_json(capsys, 'erase', '--store', url, '--namespace', 'tenant-a', '--yes')
+    assert (done['dry_run'], done['blobs'], done['bytes']) == (False, 3, 3210)
+    again = _cli_json(capsys, 'erase', '--store', url, '--namespace', 'tenant-a', '--yes')
+    assert (again['blobs'], again['bytes']) == (0, 0)
+    assert _ls(capsys, url, '--namespace', 'tenant-a') == []
+    assert _ls(capsys, url, '--namespace', 'tenant-b') == uris['tenant-b']
+    assert _ls(capsys, url) == uris['root']
+    assert main(['erase', '--store', url, '--namespace', 'tenant-b']) == 0
+    assert 'Dry run' in capsys.readouterr().out
+    assert _ls(capsys, url, '--namespace', 'tenant-b') == uris['tenant-b']
+
+
+def test_cli_namespace_reaches_stats_verify_gc_and_restore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f'sqlite:///{tmp_path}/media.db'
+    uris = _seed(url)
+    stats = _cli_json(capsys, 'stats', url, '--namespace', 'tenant-a')
+    assert (stats['blobs'], stats['bytes']) == (3, 3210)
+    assert _cli_json(capsys, 'verify', url, '--namespace', 'tenant-b')['checked'] == 1
+    history = tmp_path / 'history.json'
+    history.write_text(json.dumps([{'kind': 'binary', 'data': base64.b64encode(bytes(5000)).decode()}]))
+    assert main(['externalize', str(history), str(tmp_path / 'lean.json'), '--store', url, '--namespace', 'tenant-b',
+                 '--threshold', '1KiB']) == 0  # fmt: skip
+    assert main(['restore', str(tmp_path / 'lean.json'), str(tmp_path / 'back.json'), '--store', url]) == 1
+    assert main(['restore', str(tmp_path / 'lean.json'), str(tmp_path / 'back.json'), '--store', url,
+                 '--namespace', 'tenant-b']) == 0  # fmt: skip
+    assert json.loads((tmp_path / 'back.json').read_text()) == json.loads(history.read_text())
+    capsys.readouterr()
+    time.sleep(0.05)
+    gc = _cli_json(capsys, 'gc', '--store', url, '--namespace', 'tenant-a', '--roots', str(tmp_path / 'lean.json'),
+                   '--grace', '0', '--delete')  # fmt: skip
+    assert gc['deleted'] == 3
+    assert _ls(capsys, url) == uris['root']
+    assert len(_ls(capsys, url, '--namespace', 'tenant-b')) == 2
+
+
+def test_cli_refuses_a_bad_namespace_without_repeating_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(['ls', str(tmp_path), '--namespace', 'zq/../x']) == 2
+    error = capsys.readouterr().err
+    assert 'argument --namespace: expected a namespace name' in error and 'zq' not in error
+    assert main(['erase', '--store', str(tmp_path)]) == 2  # --namespace is required
+    assert 'the following arguments are required: --namespace' in capsys.readouterr().err
+    assert main(['ls', f'file://{tmp_path}?namespace=zq-a', '--namespace', 'zq-b']) == 1
+    error = capsys.readouterr().err
+    assert 'different namespaces' in error and 'zq' not in error

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mediastash import __version__
-from mediastash.cli import _gc, _ops, _sync, _tune
+from mediastash.cli import _erase, _gc, _ops, _sync, _tune
 from mediastash.cli._args import add_threshold, image_bytes, integer, parse_size, positive_int
 from mediastash.cli._output import check_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError, describe_error
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest='command', metavar='COMMAND', required=True)
     _register_demo(commands)
     common = common_options()
-    for module in (_ops, _tune, _gc, _sync):
+    for module in (_ops, _tune, _gc, _erase, _sync):
         module.register(commands, common)
     return parser
 

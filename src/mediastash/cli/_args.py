@@ -7,7 +7,17 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ['add_command', 'add_threshold', 'image_bytes', 'integer', 'parse_shard', 'parse_size', 'positive_int']
+__all__ = [
+    'add_command',
+    'add_namespace',
+    'add_threshold',
+    'image_bytes',
+    'integer',
+    'namespace_name',
+    'parse_shard',
+    'parse_size',
+    'positive_int',
+]
 
 _SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m|gb|gib|g)?\s*', re.IGNORECASE)
 _UNITS = {'b': 1, 'k': 1 << 10, 'kb': 1 << 10, 'kib': 1 << 10, 'm': 1 << 20, 'mb': 1 << 20, 'mib': 1 << 20}
@@ -74,6 +84,31 @@ def add_command(
     parser = commands.add_parser(name, parents=[common], help=help, description=description)
     parser.set_defaults(handler=handler)
     return parser
+
+
+def namespace_name(text: str) -> str:
+    """A namespace name for ``--namespace``; refused without repeating it (it may name a tenant)."""
+    from mediastash.errors import InvalidNamespaceError
+    from mediastash.stores._namespaces import check_namespace_name
+
+    try:
+        return check_namespace_name(text, parameter='--namespace')
+    except InvalidNamespaceError:
+        raise argparse.ArgumentTypeError(
+            'expected a namespace name: 1 to 64 of A-Z a-z 0-9 . _ - and not only dots (the value is not shown)'
+        ) from None
+
+
+def add_namespace(parser: argparse.ArgumentParser, *, required: bool = False, what: str = 'work in') -> None:
+    """``--namespace NAME``: the tenant namespace of the store the command should ``what`` (see docs/stores.md)."""
+    parser.add_argument(
+        '--namespace',
+        type=namespace_name,
+        required=required,
+        metavar='NAME',
+        help=f'the namespace of the store to {what}'
+        + ('' if required else " (default: the store itself; a URL's ?namespace=NAME works too)"),
+    )
 
 
 def add_threshold(parser: argparse.ArgumentParser, *, default: int, verb: str) -> None:

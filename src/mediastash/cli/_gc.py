@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, Final
 
-from mediastash.cli._args import parse_shard, positive_int
+from mediastash.cli._args import add_namespace, parse_shard, positive_int
 from mediastash.cli._ui import Step, Ui
 from mediastash.stores.registry import help_forms
 
@@ -65,6 +65,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         metavar='URL',
         help=f'the store: {help_forms()}',
     )
+    add_namespace(gc, what='collect')
     gc.add_argument('--roots', required=True, nargs='+', metavar='ROOT', help=_ROOT_HELP)
     gc.add_argument(
         '--grace',
@@ -105,7 +106,7 @@ async def _gc(args: argparse.Namespace, ui: Ui) -> int:
     from mediastash.gc import collect_garbage, root_from_spec
 
     roots = [root_from_spec(spec) for spec in args.roots]
-    async with _opened(args.store, create=False) as store:
+    async with _opened(args.store, create=False, namespace=args.namespace) as store:
         with _phase_bars(ui) as progress:
             report = await collect_garbage(
                 store,

@@ -20,7 +20,7 @@ from typing import Any
 
 from mediastash._tasks import for_each
 from mediastash._units import format_bytes, format_threshold
-from mediastash.cli._args import add_command, add_threshold, parse_shard, positive_int
+from mediastash.cli._args import add_command, add_namespace, add_threshold, parse_shard, positive_int
 from mediastash.cli._output import check_output, write_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import MediaNotFoundError
@@ -65,6 +65,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         "the store recorded ('unknown' where it recorded none, with the reason).",
     )
     stats.add_argument('url', metavar='URL', help=url_help)
+    add_namespace(stats)
 
     verify = add_command(
         commands,
@@ -76,6 +77,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         'Lists corrupt and missing blobs; the exit code is 1 when there is any, 0 otherwise.',
     )
     verify.add_argument('url', metavar='URL', help=url_help)
+    add_namespace(verify)
     verify.add_argument(
         'uris', nargs='*', metavar='URI', help='check only these media+sha256:// URIs (default: every listed blob)'
     )
@@ -108,6 +110,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         description='Print the media+sha256:// URI of every blob, one per line, sorted.',
     )
     ls.add_argument('url', metavar='URL', help=url_help)
+    add_namespace(ls)
     ls.add_argument('-l', '--long', action='store_true', help="add each blob's size and media type")
 
     externalize = add_command(
@@ -124,6 +127,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     externalize.add_argument('input', metavar='IN', help='the JSON history to read')
     externalize.add_argument('output', metavar='OUT', help='where to write the lean JSON (replaced atomically)')
     externalize.add_argument('--store', required=True, metavar='URL', help=url_help + ' (created when missing)')
+    add_namespace(externalize)
     add_threshold(externalize, default=DEFAULT_THRESHOLD_BYTES, verb='store')
     externalize.add_argument(
         '--no-structured',
@@ -145,17 +149,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     restore.add_argument('input', metavar='IN', help='the lean JSON to read')
     restore.add_argument('output', metavar='OUT', help='where to write the restored JSON (replaced atomically)')
     restore.add_argument('--store', required=True, metavar='URL', help=url_help)
+    add_namespace(restore)
 
 
 # -- opening stores --------------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
-async def _opened(url: str, *, create: bool) -> AsyncIterator[BaseMediaStore]:
-    """The store behind ``url``, closed when the block ends; with ``create=False`` its storage must exist."""
+async def _opened(url: str, *, create: bool, namespace: str | None = None) -> AsyncIterator[BaseMediaStore]:
+    """The store behind ``url`` (or its ``namespace``), closed when the block ends; with ``create=False`` its
+    storage must exist."""
     from mediastash.open_store import open_store
 
-    async with open_store(url, create=create) as store:
+    async with open_store(url, create=create, namespace=namespace) as store:
         require = getattr(store, 'require_storage', None)
         if not create and require is not None:
             await require()  # e.g. a SQLite file without the store's table: refused, nothing created
@@ -241,7 +247,7 @@ def size_histogram(sizes: Sequence[int]) -> list[dict[str, Any]]:
 
 async def _stats(args: argparse.Namespace, ui: Ui) -> int:
 
-    async with _opened(args.url, create=False) as store:
+    async with _opened(args.url, create=False, namespace=args.namespace) as store:
         measured = await _stat_all(store, await _list_uris(store, ui), ui)
         label = repr(store)
     found, vanished = measured.found, measured.vanished
@@ -314,7 +320,7 @@ async def _verify(args: argparse.Namespace, ui: Ui) -> int:
     given = list(dict.fromkeys(args.uris))
     for uri in given:
         parse_media_uri(uri)  # a bad URI is a user error before the store is opened
-    async with _opened(args.url, create=False) as store:
+    async with _opened(args.url, create=False, namespace=args.namespace) as store:
         if args.repair and not isinstance(store, DeletableMediaStore):
             raise UserError(f'{store!r} cannot delete blobs, so verify --repair cannot repair it')
         if args.repair:
@@ -358,7 +364,7 @@ async def _sweep_leftovers(store: MediaStore) -> None:
 
 
 async def _ls(args: argparse.Namespace, ui: Ui) -> int:
-    async with _opened(args.url, create=False) as store:
+    async with _opened(args.url, create=False, namespace=args.namespace) as store:
         if not args.long:
             uris = await _list_uris(store, ui)
             for uri in uris:
@@ -433,7 +439,7 @@ async def _externalize(args: argparse.Namespace, ui: Ui) -> int:
 
     _check_target(args.output, ui)
     tree, input_bytes = _read_json(args.input)
-    async with _opened(args.store, create=True) as store:
+    async with _opened(args.store, create=True, namespace=args.namespace) as store:
         counting = CountingMediaStore(store)
         lean = await externalize_media(
             tree, media_store=counting, threshold_bytes=args.threshold, structured=args.structured
@@ -466,7 +472,7 @@ async def _restore(args: argparse.Namespace, ui: Ui) -> int:
 
     _check_target(args.output, ui)
     tree, input_bytes = _read_json(args.input)
-    async with _opened(args.store, create=False) as store:
+    async with _opened(args.store, create=False, namespace=args.namespace) as store:
         counting = CountingMediaStore(store)
         full = await restore_media(tree, media_store=counting, structured=True)
         label = repr(store)

@@ -48,6 +48,8 @@ class StoreRules(AsyncClosing):
     _closed: bool = False
     _namespace_parent: StoreRules | None = None
     """On a namespace view: the store it was made from, whose closing closes the view too."""
+    _closes_store: bool = False
+    """On a namespace view that ``open_store`` made: closing the view closes its store (nobody else holds it)."""
 
     @property
     def closed(self) -> bool:
@@ -87,7 +89,16 @@ class StoreRules(AsyncClosing):
         if self._closed:
             return
         self._closed = True
-        await self._aclose()
+        try:
+            await self._aclose()
+        finally:
+            await self._close_owned_store()
+
+    async def _close_owned_store(self) -> None:
+        """Close the store this view was made from when the view owns it (``open_store(url, namespace=...)``)."""
+        parent = self._namespace_parent
+        if self._closes_store and parent is not None:
+            await parent.aclose()
 
     async def _aclose(self) -> None:
         """Release what the store owns (connections, clients, threads, a wrapped store). Called once."""

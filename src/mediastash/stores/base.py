@@ -77,6 +77,7 @@ __all__ = [
     'EraseReport',
     'driver_errors_mapped',
     'Ingest',
+    'owning_view',
 ]
 
 DEFAULT_EXISTS_CONCURRENCY: Final = 16
@@ -602,7 +603,9 @@ class BaseMediaStore(StoreRules, ABC):
         as from every other call.
         """
         if self._namespace_parent is not None:
-            self._closed = True
+            if not self._closed:
+                self._closed = True
+                await self._close_owned_store()
             return
         await super().aclose()
 
@@ -960,6 +963,18 @@ class BaseMediaStore(StoreRules, ABC):
 
     def _not_found(self, digest: str) -> MediaNotFoundError:
         return MediaNotFoundError(media_uri(digest), where=self._describe())
+
+
+def owning_view(store: Any, name: str) -> Any:
+    """``store.namespace(name)``, made to close ``store`` when it is closed (the view is all the caller keeps).
+
+    What ``open_store(url, namespace=...)`` returns. A view of a store that
+    does not follow the mediastash rules (``StoreRules``) is returned as it is.
+    """
+    view = store.namespace(name)
+    if isinstance(view, StoreRules) and view._namespace_parent is store:
+        view._closes_store = True
+    return view
 
 
 def errno_name(exc: BaseException) -> str:
