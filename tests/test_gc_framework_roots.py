@@ -20,6 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from mediastash import DiskMediaStore
 from mediastash.cli import main as cli_main
+from mediastash.errors import InvalidArgumentError
 from mediastash.gc import (
     CheckpointerRoot,
     LangGraphSQLiteRoot,
@@ -171,3 +172,54 @@ def _uris_of(session: OffloadingSession) -> set[str]:
         return found
 
     return asyncio.run(read())
+
+
+def test_kv_sqlite_keeps_what_an_offloading_kv_over_sqlite_references(tmp_path: Path) -> None:
+    import base64
+    import json
+
+    from mediastash.gc import SQLiteKVRoot
+    from mediastash.integrations import OffloadingKV
+    from tests.test_provider_files import SqliteKV
+
+    database, media = tmp_path / 'kv.db', tmp_path / 'media'
+    payloads = [os.urandom(80_000) for _ in range(3)]
+
+    async def write() -> None:
+        store = DiskMediaStore(media)
+        try:
+            kv = OffloadingKV(SqliteKV(database), media_store=store)
+            for number, payload in enumerate(payloads):
+                part = {
+                    'part_kind': 'user-prompt',
+                    'content': [
+                        {'kind': 'binary', 'data': base64.b64encode(payload).decode(), 'media_type': 'image/png'}
+                    ],
+                }
+                await kv.put(f'run#{number}', 'step#1', json.dumps([{'kind': 'request', 'parts': [part]}]))
+            await kv.put('note', 'plain', 'not JSON at all')
+        finally:
+            await store.aclose()
+
+    asyncio.run(write())
+    used = all_uris(media)
+    assert len(used) == 3
+    orphan = put_orphan(media)
+    root = root_from_spec(f'kv-sqlite:{database}')
+    assert isinstance(root, SQLiteKVRoot)
+    assert collected(media, root, tmp_path / 'dry.txt') == {orphan}
+    with sqlite3.connect(database) as connection:
+        connection.execute("DELETE FROM kv WHERE pk = 'run#1'")
+    arguments = ['gc', '--store', str(media), '--roots', f'kv-sqlite:{database}', '--grace', '0', '--delete', '-q']
+    assert cli_main(arguments) == 0
+    assert all_uris(media) == used - {orphan} - {_uri(payloads[1])}
+    with pytest.raises(RootReadError, match='no records table'):
+        collected(media, SQLiteKVRoot(database, table='records'), tmp_path / 'x.txt')
+    with pytest.raises(InvalidArgumentError, match='column'):
+        SQLiteKVRoot(database, column='data"; --')
+
+
+def _uri(payload: bytes) -> str:
+    from mediastash.uri import media_uri_for
+
+    return media_uri_for(payload)

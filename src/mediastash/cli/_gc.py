@@ -24,6 +24,7 @@ _ROOT_HELP = (
     'media+sha256:// URIs one per line (uris:PATH), a pydantic-ai-harness FileStepStore folder (file-steps:DIR) '
     'or SqliteStepStore database (sqlite-steps:DB), a LangGraph SqliteSaver checkpoint database '
     '(langgraph-sqlite:DB), an OpenAI Agents SQLiteSession database (agents-sqlite:DB, every session), '
+    'an AsyncKV in a SQLite kv table with a data column (kv-sqlite:DB), '
     'or any folder: every file below it is read as the root it '
     'is, and a file of no known kind stops the collection; without a KIND: prefix the kind is recognised '
     'from the path'

@@ -39,6 +39,7 @@ __all__ = [
     'Root',
     'RootReadError',
     'ScannableKV',
+    'SQLiteKVRoot',
     'SQLiteSessionRoot',
     'SqliteStepStoreRoot',
     'StepStoreRoot',
@@ -51,7 +52,16 @@ __all__ = [
 _SQLITE_PAGE: Final = 500
 _HARNESS_LOGGER: Final = 'pydantic_ai_harness.step_persistence'
 
-ROOT_KINDS: Final = ('json', 'jsonl', 'uris', 'file-steps', 'sqlite-steps', 'langgraph-sqlite', 'agents-sqlite')
+ROOT_KINDS: Final = (
+    'json',
+    'jsonl',
+    'uris',
+    'file-steps',
+    'sqlite-steps',
+    'langgraph-sqlite',
+    'agents-sqlite',
+    'kv-sqlite',
+)
 """The ``KIND:`` prefixes ``root_from_spec`` understands (``mediastash gc --roots``)."""
 
 
@@ -362,6 +372,46 @@ def _unpack(data: bytes) -> object:
         return ormsgpack.unpackb(payload, ext_hook=extension, option=ormsgpack.OPT_NON_STR_KEYS)
 
     return ormsgpack.unpackb(data, ext_hook=extension, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
+class SQLiteKVRoot(SqliteStepStoreRoot):
+    """Every record of an ``AsyncKV`` kept in a SQLite table (the KV behind an ``OffloadingKV``), read with SQL.
+
+    Reads ``column`` of every row of ``table`` (default: a ``kv`` table with a
+    ``data`` column, the usual ``(pk, sk, data)`` layout) read-only, in one read
+    transaction, as ``KVRoot`` reads records: a value that is not JSON holds
+    no marker; a JSON one counts every marker.
+    """
+
+    def __init__(self, database: str | os.PathLike[str], *, table: str = 'kv', column: str = 'data') -> None:
+        super().__init__(database)
+        for name, value in (('table', table), ('column', column)):
+            if not isinstance(value, str) or not value.isidentifier() or not value.isascii():
+                raise InvalidArgumentError(name, 'a plain SQL name (letters, digits, _)', value)
+        self.table = table
+        self.column = column
+
+    async def reference_batches(self) -> AsyncIterator[set[str]]:
+        opened = await asyncio.to_thread(self._connect)
+        connection = opened.connection
+        try:
+            if self.table not in await asyncio.to_thread(_tables, connection):
+                raise RootReadError(f'{self.database}: no {self.table} table (name the KV table with table=)')
+            await asyncio.to_thread(connection.execute, 'BEGIN')
+            cursor = await asyncio.to_thread(connection.execute, f'SELECT "{self.column}" FROM "{self.table}"')
+            while True:
+                rows = await asyncio.to_thread(cursor.fetchmany, _SQLITE_PAGE)
+                if not rows:
+                    break
+                found: set[str] = set()
+                for (data,) in rows:
+                    found |= _value_references(data, str(self.database))
+                yield found
+            _check_undisturbed(opened, self.database)
+        except sqlite3.Error as error:
+            raise RootReadError(f'{self.database}: cannot read the KV table ({error})') from None
+        finally:
+            await asyncio.to_thread(connection.close)
 
 
 def _check_undisturbed(opened: ReadOnlyDatabase, database: Path) -> None:
@@ -771,7 +821,8 @@ def root_from_spec(spec: str) -> Root:
     line), ``file-steps`` (a ``FileStepStore`` folder, every file below it read
     too), ``sqlite-steps`` (a ``SqliteStepStore`` database), ``langgraph-sqlite``
     (a LangGraph ``SqliteSaver`` database), ``agents-sqlite`` (an OpenAI Agents
-    ``SQLiteSession`` database: every session). A bare path is
+    ``SQLiteSession`` database: every session), ``kv-sqlite`` (an ``AsyncKV``
+    in a SQLite ``kv`` table with a ``data`` column). A bare path is
     recognised by ``mediastash._path_kinds.classify``, the classifier tune uses
     too: a SQLite file is a step-store database; a folder with
     ``<run>/snapshots/`` or ``<run>/run.json`` inside is a ``FileStepStore``,
@@ -796,6 +847,8 @@ def root_from_spec(spec: str) -> Root:
             return LangGraphSQLiteRoot(path)
         if kind == 'agents-sqlite':
             return SQLiteSessionRoot(path)
+        if kind == 'kv-sqlite':
+            return SQLiteKVRoot(path)
         return SqliteStepStoreRoot(path)
     return root_from_path(Path(spec).expanduser())
 
