@@ -471,3 +471,37 @@ def test_cli_refuses_a_bad_namespace_without_repeating_it(tmp_path: Path, capsys
     assert main(['ls', f'file://{tmp_path}?namespace=zq-a', '--namespace', 'zq-b']) == 1
     error = capsys.readouterr().err
     assert 'different namespaces' in error and 'zq' not in error
+
+
+# -- erase leaves nothing of the namespace behind ----------------------------------------
+
+
+async def test_erase_removes_an_emptied_disk_namespace_folder(tmp_path: Path) -> None:
+    store = DiskMediaStore(tmp_path, key_strategy=sharded_key_strategy)
+    kept = await store.namespace('tenant-b').put(b'another tenant')
+    view = store.namespace('tenant-a')
+    await view.put(b'erased with its folder')
+    await view.erase()
+    assert not view.directory.exists(), 'the emptied namespace folder (and its shard folders) is removed'
+    assert await store.namespace('tenant-b').get(kept) == b'another tenant'
+    assert await store.namespace('tenant-b').erase() == EraseReport('tenant-b', 1, len(b'another tenant'))
+    assert not (tmp_path / NAMESPACES_FOLDER).exists(), 'the last namespace takes the namespaces folder with it'
+    uri = await view.put(b'written again after the erase')
+    assert await view.get(uri) == b'written again after the erase'
+
+
+async def test_erase_drops_an_emptied_sqlite_namespace_table_and_other_views_recover(tmp_path: Path) -> None:
+    database = tmp_path / 'media.db'
+    store = SqliteMediaStore(database=database)
+    await store.put(b'the store itself')
+    view, other_view = store.namespace('tenant-a'), store.namespace('tenant-a')
+    await view.put(b'erased with its table')
+    assert await other_view.exists(media_uri_for(b'erased with its table'))
+    await view.erase()
+    with sqlite3.connect(database) as connection:
+        tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert tables == ['media']
+    assert not await other_view.exists(media_uri_for(b'erased with its table'))
+    uri = await other_view.put(b'written by a view opened before the erase')
+    assert await view.get(uri) == b'written by a view opened before the erase'
+    await store.aclose()

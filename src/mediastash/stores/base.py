@@ -681,7 +681,9 @@ class BaseMediaStore(StoreRules, ABC):
         refuses with ``NamespaceUnsupportedError``. Other namespaces and the
         store's own blobs are untouched. Deletions are noted for the known-blob
         cache like any other; an interrupted erase is finished by running it
-        again. ``progress(count, bytes)`` is called after each batch. Needs a
+        again. Then what is left of the namespace's storage is removed when it
+        is empty (a disk folder, a SQLite table), so not even the tenant's name
+        stays. ``progress(count, bytes)`` is called after each batch. Needs a
         backend that lists and deletes.
         """
         self._check_open()
@@ -700,7 +702,18 @@ class BaseMediaStore(StoreRules, ABC):
             left = await self.exists_many(uris)
             return [uri for uri in uris if uri not in left]
 
-        return await erase_all(name, self.iter_blobs, delete_batch, where=self._describe(), progress=progress)
+        report = await erase_all(name, self.iter_blobs, delete_batch, where=self._describe(), progress=progress)
+        await self._remove_namespace_storage()
+        return report
+
+    async def _remove_namespace_storage(self) -> None:
+        """Remove what is left of this namespace's storage once ``erase`` emptied it (a folder, a table).
+
+        Called on a view only, after a listing found no blob. Remove only what
+        is empty, so a blob a writer put meanwhile survives and the namespace's
+        next write makes the storage again. Default: nothing to remove (a key
+        prefix leaves nothing behind).
+        """
 
     def __repr__(self) -> str:
         described = self._describe()  # secret-free by contract; a bare class name gets its parentheses

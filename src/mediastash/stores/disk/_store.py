@@ -620,6 +620,21 @@ class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_pla
                 if name.startswith(_TMP_PREFIX):
                     yield Path(dirpath, name)
 
+    async def _remove_namespace_storage(self) -> None:
+        """Remove the emptied namespace's folders (and the namespaces folder once it holds no namespace).
+
+        Only empty folders go: a file left in one (a writer's temporary file, a
+        sidecar without its blob) keeps it and its parents.
+        """
+        await asyncio.to_thread(self._remove_empty_folders)
+
+    def _remove_empty_folders(self) -> None:
+        for dirpath, _dirnames, _filenames in list(os.walk(self._root, topdown=False)):
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
+        with contextlib.suppress(OSError):
+            os.rmdir(self._root.parent)  # the namespaces folder, when this was its last namespace
+
     def _walk(self) -> Iterator[tuple[str, list[str], list[str]]]:
         """``os.walk`` of the store's folder without the folder of namespaces, which belongs to no listing,
         collection or sweep of this store (each namespace walks its own folder). Every walk goes through here."""

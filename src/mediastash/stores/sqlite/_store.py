@@ -698,6 +698,16 @@ class SqliteMediaStore(BaseMediaStore, ScratchInPackage['SqliteMediaStore'], url
             blob.seek(offset)
             return total, blob.read(size)
 
+    async def _remove_namespace_storage(self) -> None:
+        """Drop the emptied namespace's table (when it is still empty); its next write creates it again."""
+        await self._run_read(self._drop_if_empty, None)
+
+    def _drop_if_empty(self, connection: sqlite3.Connection) -> None:
+        with _write_transaction(connection):
+            if connection.execute(f'SELECT 1 FROM {self._quoted} LIMIT 1').fetchone() is None:
+                connection.execute(f'DROP TABLE {self._quoted}')
+        self._forget_schema()
+
     # -- lifecycle ---------------------------------------------------------------------
 
     async def _aclose(self) -> None:
