@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from mediastash import (
     DiskMediaStore,
+    InvalidArgumentError,
     InvalidStoreConfiguration,
     KnownBlobCache,
     MemoryMediaStore,
@@ -456,14 +458,29 @@ async def test_a_missing_bucket_sends_bytes_inline_and_urls_once_it_exists(
 
         async with get_session().create_client('s3', **moto_server.client_options()) as client:
             await client.create_bucket(Bucket=bucket)
+        # Within the cool-down the store is not asked: bytes inline at once, no second warning.
         recorder = Recorder()
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger='mediastash'):
             await agent_with(recorder, capability).run(['look again', BinaryImage(big, media_type='image/png')])
         sent = contents(recorder.requests[0])
+        assert isinstance(sent[1], BinaryContent) and sent[1].data == big
+        assert store_warnings(caplog) == []
+        assert capability.swapper.store_skips == 1 and capability.swapper.store_down
+
+        # After it, one request tries the store, gets its URL, and the recovery is logged once (INFO).
+        later = capability.swapper.clock() + 31
+        capability.swapper.clock = lambda: later
+        recorder = Recorder()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger='mediastash'):
+            await agent_with(recorder, capability).run(['and again', BinaryImage(big, media_type='image/png')])
+        sent = contents(recorder.requests[0])
         assert isinstance(sent[1], ImageUrl)
         assert f'/{bucket}/' in sent[1].url and 'X-Amz-Signature=' in sent[1].url
         assert store_warnings(caplog) == []
+        recovered = [r for r in caplog.records if r.levelno == logging.INFO and 'answers again' in r.getMessage()]
+        assert len(recovered) == 1 and not capability.swapper.store_down
         assert await store.get(media_uri_for(big)) == big
 
 
@@ -490,21 +507,37 @@ class FlakyStore(WrapperMediaStore):
         return await super().public_url(uri, context=context) if context is not None else await super().public_url(uri)
 
 
+class Clock:
+    """A monotonic clock the test moves by hand (``MediaUrlSwapper.clock``)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.mark.parametrize('operation', ['put', 'public_url'])
-async def test_a_failing_store_costs_one_request_its_urls_and_the_next_request_tries_again(
-    operation: str, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize('wait', ['within the cool-down', 'after the cool-down'])
+async def test_a_failing_store_is_skipped_for_the_cool_down_then_one_request_tries_again(
+    operation: str, wait: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     typed, shot = os.urandom(90_000), os.urandom(110_000)
     store = FlakyStore(static_store(), failing=operation)
+    counted = CountingMediaStore(store)
+    clock = Clock()
 
     class Recovering(Recorder):
         def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
             store.failing = None  # the store comes back after the first request
+            clock.now += 10 if wait == 'within the cool-down' else 31
             return super().__call__(messages, info)
 
     recorder = Recovering(tool_calls=1)
-    with caplog.at_level(logging.WARNING, logger='mediastash'):
-        result = await agent_with(recorder, MediaUrls(store), shot=shot).run(
+    capability = MediaUrls(counted, store_cooldown=30)
+    capability.swapper.clock = clock
+    with caplog.at_level(logging.INFO, logger='mediastash'):
+        result = await agent_with(recorder, capability, shot=shot).run(
             ['look', BinaryImage(typed, media_type='image/png')]
         )
     assert result.output == 'ok'
@@ -512,15 +545,78 @@ async def test_a_failing_store_costs_one_request_its_urls_and_the_next_request_t
     first = contents(recorder.requests[0])
     assert isinstance(first[1], BinaryContent) and first[1].data == typed
     second = [item for item in contents(recorder.requests[1]) if isinstance(item, ImageUrl | BinaryContent)]
-    assert [type(item) for item in second] == [ImageUrl, ImageUrl]
-    assert [item.url for item in second] == [url_of(typed), url_of(shot)]
+    calls_after_first = 1 if operation == 'put' else 2  # a put failed; or a put then a public_url
+    if wait == 'within the cool-down':
+        assert [type(item) for item in second] == [BinaryImage, BinaryImage]  # inline at once
+        assert sum(counted.calls.values()) == calls_after_first  # the second request made no store call
+        assert capability.swapper.store_skips == 1 and capability.swapper.store_down
+    else:
+        assert [type(item) for item in second] == [ImageUrl, ImageUrl]
+        assert [item.url for item in second] == [url_of(typed), url_of(shot)]
+        assert capability.swapper.store_skips == 0 and not capability.swapper.store_down
+        (info,) = [r for r in caplog.records if r.levelno == logging.INFO and r.name.startswith('mediastash')]
+        assert 'answers again after 31.0 s' in info.getMessage()
     assert store.failures == 1
     (warning,) = store_warnings(caplog)
     message = warning.getMessage()
-    assert operation in message and 'ConnectionRefusedError' in message
+    assert operation in message and 'ConnectionRefusedError' in message and 'next 30 s' in message
     assert_secret_free(warning, 'store down', 's3.example')
     kept = contents(result.all_messages())
     assert isinstance(kept[1], BinaryContent) and kept[1].data == typed  # the history keeps bytes either way
+
+
+async def test_an_unreachable_s3_store_costs_one_request_per_cool_down(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 28 item 5: with S3 down, only the first request of a cool-down waits for it; then one probe.
+
+    Before, every request called the store again (and waited for the SDK's retries each time).
+    """
+    port = free_port()  # nothing listens there
+    async with S3MediaStore(
+        bucket='media-urls',
+        endpoint_url=f'http://127.0.0.1:{port}',
+        region_name='us-east-1',
+        aws_access_key_id=FAKE_KEY_ID,
+        aws_secret_access_key=FAKE_SECRET,
+        max_attempts=1,
+        public_url=PresignedUrls(expires_in=3600),
+    ) as s3:
+        store = CountingMediaStore(s3)
+        clock = Clock()
+        capability = MediaUrls(store, known_blobs=False)
+        capability.swapper.clock = clock
+        agent = agent_with(Recorder(), capability)
+        images = [os.urandom(100_000) for _ in range(4)]
+
+        async def request(data: bytes) -> None:
+            await agent.run(['look', BinaryImage(data, media_type='image/png')])
+
+        with caplog.at_level(logging.DEBUG, logger='mediastash'):
+            await request(images[0])
+            first_calls = sum(store.calls.values())
+            assert first_calls >= 1
+            clock.now += 29  # within the default 30 s
+            await request(images[1])
+            assert sum(store.calls.values()) == first_calls  # no store call at all
+            assert capability.swapper.store_skips == 1
+
+            clock.now += 2  # the cool-down is over: two requests at once, only one of them probes
+            await asyncio.gather(request(images[2]), request(images[3]))
+            probes = sum(store.calls.values()) - first_calls
+            assert probes == first_calls  # one request's store calls, not two
+            assert capability.swapper.store_skips == 2 and capability.swapper.store_failures == 2
+    warnings = store_warnings(caplog)
+    assert len(warnings) == 1  # one WARNING for the outage, not one per request
+    assert_secret_free(warnings[0], str(port), 'media-urls')
+    assert any('still fails' in r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
+
+
+@pytest.mark.parametrize('bad', [-1, float('nan'), float('inf'), '30', True, None])
+def test_store_cooldown_is_checked_without_echoing_the_value(bad: object) -> None:
+    with pytest.raises(InvalidArgumentError, match='store_cooldown must be a finite non-negative') as caught:
+        MediaUrls(static_store(), store_cooldown=bad)  # type: ignore[arg-type]
+    assert repr(bad) not in str(caught.value).split('(got')[0]
+    assert MediaUrls(static_store(), store_cooldown=timedelta(minutes=2)).swapper._outage.cooldown == 120
+    assert MediaUrls(static_store(), store_cooldown=0).swapper._outage.cooldown == 0
 
 
 async def test_on_store_error_raise_keeps_the_failure(caplog: pytest.LogCaptureFixture) -> None:

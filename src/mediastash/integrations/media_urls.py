@@ -7,8 +7,9 @@ the matching ``ImageUrl`` / ``AudioUrl`` / ``VideoUrl`` / ``DocumentUrl``. The
 run's history keeps the bytes. URLs are reused while they have at least
 ``min_validity`` seconds left, so repeated requests carry identical bytes and
 providers' prompt caches keep working. When the store fails, that request
-goes out with its bytes inline (one WARNING) and the next one tries again,
-unless ``on_store_error='raise'``. Reference parts (URL parts whose URL is a
+goes out with its bytes inline (one WARNING per outage), and so do the requests
+of the next ``store_cooldown`` seconds before one tries the store again, unless
+``on_store_error='raise'``. Reference parts (URL parts whose URL is a
 blob's ``media+sha256://`` URI, from ``restore='references'``) are resolved
 in each request: a URL, or their bytes read once (``resolve_blob``, the
 per-blob step). ``docs/model-urls.md`` has the details.
@@ -40,6 +41,7 @@ from mediastash._tasks import for_each
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.integrations._model_kinds import ALL_KINDS, URL_CLASS, MediaKind, fetches_by_url, kind_of
+from mediastash.integrations._outage import DEFAULT_STORE_COOLDOWN, StoreOutage, cooldown_seconds
 from mediastash.integrations._references import REFERENCE_PART_KINDS, ReferencePart, namespace_of, refuse_unvouched
 from mediastash.integrations._sent_parts import BlobAnswer, BlobKey, Place, StoredBlob, reference_places
 from mediastash.integrations.provider_files import ProviderFiles, UploadRegistry, streaming_request
@@ -59,6 +61,7 @@ from mediastash.walker.typed import (
 
 __all__ = [
     'DEFAULT_MIN_VALIDITY',
+    'DEFAULT_STORE_COOLDOWN',
     'BlobAnswer',
     'MediaKind',
     'MediaUrlSwapper',
@@ -152,7 +155,10 @@ class MediaUrlSwapper:
     ``on_store_error``: when a store call fails (``put``, ``public_url``, an
     existence check), ``'inline'`` (the default) sends that request with its
     bytes as they are and logs one WARNING naming the operation and the
-    error type, and the next request tries the store again; ``'raise'``
+    error type; the requests of the next ``store_cooldown`` seconds (default
+    30, a number or a ``timedelta``) go inline at once without calling the
+    store, then one request tries it again (one WARNING per outage, an INFO
+    when the store answers again; ``store_down``, ``store_skips``). ``'raise'``
     lets the error fail the run. Cancellation, programming errors
     (``TypeError``, ``AttributeError``, ``KeyError``, ...) and configuration
     or lifecycle errors (``InvalidStoreConfiguration``, ``StoreClosedError``,
@@ -206,7 +212,9 @@ class MediaUrlSwapper:
         provider_files: bool | UploadRegistry = False,
         reference_key: ReferenceKey | bytes | None = None,
         trust_references: bool = False,
+        store_cooldown: float | timedelta = DEFAULT_STORE_COOLDOWN,
     ) -> None:
+        self._outage = StoreOutage(cooldown_seconds(store_cooldown), lambda: self.clock(), logger)
         if not isinstance(trust_references, bool):
             raise InvalidArgumentError('trust_references', 'True or False', trust_references)
         self.reference_key = reference_key_of(reference_key)
@@ -249,6 +257,8 @@ class MediaUrlSwapper:
         """How many URLs the store was asked for (a stable run asks once per blob per lifetime)."""
         self.store_failures = 0
         """How many requests went out with their bytes inline because a store call failed."""
+        self.store_skips = 0
+        """How many requests went out inline without calling the store, during a cool-down (``store_cooldown``)."""
         self.provider_files: ProviderFiles | None = None
         """The provider-file rewrite (``provider_files=``): its ``uploads`` count and ``delete_uploads``."""
         if provider_files is not False:
@@ -260,6 +270,7 @@ class MediaUrlSwapper:
                 reference_key=self.reference_key,
                 trust_references=trust_references,
             )
+            self.provider_files.store_outages_logged_elsewhere = True
 
     @property
     def url_lifetime(self) -> float | None:
@@ -295,15 +306,43 @@ class MediaUrlSwapper:
         """
         if not self.trust_references:
             refuse_unvouched(messages, self.reference_key, namespace_of(self.media_store))
+        gate = self._outage.gate()
+        if gate == 'skip':
+            return await self._without_store(messages)
+        try:
+            return await self._swap_with_store(messages, model)
+        finally:
+            if gate == 'probe':
+                self._outage.probe_done()
+
+    @property
+    def store_down(self) -> bool:
+        """Whether the store failed and has not answered since (requests skip it during ``store_cooldown``)."""
+        return self._outage.down
+
+    async def _swap_with_store(self, messages: list[ModelMessage], model: Any) -> list[ModelMessage]:
         files = self.provider_files
         if files is None:
             return await self._swap_urls(messages, model=model)
         # First what the model does not take by URL, then what got no URL (a store without public URLs).
         by_url = functools.partial(self._wanted, model=model)
+        put_failures = files.store_failures
         messages = await files.apply(messages, model=model, leave=by_url)
+        if files.store_failures != put_failures:  # the store failed there: no second wait for it
+            self.store_failures += 1
+            self._outage.failed('put', files.last_store_error, 1)
+            return await self._without_store(messages, counted=False)
         failures = self.store_failures
         swapped = await self._swap_urls(messages, model=model)
         return swapped if self.store_failures != failures else await files.apply(swapped, model=model)
+
+    async def _without_store(self, messages: list[ModelMessage], *, counted: bool = True) -> list[ModelMessage]:
+        """The request with its bytes as they are, without any store call but the reads reference parts need."""
+        if counted:
+            self.store_skips += 1
+            logger.debug('MediaUrls: the media store is cooling down after a failure; this request goes inline')
+        references = reference_places(messages)
+        return await self._inlined_references(messages, references) if references else messages
 
     async def _swap_urls(self, messages: list[ModelMessage], *, model: Any = None) -> list[ModelMessage]:
         """``swap`` without provider files: URL parts for what the model takes by URL."""
@@ -330,10 +369,13 @@ class MediaUrlSwapper:
             if isinstance(item.original, BinaryContent)
         ]
         places += references
+        issued = self.urls_issued
         try:
             sent = await self._resolve_places(places, model, lifetime)
         except _StoreCallFailed as failed:
             return await self._inline(messages, references, failed.operation, failed.error, count)
+        if binaries or self.urls_issued != issued:
+            self._outage.answered()
         replacements = [(place.item, part) for place, part in zip(places, sent, strict=True) if part is not None]
         logger.debug('swapped %d of %d media parts (%d reference parts)', len(replacements), count, len(references))
         return with_replaced_contents(messages, replacements) if replacements else messages
@@ -459,22 +501,20 @@ class MediaUrlSwapper:
     async def _inline(
         self, messages: list[ModelMessage], references: list[Place], operation: str, error: Exception, count: int
     ) -> list[ModelMessage]:
-        """The request with its bytes as they are, after one WARNING: the operation and the error type only.
+        """The request with its bytes as they are; the outage is remembered (``StoreOutage``: one WARNING per outage).
 
         A driver's message can hold the endpoint, the bucket or a URL (a presigned URL is a credential),
         so only the class name is logged, and no traceback. Reference parts hold no bytes: theirs are
         read (a store that cannot serve them fails the request with its own error).
         """
         self.store_failures += 1
-        logger.warning(
-            'MediaUrls: the media store failed during %s (%s); this model request carries its %d media part(s) '
-            'inline, and the next request tries the store again',
-            operation,
-            type(error).__name__,
-            count,
-        )
+        self._outage.failed(operation, type(error).__name__, count)
         if not references:
             return messages
+        return await self._inlined_references(messages, references)
+
+    async def _inlined_references(self, messages: list[ModelMessage], references: list[Place]) -> list[ModelMessage]:
+        """``messages`` with each reference part replaced by its blob's bytes (read once, through the cache)."""
         data = await self._read({place.uri: place.source.media_type for place in references})
         inlined = [
             (place.item, place.inline(data[place.uri], place.identifier(self._identifiers))) for place in references
@@ -562,6 +602,7 @@ class MediaUrls(AbstractCapability[Any]):
         provider_files: bool | UploadRegistry = False,
         reference_key: ReferenceKey | bytes | None = None,
         trust_references: bool = False,
+        store_cooldown: float | timedelta = DEFAULT_STORE_COOLDOWN,
     ) -> None:
         self.swapper = MediaUrlSwapper(
             media_store,
@@ -577,6 +618,7 @@ class MediaUrls(AbstractCapability[Any]):
             provider_files=provider_files,
             reference_key=reference_key,
             trust_references=trust_references,
+            store_cooldown=store_cooldown,
         )
 
     @property

@@ -154,6 +154,12 @@ class ProviderFiles:
         """Uploads made because a provider had lost a file (``recover``) or it was about to expire."""
         self.failures = 0
         """Requests that kept some bytes inline because the store or an upload failed."""
+        self.store_failures = 0
+        """Of those, the ones where storing the bytes (``put``) failed: ``MediaUrls`` then skips the store a while."""
+        self.last_store_error = ''
+        """The type name of the last error a ``put`` raised."""
+        self.store_outages_logged_elsewhere = False
+        """``True`` (set by ``MediaUrls``): a failed ``put`` logs nothing here; the owner logs the outage once."""
 
     # -- per request ---------------------------------------------------------------------
 
@@ -352,6 +358,11 @@ class ProviderFiles:
         if self.on_error == 'raise' or isinstance(error, _NEVER_INLINED):
             raise error
         self.failures += 1
+        if operation == 'put':
+            self.store_failures += 1
+            self.last_store_error = type(error).__name__
+            if self.store_outages_logged_elsewhere:
+                return  # MediaUrls logs one WARNING per store outage
         logger.warning(
             'MediaUrls provider files: %s failed (%s); %d media part(s) of this model request stay inline',
             operation,
