@@ -61,6 +61,7 @@ from mediastash import (
     media_uri_for,
 )
 from mediastash.integrations import MediaUrls, MediaUrlSwapper, OffloadingKV, OffloadingStepStore
+from mediastash.integrations.provider_files import ProviderFiles
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
 from tests.provider_endpoint import ProviderEndpoint, file_references
@@ -468,3 +469,26 @@ async def test_a_save_does_not_turn_an_unvouched_reference_into_a_marker(tmp_pat
     assert read is not None
     assert reference_of(ModelMessagesTypeAdapter.validate_json(read)) == reference_of(typed)
     assert media_uri_for(secret) in read and '__harness_external' not in read
+
+
+async def test_provider_files_on_their_own_refuse_an_unvouched_reference(
+    endpoint: ProviderEndpoint, tmp_path: Path
+) -> None:
+    """``ProviderFiles`` is public: used without ``MediaUrls`` it checks references itself before any upload."""
+    media = CountingMediaStore(DiskMediaStore(tmp_path / 'media'))
+    data = pdf(40_000, 12)
+    uri = await media.put(data)
+    model = GoogleModel('gemini-2.5-flash', provider=GoogleProvider(api_key='k', base_url=endpoint.root_url))
+    typed = prompt(DocumentUrl(url=uri, media_type='application/pdf', force_download=True))
+    media.reset()
+    with pytest.raises(UnvouchedReferenceError) as caught:
+        await ProviderFiles(media).apply(typed, model=model)
+    assert caught.value.reason == 'unsigned'
+    assert sum(media.calls.values()) == 0 and endpoint.requests == []
+
+    vouched = await restored(media, prompt(BinaryContent(data, media_type='application/pdf')))
+    sent = await ProviderFiles(media).apply(vouched, model=model)
+    assert [upload.data for upload in endpoint.uploads] == [data]
+    assert type(reference_of(sent)).__name__ == 'UploadedFile'
+    trusted = await ProviderFiles(media, trust_references=True).apply(typed, model=model)
+    assert type(reference_of(trusted)).__name__ == 'UploadedFile'
