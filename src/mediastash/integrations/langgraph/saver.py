@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
+from functools import partial
 from typing import Any, Final, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -234,7 +235,7 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
             yield from self._on_loop('list', 'alist', collect)
             return
         for found in self.inner.list(config, filter=filter, before=before, limit=limit):
-            yield self._on_loop('list', 'alist', lambda found=found: self._restored(found))  # type: ignore[misc]
+            yield self._on_loop('list', 'alist', partial(self._restored, found))
 
     def put(
         self,
