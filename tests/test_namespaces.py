@@ -106,6 +106,23 @@ async def test_erase_stops_when_listed_blobs_cannot_be_deleted() -> None:
         await view.erase()
 
 
+class _TaggedMemoryStore(MemoryMediaStore):
+    """A subclass whose constructor takes an argument of its own (as a plug-in's may)."""
+
+    def __init__(self, tag: str) -> None:
+        super().__init__()
+        self.tag = tag
+
+
+async def test_a_view_of_a_store_subclass_is_of_that_subclass() -> None:
+    store = _TaggedMemoryStore('mine')
+    view = store.namespace('tenant-a')
+    assert type(view) is _TaggedMemoryStore and view.namespace_name == 'tenant-a'
+    uri = await view.put(b'in a subclass view')
+    assert await store.namespace('tenant-a').get(uri) == b'in a subclass view'
+    assert not await store.exists(uri)
+
+
 async def test_erase_refuses_the_store_itself_and_changes_nothing() -> None:
     store = MemoryMediaStore()
     uri = await store.put(b'the store itself')

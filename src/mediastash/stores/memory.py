@@ -51,7 +51,8 @@ class MemoryMediaStore(BaseMediaStore):
         first = self._namespaces.get(name)
         if first is None:
             first = self._namespaces[name] = MemoryMediaStore()
-        view = MemoryMediaStore()
+        view = object.__new__(type(self))  # a subclass's view is of the subclass, whatever its constructor takes
+        MemoryMediaStore.__init__(view)
         view._blobs, view._metadata = first._blobs, first._metadata
         view._media_types, view._written_at = first._media_types, first._written_at
         return view
