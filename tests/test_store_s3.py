@@ -28,6 +28,7 @@ from botocore.exceptions import ClientError
 import mediastash.stores.s3._store as s3_store_module
 from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for, sharded_key_strategy
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
+from mediastash.stores import DigestRange
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.stores.s3._touch import refresh_object
 from mediastash.testing.store import MISSING_URI, StoreTests, blob, chunked
@@ -118,6 +119,8 @@ class RawBucket:
 
 class S3Conformance(StoreTests):
     """The conformance suite on a fresh bucket per store; subclasses choose the endpoint and options."""
+
+    has_namespaces: ClassVar[bool | None] = True
 
     store_options: ClassVar[dict[str, Any]] = {}
     written_at_resolution: ClassVar[float] = 1.0  # a HEAD's Last-Modified has whole seconds
@@ -788,3 +791,89 @@ async def test_delete_unless_touched_keeps_a_blob_modified_within_the_cutoff_sec
     uri = await store.put(b'same second')
     assert await store.delete_unless_touched([uri], written_before=time.time()) == frozenset()
     assert await store.exists(uri)
+
+
+# -- tenant namespaces ------------------------------------------------------------------------
+
+
+def _either_side(uri: str, context: Any) -> str:
+    """A key strategy whose keys sort before (``-/``) and after (``z/``) the namespaces' ``.mediastash-namespaces/``."""
+    digest = uri[-64:]
+    return f'{"-" if digest[0] < "8" else "z"}/{digest}.bin'
+
+
+async def test_namespaces_are_key_prefixes_the_store_never_lists(make: Any, raw: RawBucket) -> None:
+    """A namespace is ``<key_prefix>.mediastash-namespaces/<name>/``: the store's listing (here with keys sorting on
+    both sides of it) skips it whole, views see only their own keys, presigned URLs name only the view's keys."""
+    store = make(key_prefix='media/', key_strategy=_either_side, public_url=PresignedUrls(expires_in=300))
+    acme, other = store.namespace('acme'), store.namespace('other')
+    tenant = [await acme.put(blob(100, seed=seed)) for seed in range(8)]
+    own = [await store.put(blob(200, seed=seed)) for seed in range(8)]
+    sides = {store.key_for(uri)[len('media/')] for uri in own}
+    assert sides == {'-', 'z'}, 'the store must have keys on both sides of .mediastash-namespaces/'
+    keys = await raw.keys()
+    assert sorted(key for key in keys if key.startswith('media/.mediastash-namespaces/acme/')) == sorted(
+        f'media/.mediastash-namespaces/acme/{_either_side(uri, None)}' for uri in tenant
+    )
+    assert len(keys) == 16
+
+    listings: list[dict[str, Any]] = []
+    client = await store._s3()
+    record = lambda params, **_: listings.append(dict(params))  # noqa: E731 - the SDK's public event hook
+    client.meta.events.register('before-parameter-build.s3.ListObjectsV2', record)
+    try:
+        assert sorted([uri async for uri in store.iter_uris()]) == sorted(own)
+    finally:
+        client.meta.events.unregister('before-parameter-build.s3.ListObjectsV2', record)
+    assert [listing.get('StartAfter') for listing in listings] == [None, 'media/.mediastash-namespaces/~']
+    plain = make(key_prefix='plain/')  # the default strategy lists no digest twice: a restart from the top would
+    await plain.namespace('t').put(b'in a namespace of plain/')
+    plain_uri = await plain.put(b'in plain/ itself')
+    assert [uri async for uri in plain.iter_uris()] == [plain_uri]
+    assert [info.uri async for info in plain.iter_blobs_in_range(DigestRange())] == [plain_uri]
+    sharded = make(key_prefix='sharded/', key_strategy=sharded_key_strategy)
+    await sharded.namespace('t').put(b'in a namespace of sharded/')
+    sharded_uri = await sharded.put(b'in sharded/ itself')
+    assert [info.uri async for info in sharded.iter_blobs_in_range(DigestRange())] == [sharded_uri]
+    assert [uri async for uri in sharded.iter_uris()] == [sharded_uri]
+    assert sorted([info.uri async for info in store.iter_blobs()]) == sorted(own)
+    assert sorted([uri async for uri in acme.iter_uris()]) == sorted(tenant)
+    assert [uri async for uri in other.iter_uris()] == []
+    for view in (other, store):
+        assert await view.exists_many(tenant) == frozenset()
+        with pytest.raises(MediaNotFoundError):
+            await view.get(tenant[0])
+        assert await view.delete_many(tenant) == 0
+
+    url = await acme.public_url(tenant[0])
+    assert url is not None and f'/media/.mediastash-namespaces/acme/{_either_side(tenant[0], None)}?' in url
+    assert (
+        acme.s3_uri(tenant[0]) == f's3://{raw.bucket}/media/.mediastash-namespaces/acme/{_either_side(tenant[0], None)}'
+    )
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url) as response:
+            assert await response.read() == blob(100, seed=0)
+        for elsewhere in (await other.public_url(tenant[0]), await store.public_url(tenant[0])):
+            assert elsewhere is not None
+            async with session.get(elsewhere) as response:
+                assert response.status == 404, "another namespace's URL must not serve the tenant's blob"
+
+    report = await acme.erase()
+    assert (report.count, report.bytes) == (8, 800)
+    assert (await acme.erase()).count == 0
+    left = [key for key in await raw.keys() if key.startswith('media/')]
+    assert left == sorted(store.key_for(uri) for uri in own)
+
+
+async def test_a_store_cannot_write_into_its_namespaces_keys(make: Any, raw: RawBucket) -> None:
+    """A key strategy of the store (say one built from a caller's filename) that lands in the namespaces' keys is
+    refused: no caller of the store reaches a tenant's keys. A view's keys are under its own prefix whatever the
+    strategy returns."""
+    sneaky = make(key_strategy=lambda uri, context: f'.mediastash-namespaces/acme/{uri[-64:]}.bin')
+    tenant = sneaky.namespace('acme')
+    uri = await tenant.put(b'the tenant blob')
+    with pytest.raises(UnsafeKeyError, match=r'\.mediastash-namespaces/'):
+        await sneaky.get(uri)
+    with pytest.raises(UnsafeKeyError, match=r'\.mediastash-namespaces/'):
+        await sneaky.put(b'the tenant blob')
+    assert await raw.keys() == [f'.mediastash-namespaces/acme/.mediastash-namespaces/acme/{uri[-64:]}.bin']

@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, I
 from contextlib import aclosing
 from datetime import datetime
 from enum import Enum
-from typing import IO, TYPE_CHECKING, Any, Literal, cast
+from typing import IO, TYPE_CHECKING, Any, Final, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
@@ -87,6 +87,9 @@ at most 1 MiB, the size ``VERIFY_ON_PUT_BYTES`` also calls small, are sent as on
 20 ms per request and on loopback: see ``docs/s3.md``)."""
 
 _MAX_KEY_BYTES = 1024
+NAMESPACE_AREA: Final = '.mediastash-namespaces/'
+"""Under a store's ``key_prefix``, the keys of its namespaces: ``.mediastash-namespaces/<name>/`` each (the disk
+store's folder name; see ``docs/s3.md``)."""
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 _DEFAULT_SUFFIX = '.bin'
 _DELETE_BATCH = 1000
@@ -257,6 +260,42 @@ class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner
         self._identity: Hashable | None = None
         self._bucket_seen = False
         self._bucket_checking = asyncio.Lock()
+        self._client_owner: S3MediaStore | None = None  # on a namespace view: the store whose client it uses
+        self._namespace_area: str | None = key_prefix + NAMESPACE_AREA  # None on a view: namespaces do not nest
+
+    def _open_namespace(self, name: str) -> S3MediaStore:
+        """A store on the key prefix ``<key_prefix>.mediastash-namespaces/<name>/`` of the same bucket, on this
+        store's client (created by and closed with this store), with the same settings. ``PresignedUrls`` are bound
+        to the view, so they name its own keys; another resolver names the store's layout and the base drops it."""
+        credentials = self._credentials
+        view = type(self)(
+            bucket=self._bucket,
+            endpoint_url=self._endpoint_url,
+            region_name=self._region_name,
+            aws_access_key_id=credentials.access_key_id,
+            aws_secret_access_key=credentials.secret_access_key,
+            aws_session_token=credentials.session_token,
+            config=self._user_config,
+            key_prefix=f'{self._key_prefix}{NAMESPACE_AREA}{name}/',
+            key_strategy=self._key_strategy,
+            public_url=self._presigned if self._presigned is not None else self._public_url,
+            put_check=self._put_check,
+            conditional_writes=self._conditional_writes,
+            multipart_threshold=self._multipart_threshold,
+            part_size=self._part_size,
+            max_concurrency=self._max_concurrency,
+            max_attempts=self._max_attempts,
+            retry_max_backoff=self._retry_max_backoff,
+            read_attempts=self._read_attempts,
+            spool_directory=self._spool_directory,
+            known_ttl=None if self._known is None else self._known._ttl,
+        )
+        view._head_from = self._head_from
+        view._owns_client = False
+        view._client_owner = self
+        view._namespace_area = None
+        view._bucket_seen = self._bucket_seen
+        return view
 
     # -- description -------------------------------------------------------------------
 
@@ -301,6 +340,8 @@ class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner
     async def _s3(self) -> S3Client:
         """The client, created on first use when the store owns it; ``StoreClosedError`` after ``aclose``."""
         self._check_open()
+        if self._client_owner is not None:
+            return await self._client_owner._s3()
         if self._client is not None:
             return self._client
         async with self._opening:
@@ -376,6 +417,8 @@ class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner
             raise UnsafeKeyError(key, "the key starts with '/'")
         if any(part in ('', '.', '..') for part in key.split('/')):
             raise UnsafeKeyError(key, "the key has an empty, '.' or '..' segment")
+        if self._namespace_area is not None and key.startswith(self._namespace_area):
+            raise UnsafeKeyError(key, f"the key is under '{NAMESPACE_AREA}', where the namespaces' blobs live")
         try:
             encoded = key.encode('utf-8')
         except UnicodeEncodeError as exc:
@@ -756,6 +799,8 @@ class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner
                     return
             for item in page.get('Contents', []):
                 name = item['Key'][len(self._key_prefix) :]
+                if name[:1] > 'f':
+                    return  # past every key named by a digest (the namespaces' keys sort before the first one)
                 stem = name.removesuffix(_DEFAULT_SUFFIX)
                 digest = stem[6:] if sharded else stem
                 if (
@@ -772,10 +817,16 @@ class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner
                     yield BlobInfo(media_uri(digest), int(item.get('Size') or 0), written_at)
 
     async def _list_objects(self) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
-        """``(digest, listing entry)`` of each blob object under ``key_prefix``, each digest once."""
+        """``(digest, listing entry)`` of each blob object under ``key_prefix``, each digest once.
+
+        A store (not a view) never lists the keys under ``<key_prefix>.mediastash-namespaces/``: the first it meets
+        restarts the listing after them all (``StartAfter``; a namespace name sorts before ``~``), so a store
+        with large namespaces pays one request for them, not a page per thousand of their keys."""
         client = await self._s3()
         default = self._key_strategy is default_key_strategy
         seen: set[str] = set()
+        area = self._namespace_area
+        skipped = False
         paginator = client.get_paginator('list_objects_v2')
         pages = aiter(paginator.paginate(Bucket=self._bucket, Prefix=self._key_prefix))
         while True:
@@ -785,6 +836,17 @@ class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner
                 except StopAsyncIteration:
                     return
             for item in page.get('Contents', []):
+                if area is not None and item['Key'].startswith(area):
+                    if not skipped:
+                        skipped = True
+                        after = f'{area}~'
+                        with contextlib.suppress(AttributeError):
+                            await pages.aclose()  # type: ignore[attr-defined]
+                        pages = aiter(
+                            paginator.paginate(Bucket=self._bucket, Prefix=self._key_prefix, StartAfter=after)
+                        )
+                        break
+                    continue
                 name = item['Key'][len(self._key_prefix) :]
                 if default:
                     stem = name.removesuffix(_DEFAULT_SUFFIX)
