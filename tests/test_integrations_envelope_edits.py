@@ -308,3 +308,20 @@ async def test_kv_an_edit_beside_a_marker_is_kept() -> None:
     await inner.put('pk', 'sk', json.dumps(lean))
     fresh = OffloadingKV(inner, media_store=kv.media_store)
     assert json.loads(await fresh.get('pk', 'sk'))['parts'][0]['content'] == 'my edit'
+
+
+async def test_step_store_a_stand_in_with_another_size_label_still_restores(tmp_path: Path) -> None:
+    """As for LangGraph: any well-formed size label (or none) is still the stand-in; other text is an edit."""
+    media = MemoryMediaStore()
+    inner = InMemoryStepStore()
+    _, original, plain = await saved_run(inner, media)
+    tool = plain[2].parts[0]
+    size = tool.content.split(', ', 1)[1].split(' stored as ', 1)[0]
+    for label, restored in ((', 2.0 MiB', True), ('', True), (', huge', False)):
+        content = tool.content.replace(f', {size}', label)
+        messages = list(plain)
+        messages[2] = dataclasses.replace(plain[2], parts=[dataclasses.replace(tool, content=content)])
+        await inner.save_snapshot(snapshot(messages, 2))
+        back = await OffloadingStepStore(inner, media_store=media, known_blobs=False).latest_snapshot(run_id='run-1')
+        assert back is not None
+        assert back.messages[2].parts[0].content == (original[2].parts[0].content if restored else content), label

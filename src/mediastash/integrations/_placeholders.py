@@ -258,9 +258,20 @@ def shows_stand_ins(own: Any, lean: Any, *, part: bool) -> bool:
     stand_ins = _StandIns({})
     try:
         shown = stand_ins.part(lean) if part else stand_ins.walk(lean)
-    except TooDeep:
+        return _same(own, shown)
+    except (TooDeep, RecursionError):
         return False
-    return _sizeless(own) == _sizeless(shown)
+
+
+def _same(own: Any, shown: Any) -> bool:
+    """``own == shown``, a stand-in in ``own`` taken without its size label (``shown`` was built without sizes)."""
+    if type(own) is str:
+        return own == shown or (own.startswith(PLACEHOLDER_PREFIX) and _SIZE_LABEL.sub('', own) == shown)
+    if type(own) is dict:
+        return type(shown) is dict and own.keys() == shown.keys() and all(_same(own[k], shown[k]) for k in own)
+    if type(own) is list:
+        return type(shown) is list and len(own) == len(shown) and all(map(_same, own, shown))
+    return bool(own == shown) and type(own) is type(shown)
 
 
 def shown_message(lean: dict[str, Any]) -> dict[str, Any]:
