@@ -836,8 +836,13 @@ async def test_namespaces_live_in_collections_of_their_own(make: Any, client: As
         assert await view.delete_many([small_uri, large_uri]) == 0
     assert [uri async for uri in other.iter_uris()] == []
 
+    orphan = {'_id': 'orphan:0', 'set': new_chunk_set(), 'n': 0, 'data': b'left by an interrupted write'}
+    await database[chunks].insert_one(orphan)
     report = await acme.erase()
     assert (report.count, report.bytes) == (2, len(small) + len(large))
-    assert await database[manifests].count_documents({}) == 0 and await database[chunks].count_documents({}) == 0
+    assert await raw.namespace_collections() == [], "an erased namespace leaves no collection (nor the tenant's name)"
     assert (await acme.erase()).count == 0
     assert await theirs.get(harness_uri) == b'written into the store collection by the harness'
+    assert await acme.put(large) == large_uri  # the next write makes the collections again, with the chunk index
+    assert await acme.get(large_uri) == large
+    assert 'mediastash_set_n' in {index['name'] async for index in await database[chunks].list_indexes()}

@@ -191,6 +191,18 @@ class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_p
         view._measures_on_server = self._measures_on_server
         return view
 
+    async def _remove_namespace_storage(self) -> None:
+        """Drop the emptied namespace's two collections (their names carry the tenant's name): the chunk
+        collection first, with any chunks no manifest names (left by an interrupted write), then the manifest
+        collection. Only when no manifest is left, so a blob put meanwhile keeps both; the next write makes them
+        again, with their indexes."""
+        if await self._manifests.find_one({}, {'_id': 1}) is not None:
+            return
+        self._indexes_ready = False
+        await self._chunks.drop()
+        if await self._manifests.find_one({}, {'_id': 1}) is None:
+            await self._manifests.drop()
+
     @property
     def database(self) -> str:
         """The database holding both collections."""
