@@ -70,6 +70,15 @@ async def test_a_view_names_its_namespace_in_repr_and_errors() -> None:
         await view.put(b'closed')
 
 
+class _DescribedStore(MemoryMediaStore):
+    def _describe(self) -> str:
+        return f'<{super()._describe()}>'
+
+
+def test_a_view_is_named_once_when_a_subclass_describes_itself_through_its_parent() -> None:
+    assert repr(_DescribedStore().namespace('tenant-a')) == "<_DescribedStore (namespace 'tenant-a')>()"
+
+
 async def test_erase_works_through_batches_larger_than_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_namespaces, 'ERASE_BATCH', 7)
     store = MemoryMediaStore()

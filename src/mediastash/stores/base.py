@@ -188,7 +188,8 @@ def _naming_namespace(describe: Callable[[Any], str]) -> Callable[[Any], str]:
     def described(self: BaseMediaStore) -> str:
         text = describe(self)
         name = self._namespace_name
-        return text if name is None else f'{text} (namespace {name!r})'
+        suffix = '' if name is None else f' (namespace {name!r})'
+        return text if suffix in text else text + suffix  # once, even through a subclass's super() call
 
     setattr(described, _NAMES_NAMESPACE, True)
     return described
