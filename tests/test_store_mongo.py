@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from pymongo import AsyncMongoClient
 from pymongo.errors import OperationFailure, ServerSelectionTimeoutError
 
@@ -44,6 +45,7 @@ from tests.mongo_support import (
     raw_client,
     unique_name,
 )
+from tests.namespace_interleaving import check_interleaving, operations
 from tests.s3_servers import free_port
 
 __all__ = ['mongo_uri']  # the session fixture, imported so pytest finds it here
@@ -846,3 +848,22 @@ async def test_namespaces_live_in_collections_of_their_own(make: Any, client: As
     assert await acme.put(large) == large_uri  # the next write makes the collections again, with the chunk index
     assert await acme.get(large_uri) == large
     assert 'mediastash_set_n' in {index['name'] async for index in await database[chunks].list_indexes()}
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=operations)
+def test_random_interleavings_leave_each_namespace_exactly_its_blobs(
+    mongo_uri: str, steps: list[tuple[str, int, int]]
+) -> None:
+    async def run() -> None:
+        collection = unique_name()
+        store = MongoMediaStore(db_url=mongo_uri, database=TEST_DATABASE, collection=collection, chunk_size_bytes=32)
+        client = raw_client(mongo_uri)
+        try:
+            await check_interleaving(store, steps)
+        finally:
+            await store.aclose()
+            await RawCollections(client, TEST_DATABASE, collection).drop()
+            await client.close()
+
+    asyncio.run(run())

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import asyncpg
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for, open_store
 from mediastash.errors import (
@@ -33,6 +34,7 @@ from mediastash.stores.postgres import MAX_CHUNK_SIZE_BYTES, PostgresMediaStore
 from mediastash.stores.postgres._layout import namespace_table
 from mediastash.testing.store import StoreTests, blob, collect
 from mediastash.urls import PublicUrlResolver
+from tests.namespace_interleaving import check_interleaving, operations
 from tests.postgres_support import CountingProxy, RawTables, digest_of, postgres_dsn, raw_connection, unique_table
 from tests.s3_servers import free_port
 
@@ -1179,3 +1181,22 @@ async def test_namespace_tables_of_the_longest_names_are_identifiers(
     assert await view.get(uri) == data and await tenant.manifest(uri) is not None
     assert await tenant.chunk_rows() == 3
     assert not await store.exists(uri)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=operations)
+def test_random_interleavings_leave_each_namespace_exactly_its_blobs(
+    postgres_dsn: str, steps: list[tuple[str, int, int]]
+) -> None:
+    async def run() -> None:
+        table = unique_table()
+        connection = await raw_connection(postgres_dsn)
+        store = PostgresMediaStore(dsn=postgres_dsn, table=table, chunk_size_bytes=32)
+        try:
+            await check_interleaving(store, steps)
+        finally:
+            await store.aclose()
+            await RawTables(connection, table).drop()
+            await connection.close()
+
+    asyncio.run(run())

@@ -24,15 +24,24 @@ import pytest
 from aiobotocore.session import get_session
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
 
 import mediastash.stores.s3._store as s3_store_module
-from mediastash import IntegrityError, MediaContext, MediaNotFoundError, media_uri_for, sharded_key_strategy
+from mediastash import (
+    IntegrityError,
+    MediaContext,
+    MediaNotFoundError,
+    default_key_strategy,
+    media_uri_for,
+    sharded_key_strategy,
+)
 from mediastash.errors import InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
 from mediastash.stores import DigestRange
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.stores.s3._touch import refresh_object
 from mediastash.testing.store import MISSING_URI, StoreTests, blob, chunked
 from mediastash.urls import PublicUrlResolver
+from tests.namespace_interleaving import check_interleaving, operations
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
 
 __all__ = ['moto_server']  # the session fixture, imported so pytest finds it here
@@ -877,3 +886,23 @@ async def test_a_store_cannot_write_into_its_namespaces_keys(make: Any, raw: Raw
     with pytest.raises(UnsafeKeyError, match=r'\.mediastash-namespaces/'):
         await sneaky.put(b'the tenant blob')
     assert await raw.keys() == [f'.mediastash-namespaces/acme/.mediastash-namespaces/acme/{uri[-64:]}.bin']
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=operations)
+@pytest.mark.parametrize('strategy', [default_key_strategy, sharded_key_strategy], ids=['flat', 'sharded'])
+def test_random_interleavings_leave_each_namespace_exactly_its_blobs(
+    moto_server: S3Endpoint, strategy: Any, steps: list[tuple[str, int, int]]
+) -> None:
+    async def run() -> None:
+        raw = await RawBucket(moto_server, unique_bucket('mix')).open()
+        await raw.create()
+        store = S3MediaStore(bucket=raw.bucket, key_strategy=strategy, **moto_server.client_options())
+        try:
+            await check_interleaving(store, steps)
+        finally:
+            await store.aclose()
+            await raw.destroy()
+            await raw.close()
+
+    asyncio.run(run())
