@@ -23,6 +23,7 @@ from mediastash.cli import main as cli_main
 from mediastash.errors import InvalidArgumentError
 from mediastash.gc import (
     CheckpointerRoot,
+    LangGraphPostgresRoot,
     LangGraphSQLiteRoot,
     RootReadError,
     SQLiteSessionRoot,
@@ -223,3 +224,50 @@ def _uri(payload: bytes) -> str:
     from mediastash.uri import media_uri_for
 
     return media_uri_for(payload)
+
+
+def with_query(dsn: str, parameter: str) -> str:
+    return f'{dsn}{"&" if "?" in dsn else "?"}{parameter}'
+
+
+def test_langgraph_postgres_keeps_what_the_checkpointer_references(
+    tmp_path: Path, postgres_dsn: str, capsys: Any
+) -> None:
+    from tests.test_integrations_langgraph_sync import postgres_saver
+
+    media = tmp_path / 'media'
+    with postgres_saver(postgres_dsn) as inner:
+        with OffloadingCheckpointSaver(inner, media_store=DiskMediaStore(media)) as saver:
+            build_graph(4, 70_000, 70_000).compile(checkpointer=saver).invoke(
+                {'messages': [], 'step': 0}, {'configurable': {'thread_id': 'pg-gc'}}
+            )
+        used = all_uris(media)
+        assert len(used) == 4 + 1
+        orphan = put_orphan(media)
+        schema = inner.conn.execute('SHOW search_path').fetchone()['search_path']
+        dsn = with_query(postgres_dsn, f'search_path={schema}')
+        root = root_from_spec(f'langgraph-postgres:{dsn}')
+        assert isinstance(root, LangGraphPostgresRoot)
+        assert collected(media, root, tmp_path / 'sql.txt') == {orphan}
+        assert collected(media, CheckpointerRoot(inner), tmp_path / 'objects.txt') == {orphan}  # a sync saver too
+        wrong_schema = LangGraphPostgresRoot(with_query(postgres_dsn, 'search_path=no_such_schema'))
+        with pytest.raises(RootReadError, match='not a LangGraph PostgresSaver database'):
+            collected(media, wrong_schema, tmp_path / 'x.txt')
+
+        arguments = ['gc', '--store', str(media), '--roots', f'langgraph-postgres:{dsn}', '--grace', '0', '--delete']
+        assert cli_main(arguments) == 0
+        assert all_uris(media) == used
+        printed = capsys.readouterr()
+        assert dsn not in printed.out + printed.err
+
+
+def test_langgraph_postgres_errors_never_show_the_credentials(tmp_path: Path) -> None:
+    secret = 's3cret-pass-word'
+    root = root_from_spec(f'langgraph-postgres:postgresql://someone:{secret}@127.0.0.1:1/checkpoints')
+    with pytest.raises(RootReadError) as caught:
+        collected(tmp_path / 'media', root, tmp_path / 'x.txt')
+    assert secret not in str(caught.value) and 'someone' not in str(caught.value)
+    assert '127.0.0.1:1/checkpoints' in str(caught.value)
+    with pytest.raises(InvalidArgumentError, match='dsn') as refused:
+        LangGraphPostgresRoot(f'mysql://someone:{secret}@host/db')
+    assert secret not in str(refused.value)

@@ -35,6 +35,7 @@ __all__ = [
     'JsonLinesFileRoot',
     'JsonTreeRoot',
     'KVRoot',
+    'LangGraphPostgresRoot',
     'LangGraphSQLiteRoot',
     'Root',
     'RootReadError',
@@ -61,6 +62,7 @@ ROOT_KINDS: Final = (
     'langgraph-sqlite',
     'agents-sqlite',
     'kv-sqlite',
+    'langgraph-postgres',
 )
 """The ``KIND:`` prefixes ``root_from_spec`` understands (``mediastash gc --roots``)."""
 
@@ -329,6 +331,76 @@ class LangGraphSQLiteRoot(SqliteStepStoreRoot):
             await asyncio.to_thread(connection.close)
 
 
+_LANGGRAPH_POSTGRES_TABLES: Final = ('checkpoints', 'checkpoint_blobs', 'checkpoint_writes')
+
+
+class LangGraphPostgresRoot(Root):
+    """Every checkpoint, channel value and pending write of a LangGraph ``PostgresSaver`` / ``AsyncPostgresSaver``
+    database, read with SQL in one read-only transaction (no blob restored, no LangGraph code run).
+
+    ``dsn``: a ``postgresql://`` connection string (a ``search_path=SCHEMA``
+    query parameter names a schema of its own). Values are decoded as in
+    ``LangGraphSQLiteRoot``. Errors name the server and database, never the
+    user or password. Needs ``asyncpg`` (extra ``postgres``).
+    """
+
+    def __init__(self, dsn: str) -> None:
+        from mediastash.stores.postgres._address import parse_dsn_address
+
+        address = parse_dsn_address(dsn) if isinstance(dsn, str) else None
+        if address is None:
+            raise InvalidArgumentError('dsn', 'a postgresql:// or postgres:// connection string', dsn)
+        self._dsn = dsn
+        self.address = str(address)
+
+    async def reference_batches(self) -> AsyncIterator[set[str]]:
+        try:
+            import asyncpg
+        except ImportError:
+            raise RootReadError(
+                'reading a LangGraph PostgreSQL database needs asyncpg: pip install "mediastash[postgres]"'
+            ) from None
+        where = self.describe()
+        try:
+            connection = await asyncpg.connect(self._dsn)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            raise RootReadError(f'{where}: cannot connect ({type(error).__name__})') from None
+        try:
+            async with connection.transaction(isolation='repeatable_read', readonly=True):
+                tables = ', '.join(f"to_regclass('{table}')" for table in _LANGGRAPH_POSTGRES_TABLES)
+                found = {
+                    row[0] for row in await connection.fetch(f'SELECT relname FROM pg_class WHERE oid IN ({tables})')
+                }
+                if found != set(_LANGGRAPH_POSTGRES_TABLES):
+                    raise RootReadError(
+                        f'{where}: no checkpoints, checkpoint_blobs and checkpoint_writes tables '
+                        '(not a LangGraph PostgresSaver database, or another search_path)'
+                    )
+                queries = (
+                    "SELECT 'json', checkpoint::text FROM checkpoints",
+                    'SELECT type, blob FROM checkpoint_blobs',
+                    'SELECT type, blob FROM checkpoint_writes',
+                )
+                for query in queries:
+                    page: set[str] = set()
+                    count = 0
+                    async for kind, data in connection.cursor(query, prefetch=_SQLITE_PAGE):
+                        add_references(_checkpoint_value(kind, data, where), page, inside_literals=True)
+                        count += 1
+                        if count == _SQLITE_PAGE:
+                            yield page
+                            page, count = set(), 0
+                    if count:
+                        yield page
+        except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            raise RootReadError(f'{where}: cannot read the checkpoint database ({type(error).__name__})') from None
+        finally:
+            await connection.close()
+
+    def describe(self) -> str:
+        return f'LangGraph checkpoints at {self.address}'
+
+
 def _checkpoint_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
     rows = cursor.fetchmany(_SQLITE_PAGE)
     if not rows:
@@ -339,7 +411,7 @@ def _checkpoint_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
     return found
 
 
-def _checkpoint_value(kind: object, data: object, database: Path) -> object:
+def _checkpoint_value(kind: object, data: object, database: object) -> object:
     """A stored LangGraph value as plain data (``ormsgpack`` extension types unpacked to their contents)."""
     if kind in (None, 'null', 'bytes', 'bytearray') or data is None:
         return None
@@ -822,7 +894,9 @@ def root_from_spec(spec: str) -> Root:
     too), ``sqlite-steps`` (a ``SqliteStepStore`` database), ``langgraph-sqlite``
     (a LangGraph ``SqliteSaver`` database), ``agents-sqlite`` (an OpenAI Agents
     ``SQLiteSession`` database: every session), ``kv-sqlite`` (an ``AsyncKV``
-    in a SQLite ``kv`` table with a ``data`` column). A bare path is
+    in a SQLite ``kv`` table with a ``data`` column), ``langgraph-postgres``
+    (a LangGraph ``PostgresSaver`` database: a ``postgresql://`` connection
+    string instead of a path). A bare path is
     recognised by ``mediastash._path_kinds.classify``, the classifier tune uses
     too: a SQLite file is a step-store database; a folder with
     ``<run>/snapshots/`` or ``<run>/run.json`` inside is a ``FileStepStore``,
@@ -849,6 +923,8 @@ def root_from_spec(spec: str) -> Root:
             return SQLiteSessionRoot(path)
         if kind == 'kv-sqlite':
             return SQLiteKVRoot(path)
+        if kind == 'langgraph-postgres':
+            return LangGraphPostgresRoot(rest)
         return SqliteStepStoreRoot(path)
     return root_from_path(Path(spec).expanduser())
 
