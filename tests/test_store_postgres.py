@@ -1200,3 +1200,26 @@ def test_random_interleavings_leave_each_namespace_exactly_its_blobs(
             await connection.close()
 
     asyncio.run(run())
+
+
+async def test_cli_lists_and_erases_a_namespace_of_a_postgresql_url(make: Any, postgres_dsn: str) -> None:
+    """``?namespace=`` and ``--namespace`` reach the namespace's tables through the CLI; ``erase`` counts, then
+    deletes, then finds nothing; the store's own rows stay."""
+    store, _ = make()
+    url = f'{postgres_dsn}?table={store.table}'
+    async with open_store(f'{url}&namespace=acme') as acme:
+        assert acme.namespace_name == 'acme' and acme.table == store.namespace('acme').table
+        tenant = sorted([await acme.put(b'tenant one'), await acme.put(blob(5000, seed=73))])
+    own = await store.put(b'the store itself')
+    assert run_cli('ls', url).stdout.split() == [own]
+    assert run_cli('ls', '--namespace', 'acme', url).stdout.split() == tenant
+    assert run_cli('ls', f'{url}&namespace=other').stdout.split() == []
+    dry = json.loads(run_cli('erase', '--store', url, '--namespace', 'acme', '--json').stdout)
+    assert (dry['dry_run'], dry['blobs'], dry['bytes']) == (True, 2, 5010)
+    assert run_cli('ls', '--namespace', 'acme', url).stdout.split() == tenant
+    done = json.loads(run_cli('erase', '--store', url, '--namespace', 'acme', '--yes', '--json').stdout)
+    assert (done['dry_run'], done['blobs'], done['bytes']) == (False, 2, 5010)
+    again = json.loads(run_cli('erase', '--store', url, '--namespace', 'acme', '--yes', '--json').stdout)
+    assert (again['blobs'], again['bytes']) == (0, 0)
+    assert run_cli('ls', '--namespace', 'acme', url).stdout.split() == []
+    assert run_cli('ls', url).stdout.split() == [own]
