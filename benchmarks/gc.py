@@ -5,6 +5,14 @@ Run from the repository root with the project venv active::
     python benchmarks/gc.py              # 100,000 blobs on disk, 10,000 on moto, 3 runs each
     python benchmarks/gc.py --quick      # 10,000 on disk, 1,000 on moto, 1 run
     python benchmarks/gc.py --only disk --runs 5
+    python benchmarks/gc.py --scale --runs 3                       # SQLite, 250k and 1M blobs
+    python benchmarks/gc.py --scale --runs 1 --sizes 4000000       # 4M blobs (long)
+
+``--scale``: a SQLite store filled straight through SQL with 32-byte blobs,
+half of them referenced from lean JSON files of 500 markers; every collection
+runs in a fresh process (peak RSS is that process's ``VmHWM``): a dry run and a
+real run in one process, then ``--shards`` processes at once, one per shard,
+each a real run (the store is restored from a copy before each run).
 
 Disk: a ``DiskMediaStore`` folder with ``--blobs`` 32-byte blobs, written
 straight into the store's layout (``<hex>.bin``); half of them are referenced
@@ -25,12 +33,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import platform
 import re
+import resource
 import shutil
+import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -42,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from _servers import s3_server
-from mediastash import DiskMediaStore, __version__
+from mediastash import DiskMediaStore, SqliteMediaStore, __version__
 from mediastash.gc import GcReport, JsonFileRoot, collect_garbage
 from mediastash.markers import MARKER_KEY, URI_KEY
 from mediastash.testing import CountingMediaStore
@@ -281,6 +294,129 @@ def table(cases: list[tuple[str, Series, float]]) -> str:
     return '\n'.join(lines)
 
 
+# -- at scale (--scale): SQLite with 250k to 4M blobs, each run in a fresh process ------------------------
+
+
+def fill_scale_store(database: Path, snapshots: Path, count: int) -> None:
+    """``count`` 32-byte blobs written straight into a SqliteMediaStore table, two hours old; the first half
+    referenced from lean JSON files of 500 markers each."""
+    written_at = time.time() - 7200
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            'CREATE TABLE media (sha256 TEXT PRIMARY KEY, media_type TEXT, bytes BLOB NOT NULL, '
+            'size_bytes INTEGER NOT NULL, metadata TEXT, created_at REAL)'
+        )
+        for start in range(0, count, 100_000):
+            rows = []
+            for index in range(start, min(start + 100_000, count)):
+                data = blob(index)
+                rows.append((hashlib.sha256(data).hexdigest(), None, data, len(data), None, written_at))
+            connection.executemany('INSERT INTO media VALUES (?, ?, ?, ?, ?, ?)', rows)
+    snapshots.mkdir()
+    referenced = count // 2
+    for number, start in enumerate(range(0, referenced, 500)):
+        markers = [
+            {MARKER_KEY: True, URI_KEY: media_uri_for(blob(index)), 'kind': 'binary'}
+            for index in range(start, min(start + 500, referenced))
+        ]
+        (snapshots / f'snapshot-{number:05d}.json').write_text(json.dumps({'parts': markers}))
+
+
+async def scale_child(database: str, snapshots: str, shard: tuple[int, int] | None, real: bool) -> None:
+    """One collection in this (fresh) process; prints its report, wall time and peak RSS as JSON."""
+    store = SqliteMediaStore(database=database)
+    baseline = _status('VmRSS')
+    started = time.perf_counter()
+    try:
+        report = await collect_garbage(
+            store, [JsonFileRoot(snapshots)], grace=timedelta(hours=1), dry_run=not real, shard=shard
+        )
+    finally:
+        await store.aclose()
+    wall = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
+    print(
+        json.dumps(
+            {'wall': wall, 'cpu': cpu, 'peak_rss': _status('VmHWM'), 'baseline_rss': baseline, **report.as_dict()}
+        )
+    )
+
+
+def run_scale_child(database: Path, snapshots: Path, shard: str | None, real: bool) -> subprocess.Popen[str]:
+    command = [sys.executable, __file__, '--scale-child', str(database), str(snapshots)]
+    command += ['--shard', shard] if shard else []
+    command += ['--real'] if real else []
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+
+
+def finished(job: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = job.communicate()
+    if job.returncode != 0:
+        raise SystemExit(f'a collection process failed with exit code {job.returncode}')
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def scale_case(count: int, runs: int, shards: int) -> list[str]:
+    """Table rows for one store size: dry and real runs, one process, then ``shards`` processes at once."""
+    work = Path(tempfile.mkdtemp(prefix='gcscale-'))
+    try:
+        pristine, snapshots = work / 'pristine.db', work / 'snapshots'
+        started = time.perf_counter()
+        fill_scale_store(pristine, snapshots, count)
+        print(f'  {count:,} blobs written in {time.perf_counter() - started:.0f} s', file=sys.stderr)
+        database = work / 'media.db'
+        rows = []
+        for kind in ('dry', 'real', f'{shards} shards, real'):
+            results: list[list[dict[str, Any]]] = []
+            for _ in range(runs):
+                shutil.copyfile(pristine, database)
+                if kind == 'dry':
+                    jobs = [run_scale_child(database, snapshots, None, False)]
+                elif kind == 'real':
+                    jobs = [run_scale_child(database, snapshots, None, True)]
+                else:
+                    jobs = [run_scale_child(database, snapshots, f'{k}/{shards}', True) for k in range(shards)]
+                started = time.perf_counter()
+                results.append([finished(job) for job in jobs])
+                elapsed = time.perf_counter() - started
+                for result in results[-1]:
+                    result['elapsed'] = elapsed
+            deleted = sum(result['deleted'] for result in results[0])
+            deletable = sum(result['deletable'] for result in results[0])
+            assert deletable == count - count // 2, (deletable, count)
+            wall = [run[0]['elapsed'] for run in results]
+            cpu = [sum(result['cpu'] for result in run) for run in results]
+            calls = [max(result['wall'] for result in run) for run in results]
+            peaks = [max(result['peak_rss'] for result in run) for run in results]
+            growth = [max(result['peak_rss'] - result['baseline_rss'] for result in run) for run in results]
+            rows.append(
+                f'| {count:,} | {kind} | {seconds(wall)} | {seconds(calls)} | {median(calls) / count * 1e6:.1f} µs '
+                f'| {median(cpu) / count * 1e6:.1f} µs | {mib(median(peaks))} | {mib(median(growth))} '
+                f'| {deleted:,} of {deletable:,} |'
+            )
+            print(rows[-1], file=sys.stderr)
+        return rows
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def scale_main(sizes: list[int], runs: int, shards: int) -> None:
+    print(f'- machine: {platform.platform()}, {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}')
+    print(f'- Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; mediastash {__version__}; ')
+    print(f'  {runs} run(s) per row, each collection in a fresh process')
+    lines = [
+        '| blobs | run | processes (wall) | collect_garbage call | call per blob | CPU per blob | peak RSS '
+        '| RSS growth during the call | deleted |',
+        '|---|---|---|---|---|---|---|---|---|',
+    ]
+    for count in sizes:
+        lines += scale_case(count, runs, shards)
+    print()
+    print('\n'.join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--blobs', type=int, default=100_000, help='blobs in the disk store (default 100,000)')
@@ -288,7 +424,20 @@ def main() -> None:
     parser.add_argument('--runs', type=int, default=3, help='dry and real runs per case (default 3)')
     parser.add_argument('--only', choices=('disk', 's3'), default=None)
     parser.add_argument('--quick', action='store_true', help='10,000 disk blobs, 1,000 on S3, 1 run')
+    parser.add_argument('--scale', action='store_true', help='SQLite at 250k and 1M blobs (see --sizes)')
+    parser.add_argument('--sizes', default='250000,1000000', help='with --scale: store sizes (default 250000,1000000)')
+    parser.add_argument('--shards', type=int, default=4, help='with --scale: shards run at once (default 4)')
+    parser.add_argument('--scale-child', nargs=2, metavar=('DB', 'SNAPSHOTS'), help=argparse.SUPPRESS)
+    parser.add_argument('--shard', default=None, help=argparse.SUPPRESS)
+    parser.add_argument('--real', action='store_true', help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.scale_child:
+        shard = tuple(int(part) for part in args.shard.split('/')) if args.shard else None
+        asyncio.run(scale_child(*args.scale_child, shard, args.real))  # type: ignore[arg-type]
+        return
+    if args.scale:
+        scale_main([int(size) for size in args.sizes.split(',')], args.runs, args.shards)
+        return
     if args.quick:
         args.blobs, args.s3_blobs, args.runs = 10_000, 1_000, 1
 

@@ -32,7 +32,7 @@ DEFAULT_GRACE: Final = timedelta(hours=24)
 """Well above the default writer settings (600 s cache trust + 3600 s touch interval)."""
 
 _PROGRESS_EVERY: Final = 256
-_JUDGE_BATCH: Final = 1000
+_JUDGE_BATCH: Final = 5000
 """Listed blobs looked up in the mark set at once."""
 
 GcPhase = Literal['mark', 'list', 'delete']

@@ -61,6 +61,8 @@ _TABLE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,62}')
 _SHARED_COLUMNS = ('sha256', 'media_type', 'bytes', 'size_bytes', 'metadata')
 """The columns pydantic-ai-harness's SQLite media table has; every table we use needs them."""
 _CREATED_AT = 'created_at'
+_RANGE_PAGE = 5000
+"""Rows per page of a range listing (a shard of garbage collection reads many: fewer trips to the worker thread)."""
 _PAST_HEX = 'g'
 """Sorts after every lowercase hex string: the end of a range with no upper bound."""
 _EARLY_LAYOUT = frozenset({'data', 'size'})
@@ -566,7 +568,7 @@ class SqliteMediaStore(BaseMediaStore, ScratchInPackage['SqliteMediaStore'], url
         rows = connection.execute(
             f'SELECT sha256, length(bytes), {created_at} FROM {self._quoted} '
             'WHERE sha256 >= ? AND sha256 > ? AND sha256 < ? ORDER BY sha256 LIMIT ?',
-            (start, after, end, _LIST_PAGE),
+            (start, after, end, _RANGE_PAGE),
         )
         return [(str(digest), int(size or 0), _unix_time(written_at)) for digest, size, written_at in rows]
 
