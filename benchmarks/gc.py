@@ -7,12 +7,15 @@ Run from the repository root with the project venv active::
     python benchmarks/gc.py --only disk --runs 5
     python benchmarks/gc.py --scale --runs 3                       # SQLite, 250k and 1M blobs
     python benchmarks/gc.py --scale --runs 1 --sizes 4000000       # 4M blobs (long)
+    python benchmarks/gc.py --scale --sizes 0 --s3-blobs 20000     # only the S3 shards on moto
 
 ``--scale``: a SQLite store filled straight through SQL with 32-byte blobs,
 half of them referenced from lean JSON files of 500 markers; every collection
 runs in a fresh process (peak RSS is that process's ``VmHWM``): a dry run and a
 real run in one process, then ``--shards`` processes at once, one per shard,
-each a real run (the store is restored from a copy before each run).
+each a real run (the store is restored from a copy before each run). Then, on
+moto with ``--s3-blobs`` blobs, dry runs over the whole bucket and over each
+shard, whose listing starts at the shard's first key (``--only disk`` skips it).
 
 Disk: a ``DiskMediaStore`` folder with ``--blobs`` 32-byte blobs, written
 straight into the store's layout (``<hex>.bin``); half of them are referenced
@@ -402,7 +405,65 @@ def scale_case(count: int, runs: int, shards: int) -> list[str]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def scale_main(sizes: list[int], runs: int, shards: int) -> None:
+async def s3_shards_case(blobs: int, runs: int, shards: int) -> list[str]:
+    """Dry runs on moto: one over the whole bucket, then each of ``shards`` shards (the listing starts at the
+    shard's first key), in this process; table rows."""
+    from aiobotocore.session import get_session
+
+    from mediastash.stores.s3 import S3MediaStore
+
+    with s3_server('moto') as server:
+        options = {
+            'endpoint_url': server.url,
+            'region_name': 'us-east-1',
+            'aws_access_key_id': server.access_key_id,
+            'aws_secret_access_key': server.secret_access_key,
+        }
+        bucket = f'gcscale-{uuid.uuid4().hex[:12]}'
+        async with get_session().create_client('s3', **options) as client:
+            await client.create_bucket(Bucket=bucket)
+        work = Path(tempfile.mkdtemp(prefix='gcscale-s3-'))
+        store = S3MediaStore(bucket=bucket, **options)
+        try:
+            gate = asyncio.Semaphore(32)
+
+            async def put(index: int) -> str:
+                async with gate:
+                    return await store.put(blob(index))
+
+            uris = list(await asyncio.gather(*(put(index) for index in range(blobs))))
+            write_roots(work / 'snapshots', uris[: blobs // 2])
+            await asyncio.sleep(S3_SETTLE)
+            roots = [JsonFileRoot(work / 'snapshots')]
+            rows = []
+            for label, shard_list in (
+                ('whole bucket', [None]),
+                (f'{shards} shards, one after another', list(range(shards))),
+            ):
+                walls: list[float] = []
+                listed: list[int] = []
+                for _ in range(runs):
+                    started = time.perf_counter()
+                    reports = [
+                        await collect_garbage(
+                            store, roots, grace=timedelta(0), shard=None if k is None else (k, shards)
+                        )
+                        for k in shard_list
+                    ]
+                    walls.append(time.perf_counter() - started)
+                    listed = [report.scanned for report in reports]
+                rows.append(
+                    f'| S3 (moto), {blobs:,} blobs | {label}, dry | {seconds(walls)} '
+                    f'| {", ".join(f"{count:,}" for count in listed)} |'
+                )
+                print(rows[-1], file=sys.stderr)
+            return rows
+        finally:
+            await store.aclose()
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def scale_main(sizes: list[int], runs: int, shards: int, s3_blobs: int = 0) -> None:
     print(f'- machine: {platform.platform()}, {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}')
     print(f'- Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; mediastash {__version__}; ')
     print(f'  {runs} run(s) per row, each collection in a fresh process')
@@ -415,6 +476,12 @@ def scale_main(sizes: list[int], runs: int, shards: int) -> None:
         lines += scale_case(count, runs, shards)
     print()
     print('\n'.join(lines))
+    if s3_blobs:
+        rows = asyncio.run(s3_shards_case(s3_blobs, runs, shards))
+        print()
+        print(
+            '\n'.join(['| case | run | wall (median, min-max) | blobs each listing read |', '|---|---|---|---|', *rows])
+        )
 
 
 def main() -> None:
@@ -436,7 +503,8 @@ def main() -> None:
         asyncio.run(scale_child(*args.scale_child, shard, args.real))  # type: ignore[arg-type]
         return
     if args.scale:
-        scale_main([int(size) for size in args.sizes.split(',')], args.runs, args.shards)
+        sizes = [int(size) for size in args.sizes.split(',') if int(size)]
+        scale_main(sizes, args.runs, args.shards, args.s3_blobs if args.only != 'disk' else 0)
         return
     if args.quick:
         args.blobs, args.s3_blobs, args.runs = 10_000, 1_000, 1

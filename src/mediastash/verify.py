@@ -131,10 +131,9 @@ async def verify_store(
 
 
 async def _listed(store: Any, digest_range: DigestRange | None) -> AsyncIterator[str]:
-    """The store's URIs, a shard's only when a range is given (from its ranged listing where it has one)."""
-    if isinstance(store, CollectableMediaStore) and (
-        digest_range is not None or not isinstance(store, ListableMediaStore)
-    ):
+    """The store's URIs (a shard's only when a range is given), from its ranged listing where it has one: that
+    listing remembers nothing per blob (a disk or S3 store with a custom layout remembers each digest it saw)."""
+    if isinstance(store, CollectableMediaStore):
         async for info in blobs_in_range(store, digest_range or DigestRange()):
             yield info.uri
         return
