@@ -15,15 +15,16 @@ import os
 import time
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import IO, Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from mediastash._checks import positive_int
 from mediastash._digest_set import DigestSet
 from mediastash.errors import InvalidArgumentError, MediaStashError
 from mediastash.gc._report import GcReport
 from mediastash.gc._roots import Root, as_root
+from mediastash.gc._sweep import Sweeper, Tally, UriLog
 from mediastash.stores._range import DigestRange, blobs_in_range
-from mediastash.stores.protocols import BlobInfo, exists_in
+from mediastash.stores.protocols import BlobInfo
 from mediastash.uri import MEDIA_URI_SCHEME
 
 __all__ = ['DEFAULT_GRACE', 'GcPhase', 'GcProgress', 'StoreNotCollectable', 'collect_garbage']
@@ -31,7 +32,6 @@ __all__ = ['DEFAULT_GRACE', 'GcPhase', 'GcProgress', 'StoreNotCollectable', 'col
 DEFAULT_GRACE: Final = timedelta(hours=24)
 """Well above the default writer settings (600 s cache trust + 3600 s touch interval)."""
 
-_PROGRESS_EVERY: Final = 256
 _JUDGE_BATCH: Final = 5000
 """Listed blobs looked up in the mark set at once."""
 
@@ -99,7 +99,7 @@ async def collect_garbage(
     root_list = [as_root(root) for root in roots]
     if not root_list:
         raise ValueError('no roots: every old blob would be deleted; pass roots=[frozenset()] if that is meant')
-    report = _Tally(progress)
+    report = Tally(progress)
     marks = DigestSet()
     try:
         mark_started = time.time()
@@ -111,8 +111,8 @@ async def collect_garbage(
         sweep_started = time.time()
         if not dry_run:
             await _sweep_leftovers(media_store)
-        with _UriLog(uris_file) as log:
-            sweeper = _Sweeper(media_store, report, log, dry_run=dry_run, batch_size=batch_size, before=written_before)
+        with UriLog(uris_file) as log:
+            sweeper = Sweeper(media_store, report, log, dry_run=dry_run, batch_size=batch_size, before=written_before)
             listed: list[BlobInfo] = []
             async for info in blobs_in_range(media_store, digest_range):
                 listed.append(info)
@@ -149,7 +149,7 @@ async def collect_garbage(
     )
 
 
-async def _mark(roots: list[Root], marks: DigestSet, digest_range: DigestRange, report: _Tally) -> None:
+async def _mark(roots: list[Root], marks: DigestSet, digest_range: DigestRange, report: Tally) -> None:
     """Add every digest the roots reference (in the range) to ``marks``; a root that fails stops everything."""
     whole = digest_range.whole
     start = len(MEDIA_URI_SCHEME)
@@ -167,132 +167,12 @@ def _digests(infos: list[BlobInfo]) -> list[str]:
     return [info.uri[start:] for info in infos]
 
 
-class _Sweeper:
-    """Judges listed blobs and deletes the deletable ones ``batch_size`` at a time as they are found."""
-
-    def __init__(
-        self, store: Any, report: _Tally, log: _UriLog, *, dry_run: bool, batch_size: int, before: float
-    ) -> None:
-        self.store = store
-        self.report = report
-        self.log = log
-        self.dry_run = dry_run
-        self.batch_size = batch_size
-        self.before = before
-        self.old: dict[str, int] = {}
-        self.unknown_age: dict[str, int] = {}
-        self.handled = 0
-
-    async def judge(self, infos: list[BlobInfo], referenced: set[str], include_unknown_age: bool) -> None:
-        report = self.report
-        start = len(MEDIA_URI_SCHEME)
-        for info in infos:
-            report.scanned += 1
-            report.scanned_bytes += info.size
-            if info.uri[start:] in referenced:
-                report.referenced += 1
-            elif info.written_at is None:
-                if include_unknown_age:
-                    await self._doomed(self.unknown_age, info)
-                else:
-                    report.skipped_unknown_age += 1
-            elif info.written_at >= self.before:
-                report.skipped_young += 1
-            else:
-                await self._doomed(self.old, info)
-            report.tick('list')
-
-    async def _doomed(self, batch: dict[str, int], info: BlobInfo) -> None:
-        self.report.deletable += 1
-        self.report.deletable_bytes += info.size
-        batch[info.uri] = info.size
-        if len(batch) >= self.batch_size:
-            await self._flush(batch)
-
-    async def finish(self) -> None:
-        await self._flush(self.old)
-        await self._flush(self.unknown_age)
-
-    async def _flush(self, batch: dict[str, int]) -> None:
-        if not batch:
-            return
-        uris = list(batch)
-        if self.dry_run:
-            self.log.write('deletable', uris)
-        else:
-            if batch is self.old:
-                deleted = await self.store.delete_unless_touched(uris, written_before=self.before)
-            else:
-                await self.store.delete_many(uris)
-                still_there = await exists_in(self.store, uris)
-                deleted = frozenset(uri for uri in uris if uri not in still_there)
-            self.report.deleted += len(deleted)
-            self.report.bytes_freed += sum(batch[uri] for uri in deleted if uri in batch)
-            self.log.write('deleted', [uri for uri in uris if uri in deleted])
-            self.log.write('kept', [uri for uri in uris if uri not in deleted])
-        self.handled += len(uris)
-        batch.clear()
-
-
-class _UriLog:
-    """The ``uris_file`` being written (nothing when none was asked for); flushed after every batch."""
-
-    def __init__(self, path: str | os.PathLike[str] | None) -> None:
-        self.path = path
-        self.file: IO[str] | None = None
-
-    def __enter__(self) -> _UriLog:
-        if self.path is not None:
-            self.file = open(self.path, 'w', encoding='utf-8')
-        return self
-
-    def write(self, outcome: str, uris: list[str]) -> None:
-        if self.file is not None and uris:
-            self.file.writelines(f'{outcome} {uri}\n' for uri in uris)
-            self.file.flush()
-
-    def __exit__(self, *_: object) -> None:
-        if self.file is not None:
-            self.file.close()
-
-
 def _shard_range(shard: object) -> DigestRange:
     if shard is None:
         return DigestRange()
     if not isinstance(shard, tuple) or len(shard) != 2:
         raise InvalidArgumentError('shard', 'None or a pair (k, n) of ints with 0 <= k < n', shard)
     return DigestRange.shard(shard[0], shard[1])
-
-
-class _Tally:
-    """Counters of one run, and throttled progress calls."""
-
-    def __init__(self, progress: GcProgress | None) -> None:
-        self.progress = progress
-        self.counts: dict[GcPhase, int] = {'mark': 0, 'list': 0, 'delete': 0}
-        self.scanned = 0
-        self.scanned_bytes = 0
-        self.referenced = 0
-        self.skipped_young = 0
-        self.skipped_unknown_age = 0
-        self.deletable = 0
-        self.deletable_bytes = 0
-        self.deleted = 0
-        self.bytes_freed = 0
-
-    def tick(self, phase: GcPhase) -> None:
-        count = self.counts[phase] = self.counts[phase] + 1
-        if self.progress is not None and count % _PROGRESS_EVERY == 0:
-            self.progress(phase, count, None)
-
-    def done(self, phase: GcPhase) -> None:
-        if self.progress is not None:
-            self.progress(phase, self.counts[phase], self.counts[phase])
-
-    def show(self, phase: GcPhase, done: int, total: int | None) -> None:
-        self.counts[phase] = done
-        if self.progress is not None:
-            self.progress(phase, done, total)
 
 
 def _grace_seconds(grace: timedelta | float) -> float:
