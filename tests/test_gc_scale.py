@@ -304,10 +304,10 @@ async def _traced_peak(tmp_path: Path, count: int) -> int:
 
 
 async def test_memory_does_not_grow_with_the_number_of_blobs(tmp_path: Path) -> None:
-    """10x the blobs and references, the same peak heap (the old in-memory sets grew ~200 bytes a blob:
-    27,000 more blobs would have added over 5 MiB)."""
-    small = await _traced_peak(tmp_path, 3_000)
-    large = await _traced_peak(tmp_path, 30_000)
+    """4x the blobs and references, the same peak heap once both sizes fill the collector's batches (5,000
+    listed blobs): the old in-memory sets grew ~200 bytes a blob, over 6 MiB for 36,000 more blobs."""
+    small = await _traced_peak(tmp_path, 12_000)
+    large = await _traced_peak(tmp_path, 48_000)
     assert large - small < 1 << 20, (small, large)
 
 
