@@ -261,6 +261,8 @@ def test_recommendation_follows_the_rule_on_a_known_case(known_answer_file: Path
             'memory://',
             '--thresholds',
             '4KiB,16KiB,64KiB,256KiB',
+            '--read-cost',
+            '0',
             '--json',
             *extra,
             cwd=tmp_path,
@@ -282,7 +284,9 @@ def test_recommendation_follows_the_rule_on_a_known_case(known_answer_file: Path
     assert 'no threshold keeps the largest snapshot within a limit of 1,000 bytes' in nothing_fits['reason']
 
     # Printed as well: the pick, why, and the rule.
-    text = succeeded(tune(known_answer_file, '--store', 'memory://', '--thresholds', '4KiB,16KiB,64KiB', cwd=tmp_path))
+    text = succeeded(
+        tune(known_answer_file, '--store', 'memory://', '--thresholds', '4KiB,16KiB,64KiB', '--read-cost', '0', cwd=tmp_path)
+    )
     assert 'Recommended threshold: 16 KiB (16,384 bytes)' in text.stdout
     assert (
         'Rule: Among all thresholds, take the largest whose total persisted snapshot bytes are within 10%'
@@ -578,12 +582,15 @@ def row(threshold: int, total: int, *, largest: int = 1000, blobs: int = 1, seco
     )
 
 
+# These weigh persisted bytes alone (read_cost=0); tests/test_tune_weighing.py weighs the reads too.
+
+
 def test_rule_largest_threshold_within_the_margin() -> None:
     rows = [row(4096, 1000, blobs=9), row(16384, 1090, blobs=5), row(65536, 1110, blobs=2), row(1 << 20, 5000, blobs=0)]
-    assert recommend(rows).threshold_bytes == 16384
-    assert recommend(rows, margin=0.11).threshold_bytes == 65536
-    assert recommend(rows, margin=0).threshold_bytes == 4096
-    assert recommend(rows, margin=10).threshold_bytes == 1 << 20
+    assert recommend(rows, read_cost=0).threshold_bytes == 16384
+    assert recommend(rows, margin=0.11, read_cost=0).threshold_bytes == 65536
+    assert recommend(rows, margin=0, read_cost=0).threshold_bytes == 4096
+    assert recommend(rows, margin=10, read_cost=0).threshold_bytes == 1 << 20
 
 
 def test_rule_names_equivalent_thresholds_and_ignores_noise_in_times() -> None:
@@ -593,22 +600,22 @@ def test_rule_names_equivalent_thresholds_and_ignores_noise_in_times() -> None:
         row(65536, 1000, blobs=3, seconds=0.03),
         row(1 << 20, 9000, blobs=1, seconds=0.001),
     ]
-    chosen = recommend(rows)
+    chosen = recommend(rows, read_cost=0)
     assert chosen.threshold_bytes == 65536  # the largest of three that store the same, whatever their times
     assert chosen.equivalent_thresholds == (4096, 16384)
     assert '4 KiB, 16 KiB store exactly the same on these histories' in chosen.reason
-    assert recommend([row(4096, 1000, blobs=3), row(65536, 1000, blobs=1)]).equivalent_thresholds == ()
+    assert recommend([row(4096, 1000, blobs=3), row(65536, 1000, blobs=1)], read_cost=0).equivalent_thresholds == ()
 
 
 def test_rule_respects_the_limit() -> None:
     dynamo = KNOWN_LIMITS['dynamodb']
     rows = [row(4096, 1000, largest=300_000), row(16384, 1050, largest=500_000), row(65536, 1060, largest=600_000)]
-    assert recommend(rows).threshold_bytes == 65536
-    chosen = recommend(rows, limit=dynamo)
+    assert recommend(rows, read_cost=0).threshold_bytes == 65536
+    chosen = recommend(rows, limit=dynamo, read_cost=0)
     assert chosen.threshold_bytes == 4096
     assert "fits DynamoDB's 400 KB item cap" in chosen.reason
     assert 'whose largest snapshot fits DynamoDB' in chosen.rule
-    nothing = recommend(rows, limit=Limit('a limit of 10 bytes', 10))
+    nothing = recommend(rows, limit=Limit('a limit of 10 bytes', 10), read_cost=0)
     assert nothing.threshold_bytes is None
     assert nothing.line().startswith('No recommendation: no threshold keeps the largest snapshot within')
     assert nothing.as_json()['threshold_bytes'] is None
@@ -618,8 +625,9 @@ DOCS = Path(__file__).resolve().parent.parent / 'docs' / 'tuning.md'
 
 
 def test_rule_text_is_what_the_docs_state() -> None:
-    assert rule_text(0.10, None) in DOCS.read_text().replace('\n', ' ')
-    assert rule_text(0.10, None, gaps=True) in DOCS.read_text().replace('\n', ' ')
+    for read_cost in (0, 16 * KiB):
+        assert rule_text(0.10, None, read_cost=read_cost) in DOCS.read_text().replace('\n', ' ')
+        assert rule_text(0.10, None, gaps=True, read_cost=read_cost) in DOCS.read_text().replace('\n', ' ')
 
 
 def test_docs_python_example_agrees_with_the_cli(
@@ -837,14 +845,14 @@ def test_many_spread_payloads_over_several_steps_give_no_warning(tmp_path: Path)
 def test_advice_on_crafted_sizes() -> None:
     rows = [row(t, 1000, blobs=3) for t in (4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB)] + [row(MiB, 9000, blobs=0)]
     three = [383_000, 400_000, 700_000]
-    chosen = recommend(rows, payload_sizes=three)
+    chosen = recommend(rows, payload_sizes=three, read_cost=0)
     assert chosen.threshold_bytes == 64 * KiB  # the log middle of 4 KiB .. 383 KB is about 39 KB: nearest 64 KiB
-    assert recommend(rows).threshold_bytes == 256 * KiB  # without sizes: the largest, as before
+    assert recommend(rows, read_cost=0).threshold_bytes == 256 * KiB  # without sizes: the largest, as before
     warned = advice(chosen, three, [('h', 5)])
     assert len(warned) == 1 and 'rests on 3 payloads' in warned[0]
 
     cluster = [300_000, 320_000, 700_000]  # 256 KiB is 87% of 300 KB
-    close = recommend([row(256 * KiB, 1000, blobs=3), row(MiB, 9000, blobs=0)], payload_sizes=cluster)
+    close = recommend([row(256 * KiB, 1000, blobs=3), row(MiB, 9000, blobs=0)], payload_sizes=cluster, read_cost=0)
     assert close.threshold_bytes == 256 * KiB
     spread = sorted(cluster + [1000 * i for i in range(1, 40)])
     (headroom,) = advice(close, spread, [('h', 5)])

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from mediastash import __version__
 from mediastash.cli import _erase, _gc, _ops, _sync, _tune
-from mediastash.cli._args import add_threshold, image_bytes, integer, parse_size, positive_int
+from mediastash.cli._args import add_threshold, image_bytes, integer, parse_size, positive_int, split_size_problem
 from mediastash.cli._output import check_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError, describe_error
 
@@ -99,8 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 for bad arguments, as argparse does; 1 for user errors)."""
     parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = parser.parse_args(None if argv is None else list(argv))
+        problem = split_size_problem(words)
+        if problem is not None:
+            parser.error(problem)
+        args = parser.parse_args(words)
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1
     json_file = getattr(args, 'json_file', None)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from mediastash import _units
 
 __all__ = [
+    'SIZE_OPTIONS',
     'add_command',
     'add_namespace',
     'add_threshold',
@@ -17,23 +20,50 @@ __all__ = [
     'parse_shard',
     'parse_size',
     'positive_int',
+    'split_size_problem',
 ]
 
-_SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m|gb|gib|g)?\s*', re.IGNORECASE)
-_UNITS = {'b': 1, 'k': 1 << 10, 'kb': 1 << 10, 'kib': 1 << 10, 'm': 1 << 20, 'mb': 1 << 20, 'mib': 1 << 20}
-_UNITS |= {'g': 1 << 30, 'gb': 1 << 30, 'gib': 1 << 30}
 _MIN_IMAGE_BYTES = 50 << 10
+
+SIZE_OPTIONS: Final = frozenset({'--threshold', '--thresholds', '--limit', '--image-bytes', '--read-cost'})
+"""The options whose values are sizes (``split_size_problem`` looks for a unit split from their number)."""
+_SPLIT_UNIT = re.compile(r'([A-Za-z]+)(?:,.*)?', re.DOTALL)
 
 
 def parse_size(text: str) -> int:
-    """Parse a byte count: ``65536``, ``64KiB``, ``1.5MiB`` (K/M/G units are binary). Refuses negatives."""
-    match = _SIZE.fullmatch(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(
-            f'expected a non-negative byte count such as 65536, 64KiB or 2MiB, got {text!r}'
-        )
-    number, unit = match.groups()
-    return int(float(number) * _UNITS[(unit or 'b').lower()])
+    """A byte count as ``mediastash._units.parse_size`` reads it (``64KiB`` = 65,536, ``64KB`` = 64,000).
+
+    For ``type=`` of an option: a bad size raises ``argparse.ArgumentTypeError`` saying what is accepted.
+    """
+    try:
+        return _units.parse_size(text)
+    except _units.SizeSyntaxError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def split_size_problem(argv: Sequence[str]) -> str | None:
+    """Why ``argv`` cannot mean what it says when a size option's unit stands apart (``--thresholds 4 KiB``).
+
+    The shell splits ``4 KiB`` into two words, so the option would get ``4``
+    bytes and ``KiB`` would become a positional argument: refused, naming
+    the form that works. ``None`` when there is no such split.
+    """
+    for index, word in enumerate(argv):
+        option, equals, value = word.partition('=')
+        if option not in SIZE_OPTIONS:
+            continue
+        if not equals:
+            if index + 1 >= len(argv):
+                continue
+            value = argv[index + 1]
+        following = argv[index + (1 if equals else 2) :][:1]
+        split = _SPLIT_UNIT.fullmatch(following[0]) if following else None
+        if value[-1:].isdigit() and split is not None and split.group(1).lower() in _units.UNIT_WORDS:
+            return (
+                f'argument {option}: write each size without a space, such as 4KiB or 400KB (the unit was '
+                "given as a separate word; a path that is only a unit's name is written ./NAME)"
+            )
+    return None
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -19,7 +19,7 @@ from mediastash.cli._args import parse_size
 from mediastash.cli._ui import Ui, UserError
 from mediastash.stores.registry import help_forms
 
-__all__ = ['parse_limit', 'parse_margin', 'parse_thresholds', 'register']
+__all__ = ['parse_limit', 'parse_margin', 'parse_read_cost', 'parse_thresholds', 'register']
 
 DEFAULT_THRESHOLDS = '4KiB,16KiB,64KiB,256KiB,1MiB'
 
@@ -27,15 +27,18 @@ DEFAULT_THRESHOLDS = '4KiB,16KiB,64KiB,256KiB,1MiB'
 def parse_thresholds(text: str) -> list[int]:
     """``'4KiB,64KiB,1MiB'`` -> ascending, distinct byte counts (each at least 1)."""
     values: list[int] = []
-    for piece in text.split(','):
+    for index, piece in enumerate(text.split(','), start=1):
         if not piece.strip():
             raise argparse.ArgumentTypeError(
-                f'expected sizes separated by commas such as 4KiB,64KiB,1MiB, got {text!r}'
+                f'expected sizes separated by commas such as 4KiB,64KiB,1MiB; size {index} is empty'
             )
-        value = parse_size(piece)
+        try:
+            value = parse_size(piece)
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentTypeError(f'size {index}: {error}') from None
         if value < 1:
             raise argparse.ArgumentTypeError(
-                f'thresholds must be at least 1 byte (the plot axis is logarithmic), got {piece.strip()!r}'
+                f'thresholds must be at least 1 byte (the plot axis is logarithmic); size {index} is 0'
             )
         values.append(value)
     return sorted(set(values))
@@ -47,10 +50,20 @@ def parse_margin(text: str) -> float:
     try:
         value = float(raw[:-1]) / 100 if raw.endswith('%') else float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f'expected a margin such as 10% or 0.1, got {text!r}') from None
+        raise argparse.ArgumentTypeError('expected a margin such as 10% or 0.1') from None
     if not 0 <= value < 100:
-        raise argparse.ArgumentTypeError(f'expected a non-negative margin such as 10% or 0.1, got {text!r}')
+        raise argparse.ArgumentTypeError('expected a non-negative margin (below 100) such as 10% or 0.1')
     return value
+
+
+def parse_read_cost(text: str) -> int:
+    """``'16KiB'`` -> 16384: what one blob read weighs, in bytes of persisted snapshot JSON (0: reads are free)."""
+    try:
+        return parse_size(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            'expected the bytes one store read weighs, such as 16KiB, 1MB or 0 (reads weigh nothing)'
+        ) from None
 
 
 def parse_limit(text: str) -> Any:
@@ -64,7 +77,7 @@ def parse_limit(text: str) -> Any:
         size = parse_size(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f'expected mongodb, dynamodb or a byte count such as 400KB, got {text!r}'
+            'expected mongodb, dynamodb or a byte count such as 400KiB (409,600 bytes) or 400KB (400,000 bytes)'
         ) from None
     return Limit(f'a limit of {size:,} bytes', size)
 
@@ -125,6 +138,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help='how far above the smallest total persisted bytes the pick may be, e.g. 10%% or 0.1 (default: 10%%)',
     )
     tune.add_argument(
+        '--read-cost',
+        type=parse_read_cost,
+        default=None,
+        metavar='BYTES',
+        help='what one blob read from the store weighs against persisted snapshot bytes, e.g. 256KiB for S3 '
+        '(default: 16KiB; 0 weighs persisted bytes alone)',
+    )
+    tune.add_argument(
         '--plot', type=Path, default=None, metavar='FILE', help='draw the results into FILE (.png or .svg)'
     )
     tune.set_defaults(handler=run_tune)
@@ -134,6 +155,7 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
     """Load the inputs, sweep the thresholds, print the table and recommendation, write JSON and the plot."""
     from mediastash.tuning import (
         DEFAULT_MARGIN,
+        DEFAULT_READ_COST,
         UrlNamespaces,
         advice,
         check_plot_target,
@@ -149,6 +171,7 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
     if args.plot is not None:
         check_plot_target(args.plot)
     margin: float = DEFAULT_MARGIN if args.margin is None else args.margin
+    read_cost: int = DEFAULT_READ_COST if args.read_cost is None else args.read_cost
 
     namespaces = UrlNamespaces(args.store)
     try:
@@ -158,8 +181,8 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
             ui.err.print(f'mediastash: warning: {leftover}', markup=False, highlight=False)
 
     sizes = history_payload_sizes(histories)
-    recommendation = recommend(rows, margin=margin, limit=args.limit, payload_sizes=sizes)
-    warnings = advice(recommendation, sizes, steps_by_history(histories))
+    recommendation = recommend(rows, margin=margin, limit=args.limit, payload_sizes=sizes, read_cost=read_cost)
+    warnings = advice(recommendation, sizes, steps_by_history(histories), thresholds=args.thresholds)
     _print_table(ui, rows, histories, snapshots, namespaces.description, seconds)
     _print_payloads(ui, sizes)
     ui.line(recommendation.line())
@@ -170,7 +193,16 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
         ui.line(f'Warning: {warning}')
     if args.plot is not None:
         title = _plot_title(histories, snapshots)
-        plot_sweep(rows, recommendation, args.plot, limit=args.limit, margin=margin, title=title, payload_sizes=sizes)
+        plot_sweep(
+            rows,
+            recommendation,
+            args.plot,
+            limit=args.limit,
+            margin=margin,
+            title=title,
+            payload_sizes=sizes,
+            read_cost=read_cost,
+        )
         ui.info(f'plot written to {args.plot}')
     ui.json(
         {
@@ -179,6 +211,7 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
             'snapshots_per_threshold': snapshots,
             'sweep_seconds': seconds,
             'margin': margin,
+            'read_cost_bytes': read_cost,
             'limit': None if args.limit is None else {'name': args.limit.name, 'bytes': args.limit.bytes},
             'rows': [row.as_json() for row in rows],
             'recommendation': recommendation.as_json(),

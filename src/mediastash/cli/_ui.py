@@ -17,7 +17,15 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from mediastash._describe import describe_error  # the error line: the library's wording, no driver named
@@ -76,12 +84,16 @@ class Ui:
 
     @contextmanager
     def progress(self, description: str, total: float | None = None) -> Iterator[Step]:
-        """A progress bar on stderr for long work (a no-op when quiet or not a terminal)."""
+        """A progress bar on stderr for long work (a no-op when quiet or not a terminal).
+
+        With a ``total``: done of total, time elapsed and the estimated time
+        left (``eta``, from the recent rate; ``-:--:--`` until there is one).
+        Without: a count and the time elapsed.
+        """
         if not self.shows_progress:
             yield _NoStep()
             return
-        columns = (TextColumn('{task.description}'), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=self.err, transient=True) as bar:
+        with Progress(*progress_columns(total), console=self.err, transient=True) as bar:
             task = bar.add_task(description, total=total)
 
             class _Step:
@@ -123,6 +135,19 @@ class Ui:
     def error(self, message: str) -> None:
         """The one-line error for a user error."""
         self.err.print(f'mediastash: error: {message}', markup=False, highlight=False)
+
+
+def progress_columns(total: float | None) -> list[ProgressColumn]:
+    """The columns of a progress bar: the estimated time left only where the ``total`` is known."""
+    columns: list[ProgressColumn] = [
+        TextColumn('{task.description}'),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
+    if total is not None:
+        columns += [TextColumn('eta'), TimeRemainingColumn()]
+    return columns
 
 
 def _cell(value: object) -> str:

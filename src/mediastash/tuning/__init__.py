@@ -7,7 +7,7 @@ What ``mediastash tune`` runs, usable from Python::
         rows = await sweep(histories, [16 << 10, 64 << 10, 256 << 10], namespaces)
     sizes = history_payload_sizes(histories)
     pick = recommend(rows, margin=0.10, payload_sizes=sizes)
-    print(pick.line(), advice(pick, sizes, steps_by_history(histories)))
+    print(pick.line(), advice(pick, sizes, steps_by_history(histories), thresholds=[16 << 10, 64 << 10, 256 << 10]))
 
 ``docs/tuning.md`` describes what is replayed, what is measured and the rule.
 """
@@ -40,6 +40,7 @@ from mediastash.tuning._results import (
 from mediastash.tuning._rule import (
     CLUSTER_HEADROOM,
     DEFAULT_MARGIN,
+    DEFAULT_READ_COST,
     FEW_PAYLOADS,
     FEW_STEPS,
     Recommendation,
@@ -61,6 +62,7 @@ from mediastash.tuning._sweep import (
 __all__ = [
     'CLUSTER_HEADROOM',
     'DEFAULT_MARGIN',
+    'DEFAULT_READ_COST',
     'DYNAMODB_ITEM_LIMIT',
     'FEW_PAYLOADS',
     'FEW_STEPS',

@@ -94,11 +94,8 @@ async def _restored(tree: Any, media_store: MediaStore, where: str) -> Any:
 
     try:
         return await restore_media(tree, media_store=media_store, known_blobs=False, structured=True)
-    except FileNotFoundError:
-        raise HistoryInputError(
-            f'{where} references media that {media_store!r} does not hold: pass --media URL, '
-            'the media store the histories were written with'
-        ) from None
+    except FileNotFoundError as error:
+        raise _missing(error, where, media_store, wrapped=False) from None
 
 
 def load_history_file(path: Path) -> History:
@@ -253,19 +250,34 @@ def _dumped(snapshot: Any) -> list[dict[str, Any]]:
 
 
 async def _restoring(read: Awaitable[Any], where: str, media_store: MediaStore | None, *, wrapped: bool) -> Any:
-    """Await a read that restores payloads; a missing blob becomes a ``HistoryInputError`` saying to pass --media."""
+    """Await a read that restores payloads; a missing blob becomes a ``HistoryInputError`` naming it (``_missing``)."""
     try:
         return await read
-    except FileNotFoundError:
-        if media_store is not None:
-            problem = f'references media that {media_store!r} does not hold'
-        elif wrapped:
-            problem = 'was written through OffloadingStepStore, and its media is not in the step store'
-        else:
-            problem = 'references media that is not in the step store'
-        raise HistoryInputError(
-            f'{where} {problem}: pass --media URL, the media store the histories were written with'
-        ) from None
+    except FileNotFoundError as error:
+        raise _missing(error, where, media_store, wrapped=wrapped) from None
+
+
+def _missing(
+    error: FileNotFoundError, where: str, media_store: MediaStore | None, *, wrapped: bool
+) -> HistoryInputError:
+    """The error for a blob a history references that the store it was read from lacks: which URI, and what to do.
+
+    With ``--media`` given, the advice is not to pass it again: the blob is
+    missing from that store (deleted, or the histories were written with
+    another one). Without it, the advice is ``--media``.
+    """
+    uri = getattr(error, 'uri', None)
+    what = f'media ({uri})' if isinstance(uri, str) else 'media'
+    if media_store is not None:
+        return HistoryInputError(
+            f'{where} references {what} that the --media store {media_store!r} does not hold: the blob was '
+            'deleted from it, or the histories were written with another media store'
+        )
+    if wrapped:
+        problem = f'was written through OffloadingStepStore, and its {what} is not in the step store'
+    else:
+        problem = f'references {what} that is not in the step store'
+    return HistoryInputError(f'{where} {problem}: pass --media URL, the media store the histories were written with')
 
 
 def step_store_kind(path: Path) -> Literal['folder', 'sqlite'] | None:

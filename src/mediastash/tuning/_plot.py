@@ -14,7 +14,7 @@ from typing import Any, Final
 from mediastash._units import format_threshold
 from mediastash.errors import MediaStashError
 from mediastash.tuning._results import KNOWN_LIMITS, Limit, ThresholdRow
-from mediastash.tuning._rule import Recommendation
+from mediastash.tuning._rule import DEFAULT_READ_COST, Recommendation
 
 __all__ = ['PLOT_FORMATS', 'PlotError', 'check_plot_target', 'plot_sweep']
 
@@ -47,10 +47,13 @@ def plot_sweep(
     margin: float | None = None,
     title: str = 'mediastash tune',
     payload_sizes: Sequence[int] | None = None,
+    read_cost: int = DEFAULT_READ_COST,
 ) -> None:
     """Draw the sweep into ``path`` (PNG or SVG), four panels on one log threshold axis.
 
-    Total persisted bytes of all snapshots (with the margin line); the
+    Total persisted bytes of all snapshots, with the weight the rule compares
+    (those bytes plus ``read_cost`` per blob read, when not 0) and the margin
+    line over the smallest weight; the
     largest and p95 single snapshot, the only panel the per-document caps
     are drawn against (a cap applies to one snapshot, never to the total);
     where the payloads lie (a mark per payload, when ``payload_sizes`` is
@@ -64,9 +67,14 @@ def plot_sweep(
     totals, single, marks, times = figure.subplots(4, 1, sharex=True, height_ratios=(3, 3, 1, 2))
 
     totals.plot(thresholds, [row.persisted_bytes_total / _MIB for row in rows], 'o-', label='all snapshots (total)')
+    weights = [(row.persisted_bytes_total + read_cost * row.gets) / _MIB for row in rows]
+    if read_cost:
+        label = f'weight: total + {format_threshold(read_cost)} per blob read'
+        totals.plot(thresholds, weights, 'd:', color='tab:olive', label=label)
     if margin is not None:
-        ceiling = min(row.persisted_bytes_total for row in rows) * (1 + margin) / _MIB
-        totals.axhline(ceiling, color='0.55', linewidth=0.8, linestyle='--', label=f'smallest total + {margin:.0%}')
+        smallest = 'smallest weight' if read_cost else 'smallest total'
+        ceiling = min(weights) * (1 + margin)
+        totals.axhline(ceiling, color='0.55', linewidth=0.8, linestyle='--', label=f'{smallest} + {margin:.0%}')
     totals.set_yscale('log')
     totals.set_ylabel('all snapshots (MiB)')
     totals.set_title(title)

@@ -1,10 +1,14 @@
 """The recommendation rule: which threshold to use, from measured rows, and the rule in words.
 
-Among the thresholds whose largest snapshot fits the limit (all of them
-without one), find the largest whose total persisted snapshot bytes are
-within ``margin`` of the smallest total any threshold reached. A larger
-threshold moves fewer, larger payloads: fewer blobs and store round trips
-for nearly the same snapshot bytes.
+Each threshold is weighed as its total persisted snapshot bytes plus
+``read_cost`` bytes for every blob read from the store while restoring the
+snapshots (``DEFAULT_READ_COST`` unless told otherwise; 0 weighs bytes
+alone). Among the thresholds whose largest snapshot fits the limit (all of
+them without one), find the largest whose weight is within ``margin`` of the
+smallest weight any threshold reached. A larger threshold moves fewer, larger
+payloads: fewer blobs and store round trips for nearly the same snapshot
+bytes, and the read cost makes a threshold that saves a few bytes with many
+more round trips weigh what those trips cost.
 
 Given the payload sizes, the thresholds that store exactly the same as that
 one (no payload lies between them: they sit in one gap of the payload sizes)
@@ -30,11 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mediastash._units import format_bytes, format_threshold
+from mediastash.errors import InvalidArgumentError
 from mediastash.tuning._results import Limit, ThresholdRow
 
 __all__ = [
     'CLUSTER_HEADROOM',
     'DEFAULT_MARGIN',
+    'DEFAULT_READ_COST',
     'FEW_PAYLOADS',
     'FEW_STEPS',
     'Recommendation',
@@ -45,6 +51,9 @@ __all__ = [
 ]
 
 DEFAULT_MARGIN: Final = 0.10
+
+DEFAULT_READ_COST: Final = 16 << 10
+"""What one blob read from the store weighs, in bytes of persisted snapshot JSON: 16 KiB (see docs/tuning.md)."""
 
 FEW_PAYLOADS: Final = 20
 """Fewer payloads than this, and the recommendation says it rests on little."""
@@ -79,13 +88,20 @@ class Recommendation:
         return f'Recommended threshold: {format_threshold(self.threshold_bytes)} ({self.threshold_bytes:,} bytes)'
 
 
-def rule_text(margin: float, limit: Limit | None, *, gaps: bool = False) -> str:
+def rule_text(margin: float, limit: Limit | None, *, gaps: bool = False, read_cost: int = DEFAULT_READ_COST) -> str:
     """The rule, with its parameters, as printed and documented (``gaps``: the payload sizes were given)."""
     scope = 'all thresholds' if limit is None else f'the thresholds whose largest snapshot fits {limit.describe()}'
-    text = (
-        f'Among {scope}, take the largest whose total persisted snapshot bytes are within {margin:.0%} of the '
-        'smallest total of any threshold'
-    )
+    if read_cost:
+        text = (
+            f'Weigh each threshold as its total persisted snapshot bytes plus {_cost(read_cost)} for every blob '
+            f'read from the store (the read cost); among {scope}, take the largest whose weight is within '
+            f'{margin:.0%} of the smallest weight of any threshold'
+        )
+    else:
+        text = (
+            f'Among {scope}, take the largest whose total persisted snapshot bytes are within {margin:.0%} of the '
+            'smallest total of any threshold'
+        )
     if not gaps:
         return text + '.'
     return (
@@ -102,14 +118,24 @@ def recommend(
     margin: float = DEFAULT_MARGIN,
     limit: Limit | None = None,
     payload_sizes: Sequence[int] | None = None,
+    read_cost: int = DEFAULT_READ_COST,
 ) -> Recommendation:
-    """Apply the rule (see the module docstring) to the measured ``rows``; ``payload_sizes`` lets it use the gaps."""
+    """Apply the rule (see the module docstring) to the measured ``rows``; ``payload_sizes`` lets it use the gaps.
+
+    ``read_cost``: what one blob read weighs, in bytes (a non-negative int; 0 weighs persisted bytes alone).
+    """
     if not rows:
         raise ValueError('recommend() needs at least one measured threshold')
     if not margin >= 0:
         raise ValueError(f'margin must be a non-negative fraction, got {margin!r}')
-    rule = rule_text(margin, limit, gaps=payload_sizes is not None)
-    floor = min(row.persisted_bytes_total for row in rows)
+    if isinstance(read_cost, bool) or not isinstance(read_cost, int) or read_cost < 0:
+        raise InvalidArgumentError('read_cost', 'a non-negative int (bytes per blob read)', read_cost)
+    rule = rule_text(margin, limit, gaps=payload_sizes is not None, read_cost=read_cost)
+
+    def weight(row: ThresholdRow) -> int:
+        return row.persisted_bytes_total + read_cost * row.gets
+
+    floor = min(weight(row) for row in rows)
     ceiling = floor * (1 + margin)
     fitting = [row for row in rows if row.fits(limit)]
     if not fitting:
@@ -121,13 +147,14 @@ def recommend(
             f'no threshold keeps the largest snapshot within {limit.describe()}; '
             f'the smallest largest snapshot measured is {smallest:,} bytes',
         )
-    within = [row for row in fitting if row.persisted_bytes_total <= ceiling]
+    within = [row for row in fitting if weight(row) <= ceiling]
+    what = 'weight' if read_cost else 'total persisted bytes'
     if not within:
         return Recommendation(
             None,
             rule,
             f'no threshold that fits {limit.describe() if limit else "the limit"} stays within {margin:.0%} '
-            f'of the smallest total persisted bytes ({format_bytes(floor)})',
+            f'of the smallest {what} ({format_bytes(floor)})',
         )
     top = max(within, key=lambda row: row.threshold_bytes)
     gap_note = ''
@@ -141,11 +168,16 @@ def recommend(
         group = [row for row in fitting if _same_gap(sizes, row.threshold_bytes, top.threshold_bytes)]
         chosen, gap_note = _middle_of_gap(sizes, group)
     equivalent = tuple(row.threshold_bytes for row in group if row is not chosen)
-    excess = chosen.persisted_bytes_total / floor - 1
-    reason = (
-        f'{format_threshold(chosen.threshold_bytes)} persists {format_bytes(chosen.persisted_bytes_total)} in all, '
-        f'{excess:.1%} above the smallest total ({format_bytes(floor)}), with {chosen.blobs:,} blobs'
-    )
+    excess = weight(chosen) / floor - 1 if floor else 0.0
+    reason = f'{format_threshold(chosen.threshold_bytes)} persists {format_bytes(chosen.persisted_bytes_total)} in all'
+    if read_cost:
+        reason += (
+            f' and reads {_blobs(chosen.gets)}, weighing {format_bytes(weight(chosen))} at {_cost(read_cost)} '
+            f'per read, {excess:.1%} above the smallest weight ({format_bytes(floor)})'
+        )
+    else:
+        reason += f', {excess:.1%} above the smallest total ({format_bytes(floor)})'
+    reason += f', with {_blobs(chosen.blobs)}'
     if limit is not None:
         reason += f'; its largest snapshot ({chosen.persisted_bytes_max:,} bytes) fits {limit.name}'
     reason += gap_note
@@ -154,6 +186,16 @@ def recommend(
         verb = 'stores' if len(equivalent) == 1 else 'store'
         reason += f'; {names} {verb} exactly the same on these histories (no payload lies between them)'
     return Recommendation(chosen.threshold_bytes, rule, reason, equivalent)
+
+
+def _blobs(count: int) -> str:
+    return f'{count:,} blob' + ('' if count == 1 else 's')
+
+
+def _cost(read_cost: int) -> str:
+    """A read cost in words: ``'16 KiB (16,384 bytes)'``."""
+    shown = format_threshold(read_cost)
+    return f'{read_cost:,} bytes' if shown.endswith(' B') else f'{shown} ({read_cost:,} bytes)'
 
 
 def _same_gap(sizes: Sequence[int], a: int, b: int) -> bool:
@@ -193,11 +235,17 @@ def size_histogram(sizes: Sequence[int]) -> list[tuple[int, int, int]]:
 
 
 def advice(
-    recommendation: Recommendation, payload_sizes: Sequence[int], steps_by_history: Sequence[tuple[str, int]]
+    recommendation: Recommendation,
+    payload_sizes: Sequence[int],
+    steps_by_history: Sequence[tuple[str, int]],
+    *,
+    thresholds: Sequence[int] = (),
 ) -> list[str]:
     """Warnings about what the recommendation rests on, as sentences (empty when there is nothing to say).
 
-    Few payloads (fewer than ``FEW_PAYLOADS``); a threshold within
+    Few payloads (fewer than ``FEW_PAYLOADS``); a pick that is the smallest or
+    the largest of the ``thresholds`` swept (the best may lie beyond them:
+    sweep further); a threshold within
     ``CLUSTER_HEADROOM`` below the smallest payload it moves while no payload
     lies within that fraction below the threshold (it sits at the top of a gap,
     so a slightly smaller payload than the cluster's would stay inline); histories of fewer than ``FEW_STEPS``
@@ -224,6 +272,16 @@ def advice(
                 f'The threshold {format_threshold(chosen)} is within {CLUSTER_HEADROOM:.0%} below the smallest '
                 f'payload it moves ({format_bytes(moved)}), and no payload lies just below it: a payload '
                 'slightly smaller than those would stay inline in every snapshot.'
+            )
+    if chosen is not None and len(set(thresholds)) == 1:
+        warnings.append('Only one threshold was swept, so the pick was compared with nothing: sweep several.')
+    elif chosen is not None and thresholds:
+        edge = 'smallest' if chosen == min(thresholds) else 'largest' if chosen == max(thresholds) else None
+        if edge is not None:
+            beyond = 'smaller' if edge == 'smallest' else 'larger'
+            warnings.append(
+                f'The pick {format_threshold(chosen)} is the {edge} threshold swept, so the rule could not compare '
+                f'it with a {beyond} one: sweep {beyond} thresholds too (--thresholds) before relying on it.'
             )
     short = [name for name, steps in steps_by_history if steps < FEW_STEPS]
     if short:
