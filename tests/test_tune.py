@@ -284,9 +284,8 @@ def test_recommendation_follows_the_rule_on_a_known_case(known_answer_file: Path
     assert 'no threshold keeps the largest snapshot within a limit of 1,000 bytes' in nothing_fits['reason']
 
     # Printed as well: the pick, why, and the rule.
-    text = succeeded(
-        tune(known_answer_file, '--store', 'memory://', '--thresholds', '4KiB,16KiB,64KiB', '--read-cost', '0', cwd=tmp_path)
-    )
+    thresholds = ('--thresholds', '4KiB,16KiB,64KiB', '--read-cost', '0')
+    text = succeeded(tune(known_answer_file, '--store', 'memory://', *thresholds, cwd=tmp_path))
     assert 'Recommended threshold: 16 KiB (16,384 bytes)' in text.stdout
     assert (
         'Rule: Among all thresholds, take the largest whose total persisted snapshot bytes are within 10%'

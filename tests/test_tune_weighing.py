@@ -56,7 +56,7 @@ ISSUE_ROWS = [sweep_row(4 * KiB, 2_000_000, 181, blobs=12), sweep_row(64 * KiB, 
 
 
 def test_reads_are_weighed_with_a_documented_default() -> None:
-    assert DEFAULT_READ_COST == 16 * KiB
+    assert DEFAULT_READ_COST == 16 << 10
     weighed = recommend(ISSUE_ROWS)
     # 4 KiB: 2.0 MB + 181 x 16 KiB = 4.97 MB; 64 KiB: 2.4 MB + 78 x 16 KiB = 3.68 MB, the lighter.
     assert weighed.threshold_bytes == 64 * KiB
@@ -159,8 +159,9 @@ def test_advice_on_the_edges_of_the_thresholds() -> None:
 
 def lean_history(tmp_path: Path) -> tuple[Path, str]:
     """A lean history file whose image lives in ``tmp_path/media``; returns the file and the image's URI."""
+    image = os.urandom(50_000)
     messages: list[ModelMessage] = [
-        ModelRequest(parts=[UserPromptPart(content=['look', BinaryContent(os.urandom(50_000), media_type='image/png')])]),
+        ModelRequest(parts=[UserPromptPart(content=['look', BinaryContent(image, media_type='image/png')])]),
         ModelResponse(parts=[TextPart('seen')]),
     ]
     tree = ModelMessagesTypeAdapter.dump_python(messages, mode='json')

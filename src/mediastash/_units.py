@@ -29,7 +29,7 @@ _MIB = 1 << 20
 SIZE_FORMS: Final = 'a non-negative byte count such as 65536, 64KiB (65,536 bytes) or 64KB (64,000 bytes)'
 """What ``parse_size`` accepts, in the words its errors use."""
 
-_SIZE = re.compile(r'(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)')
+_SIZE = re.compile(r'(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)', re.ASCII)
 _UNITS: Final = {
     '': 1,
     'b': 1,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import SplitResult, unquote_plus, urlsplit
 
+from mediastash._units import SizeSyntaxError, parse_size
 from mediastash.errors import InvalidStoreConfiguration
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     'number',
     'query_parameters',
     'shown',
+    'size',
     'split_url',
     'unknown_parameter',
     'url_scheme',
@@ -109,6 +111,17 @@ def boolean(name: str, value: str) -> bool:
 def integer(name: str, value: str) -> int:
     """The integer value of parameter ``name`` (its range is the store constructor's to check)."""
     return _converted(name, value, int, 'an integer (digits only)')
+
+
+def size(name: str, value: str) -> int:
+    """The byte count of parameter ``name``: ``8388608``, ``8MiB`` or ``8MB`` (read as every size is read)."""
+    try:
+        return parse_size(value)
+    except SizeSyntaxError:
+        raise InvalidStoreConfiguration(
+            f'URL parameter {name}= must be a byte count: an integer such as 8388608, or with a unit such as 8MiB '
+            '(8,388,608 bytes) or 8MB (8,000,000 bytes); the value given is not shown'
+        ) from None
 
 
 def number(name: str, value: str) -> float:

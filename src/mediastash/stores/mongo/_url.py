@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import unquote_plus
 
 from mediastash.errors import InvalidStoreConfiguration
-from mediastash.stores._url import integer, merged_options, shown, url_scheme
+from mediastash.stores._url import merged_options, shown, size, url_scheme
 from mediastash.stores.registry import StorePlan
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def plan_mongo(store: type[M], url: str, create: bool, overrides: dict[str, Any]
         if name == 'collection':
             arguments['collection'] = value
         elif name == 'chunk_size_bytes':
-            arguments['chunk_size_bytes'] = integer(name, value)
+            arguments['chunk_size_bytes'] = size(name, value)
         else:
             _check_driver_option(name, piece)
             kept.append(piece)

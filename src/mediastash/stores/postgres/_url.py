@@ -20,6 +20,7 @@ from mediastash.stores._url import (
     merged_options,
     query_parameters,
     shown,
+    size,
     split_url,
     unknown_parameter,
     url_scheme,
@@ -68,7 +69,9 @@ def plan_postgres(store: type[P], url: str, create: bool, overrides: dict[str, A
     for name, value in query_parameters(parts.query, f'{scheme}://').items():
         if name in ('table', 'schema'):
             arguments[name] = value
-        elif name in ('chunk_size_bytes', 'max_connections'):
+        elif name == 'chunk_size_bytes':
+            arguments[name] = size(name, value)
+        elif name == 'max_connections':
             arguments[name] = integer(name, value)
         elif name in DRIVER_OPTIONS:
             kept.append(f'{name}={quote(value, safe="")}')

@@ -15,6 +15,7 @@ from mediastash.stores._url import (
     number,
     query_parameters,
     shown,
+    size,
     split_url,
     unknown_parameter,
     url_scheme,
@@ -34,9 +35,10 @@ _AWS_CHAIN = (
     'AWS_PROFILE / the shared credentials file, or an instance role'
 )
 _TEXT = {'endpoint_url': 'endpoint_url', 'region': 'region_name', 'put_check': 'put_check'}
-_INTEGERS = ('multipart_threshold', 'part_size', 'max_concurrency', 'max_attempts', 'read_attempts')
+_INTEGERS = ('max_concurrency', 'max_attempts', 'read_attempts')
+_SIZES = ('multipart_threshold', 'part_size')
 _NUMBERS = ('known_ttl', 'retry_max_backoff')
-_PARAMETERS = (*_TEXT, 'conditional_writes', *_INTEGERS, *_NUMBERS)
+_PARAMETERS = (*_TEXT, 'conditional_writes', *_SIZES, *_INTEGERS, *_NUMBERS)
 
 
 def plan_s3(store: type[T], url: str, create: bool, overrides: dict[str, Any]) -> StorePlan[T]:
@@ -76,6 +78,8 @@ def plan_s3(store: type[T], url: str, create: bool, overrides: dict[str, Any]) -
             arguments[_TEXT[name]] = value
         elif name == 'conditional_writes':
             arguments[name] = boolean(name, value)
+        elif name in _SIZES:
+            arguments[name] = size(name, value)
         elif name in _INTEGERS:
             arguments[name] = integer(name, value)
         elif name in _NUMBERS:
