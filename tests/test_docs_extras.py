@@ -55,7 +55,7 @@ NAMES: dict[str, frozenset[str]] = {
     'MongoMediaStore': frozenset({'extra:mongo'}),
     'PostgresMediaStore': frozenset({'extra:postgres'}),
     'OffloadingStepStore': HARNESS,
-    'OffloadingKV': HARNESS,
+    'OffloadingKV': PYDANTIC_AI,
     'MediaUrls': PYDANTIC_AI,
     'MediaUrlSwapper': PYDANTIC_AI,
     'KVUploadRegistry': HARNESS,
