@@ -38,6 +38,8 @@ MODULES: dict[str, frozenset[str]] = {
     'langgraph': frozenset({'pkg:langgraph'}),  # StateGraph and friends: the langgraph package, not in the extra
     'langchain_core': LANGGRAPH,
     'mediastash.integrations.langgraph': LANGGRAPH,
+    'mediastash.integrations.openai_agents': frozenset({'extra:openai-agents'}),
+    'agents': frozenset({'extra:openai-agents', 'pkg:openai-agents'}),
     'mediastash.stores.s3': frozenset({'extra:s3'}),
     'mediastash.stores.mongo': frozenset({'extra:mongo'}),
     'mediastash.stores.postgres': frozenset({'extra:postgres'}),
