@@ -25,6 +25,7 @@ from mediastash.gc import (
     CheckpointerRoot,
     LangGraphPostgresRoot,
     LangGraphSQLiteRoot,
+    PostgresStepStoreRoot,
     RootReadError,
     SQLiteSessionRoot,
     collect_garbage,
@@ -261,13 +262,71 @@ def test_langgraph_postgres_keeps_what_the_checkpointer_references(
         assert dsn not in printed.out + printed.err
 
 
-def test_langgraph_postgres_errors_never_show_the_credentials(tmp_path: Path) -> None:
+def test_postgres_roots_never_show_the_credentials(tmp_path: Path) -> None:
     secret = 's3cret-pass-word'
-    root = root_from_spec(f'langgraph-postgres:postgresql://someone:{secret}@127.0.0.1:1/checkpoints')
+    root = root_from_spec('langgraph-postgres:postgresql://someone@127.0.0.1:1/checkpoints')
     with pytest.raises(RootReadError) as caught:
         collected(tmp_path / 'media', root, tmp_path / 'x.txt')
-    assert secret not in str(caught.value) and 'someone' not in str(caught.value)
-    assert '127.0.0.1:1/checkpoints' in str(caught.value)
-    with pytest.raises(InvalidArgumentError, match='dsn') as refused:
-        LangGraphPostgresRoot(f'mysql://someone:{secret}@host/db')
-    assert secret not in str(refused.value)
+    assert 'someone' not in str(caught.value) and '127.0.0.1:1/checkpoints' in str(caught.value)
+    for spec in (
+        f'langgraph-postgres:postgresql://someone:{secret}@127.0.0.1/db',
+        f'pg-steps:postgresql://127.0.0.1/db?password={secret}',
+        f'langgraph-postgres:mysql://someone:{secret}@host/db',
+    ):
+        with pytest.raises(InvalidArgumentError, match='dsn') as refused:
+            root_from_spec(spec)
+        assert secret not in str(refused.value)
+    with pytest.raises(InvalidArgumentError, match='table'):
+        PostgresStepStoreRoot('postgresql://127.0.0.1/db', table='x"; drop')
+
+
+def test_pg_steps_keeps_what_a_harness_postgres_step_store_references(tmp_path: Path, postgres_dsn: str) -> None:
+    import uuid
+
+    import asyncpg
+    from pydantic_ai import messages as m
+    from pydantic_ai_harness.step_persistence import ContinuableSnapshot, PostgresStepStore, RunRecord
+
+    schema = f'steps_{uuid.uuid4().hex[:12]}'
+    media = tmp_path / 'media'
+    images = [os.urandom(90_000) for _ in range(2)]
+
+    async def write() -> None:
+        admin = await asyncpg.connect(postgres_dsn)
+        await admin.execute(f'CREATE SCHEMA "{schema}"')
+        await admin.close()
+        pool = await asyncpg.create_pool(postgres_dsn, server_settings={'search_path': schema})
+        store = DiskMediaStore(media)
+        try:
+            steps = PostgresStepStore(pool, media_store=store)
+            for number, image in enumerate(images):
+                run = f'run-{number}'
+                await steps.register_run(RunRecord(run_id=run))
+                part = m.UserPromptPart(content=['look', m.BinaryContent(data=image, media_type='image/png')])
+                messages = [m.ModelRequest(parts=[part])]
+                await steps.save_snapshot(ContinuableSnapshot(run_id=run, step_index=1, messages=messages))
+        finally:
+            await pool.close()
+            await store.aclose()
+
+    async def drop() -> None:
+        admin = await asyncpg.connect(postgres_dsn)
+        await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await admin.close()
+
+    asyncio.run(write())
+    try:
+        used = all_uris(media)
+        assert used == {_uri(image) for image in images}
+        orphan = put_orphan(media)
+        dsn = with_query(postgres_dsn, f'search_path={schema}')
+        root = root_from_spec(f'pg-steps:{dsn}')
+        assert isinstance(root, PostgresStepStoreRoot)
+        assert collected(media, root, tmp_path / 'dry.txt') == {orphan}
+        arguments = ['gc', '--store', str(media), '--roots', f'pg-steps:{dsn}', '--grace', '0', '--delete', '-q']
+        assert cli_main(arguments) == 0
+        assert all_uris(media) == used
+        with pytest.raises(RootReadError, match='not a PostgresStepStore database'):
+            collected(media, PostgresStepStoreRoot(dsn, table='other_prefix'), tmp_path / 'x.txt')
+    finally:
+        asyncio.run(drop())

@@ -25,7 +25,7 @@ _ROOT_HELP = (
     'or SqliteStepStore database (sqlite-steps:DB), a LangGraph SqliteSaver checkpoint database '
     '(langgraph-sqlite:DB), an OpenAI Agents SQLiteSession database (agents-sqlite:DB, every session), '
     'an AsyncKV in a SQLite kv table with a data column (kv-sqlite:DB), a LangGraph PostgresSaver database '
-    '(langgraph-postgres:postgresql://...), '
+    '(langgraph-postgres:postgresql://...), a pydantic-ai-harness PostgresStepStore (pg-steps:postgresql://...), '
     'or any folder: every file below it is read as the root it '
     'is, and a file of no known kind stops the collection; without a KIND: prefix the kind is recognised '
     'from the path'

@@ -42,6 +42,7 @@ __all__ = [
     'ScannableKV',
     'SQLiteKVRoot',
     'SQLiteSessionRoot',
+    'PostgresStepStoreRoot',
     'SqliteStepStoreRoot',
     'StepStoreRoot',
     'UriFileRoot',
@@ -63,6 +64,7 @@ ROOT_KINDS: Final = (
     'agents-sqlite',
     'kv-sqlite',
     'langgraph-postgres',
+    'pg-steps',
 )
 """The ``KIND:`` prefixes ``root_from_spec`` understands (``mediastash gc --roots``)."""
 
@@ -331,18 +333,16 @@ class LangGraphSQLiteRoot(SqliteStepStoreRoot):
             await asyncio.to_thread(connection.close)
 
 
-_LANGGRAPH_POSTGRES_TABLES: Final = ('checkpoints', 'checkpoint_blobs', 'checkpoint_writes')
+class _PostgresTablesRoot(Root):
+    """A root read from tables of a PostgreSQL database with SQL, in one read-only repeatable-read transaction.
 
-
-class LangGraphPostgresRoot(Root):
-    """Every checkpoint, channel value and pending write of a LangGraph ``PostgresSaver`` / ``AsyncPostgresSaver``
-    database, read with SQL in one read-only transaction (no blob restored, no LangGraph code run).
-
-    ``dsn``: a ``postgresql://`` connection string (a ``search_path=SCHEMA``
-    query parameter names a schema of its own). Values are decoded as in
-    ``LangGraphSQLiteRoot``. Errors name the server and database, never the
-    user or password. Needs ``asyncpg`` (extra ``postgres``).
+    Subclasses name the tables that must exist and the queries whose rows
+    (``(kind, value)``) they turn into references. The DSN may not carry a
+    password (``PGPASSWORD`` or ``.pgpass`` give it, as for the PostgreSQL
+    store); errors name ``host:port/database`` only. Needs ``asyncpg``.
     """
+
+    what = 'database'
 
     def __init__(self, dsn: str) -> None:
         from mediastash.stores.postgres._address import parse_dsn_address
@@ -350,15 +350,31 @@ class LangGraphPostgresRoot(Root):
         address = parse_dsn_address(dsn) if isinstance(dsn, str) else None
         if address is None:
             raise InvalidArgumentError('dsn', 'a postgresql:// or postgres:// connection string', dsn)
+        if ':' in dsn.partition('://')[2].rpartition('@')[0] or 'password=' in dsn.partition('?')[2]:
+            raise InvalidArgumentError(
+                'dsn', 'a connection string without a password (give it in PGPASSWORD or a .pgpass file)', dsn
+            )
         self._dsn = dsn
         self.address = str(address)
+
+    @abstractmethod
+    def tables(self) -> tuple[str, ...]:
+        """The tables that must exist (else the DSN names another database)."""
+
+    @abstractmethod
+    def queries(self) -> tuple[str, ...]:
+        """The queries whose ``(kind, value)`` rows hold the references."""
+
+    @abstractmethod
+    def references(self, kind: object, value: object) -> set[str]:
+        """The URIs one row references."""
 
     async def reference_batches(self) -> AsyncIterator[set[str]]:
         try:
             import asyncpg
         except ImportError:
             raise RootReadError(
-                'reading a LangGraph PostgreSQL database needs asyncpg: pip install "mediastash[postgres]"'
+                f'reading a {self.what} in PostgreSQL needs asyncpg: pip install "mediastash[postgres]"'
             ) from None
         where = self.describe()
         try:
@@ -367,25 +383,24 @@ class LangGraphPostgresRoot(Root):
             raise RootReadError(f'{where}: cannot connect ({type(error).__name__})') from None
         try:
             async with connection.transaction(isolation='repeatable_read', readonly=True):
-                tables = ', '.join(f"to_regclass('{table}')" for table in _LANGGRAPH_POSTGRES_TABLES)
+                wanted = self.tables()
                 found = {
-                    row[0] for row in await connection.fetch(f'SELECT relname FROM pg_class WHERE oid IN ({tables})')
-                }
-                if found != set(_LANGGRAPH_POSTGRES_TABLES):
-                    raise RootReadError(
-                        f'{where}: no checkpoints, checkpoint_blobs and checkpoint_writes tables '
-                        '(not a LangGraph PostgresSaver database, or another search_path)'
+                    row[0]
+                    for row in await connection.fetch(
+                        'SELECT relname FROM pg_class WHERE oid IN (SELECT to_regclass(name) FROM unnest($1::text[]) '
+                        'AS name)',
+                        list(wanted),
                     )
-                queries = (
-                    "SELECT 'json', checkpoint::text FROM checkpoints",
-                    'SELECT type, blob FROM checkpoint_blobs',
-                    'SELECT type, blob FROM checkpoint_writes',
-                )
-                for query in queries:
+                }
+                if found != set(wanted):
+                    raise RootReadError(
+                        f'{where}: no {", ".join(wanted)} tables (not a {self.what}, or another search_path)'
+                    )
+                for query in self.queries():
                     page: set[str] = set()
                     count = 0
-                    async for kind, data in connection.cursor(query, prefetch=_SQLITE_PAGE):
-                        add_references(_checkpoint_value(kind, data, where), page, inside_literals=True)
+                    async for kind, value in connection.cursor(query, prefetch=_SQLITE_PAGE):
+                        page |= self.references(kind, value)
                         count += 1
                         if count == _SQLITE_PAGE:
                             yield page
@@ -393,12 +408,80 @@ class LangGraphPostgresRoot(Root):
                     if count:
                         yield page
         except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-            raise RootReadError(f'{where}: cannot read the checkpoint database ({type(error).__name__})') from None
+            raise RootReadError(f'{where}: cannot read the {self.what} ({type(error).__name__})') from None
         finally:
             await connection.close()
 
     def describe(self) -> str:
-        return f'LangGraph checkpoints at {self.address}'
+        return f'{self.what} at {self.address}'
+
+
+class LangGraphPostgresRoot(_PostgresTablesRoot):
+    """Every checkpoint, channel value and pending write of a LangGraph ``PostgresSaver`` / ``AsyncPostgresSaver``
+    database, read with SQL in one read-only transaction (no blob restored, no LangGraph code run).
+
+    ``dsn``: a ``postgresql://`` connection string without a password (a
+    ``search_path=SCHEMA`` query parameter names a schema of its own). Values
+    are decoded as in ``LangGraphSQLiteRoot``. Errors name the server and
+    database, never the user. Needs ``asyncpg`` (extra ``postgres``).
+    """
+
+    what = 'LangGraph PostgresSaver database'
+
+    def tables(self) -> tuple[str, ...]:
+        return ('checkpoints', 'checkpoint_blobs', 'checkpoint_writes')
+
+    def queries(self) -> tuple[str, ...]:
+        return (
+            "SELECT 'json', checkpoint::text FROM checkpoints",
+            'SELECT type, blob FROM checkpoint_blobs',
+            'SELECT type, blob FROM checkpoint_writes',
+        )
+
+    def references(self, kind: object, value: object) -> set[str]:
+        found: set[str] = set()
+        add_references(_checkpoint_value(kind, value, self.describe()), found, inside_literals=True)
+        return found
+
+
+class PostgresStepStoreRoot(_PostgresTablesRoot):
+    """The tables of a pydantic-ai-harness ``PostgresStepStore``, read with SQL (read-only, no blob restored).
+
+    Reads every snapshot (``{table}_snapshots.messages``) and every stored
+    message (``{table}_messages.message``), as ``SqliteStepStoreRoot`` reads
+    the SQLite layout. ``table``: the store's ``table=`` (default
+    ``step_persistence``). ``dsn`` as for ``LangGraphPostgresRoot``.
+    """
+
+    what = 'PostgresStepStore database'
+
+    def __init__(self, dsn: str, *, table: str = 'step_persistence') -> None:
+        super().__init__(dsn)
+        if not isinstance(table, str) or not table.isidentifier() or not table.isascii():
+            raise InvalidArgumentError('table', 'a plain SQL name (letters, digits, _)', table)
+        self.table = table
+
+    def tables(self) -> tuple[str, ...]:
+        return (f'{self.table}_snapshots', f'{self.table}_messages')
+
+    def queries(self) -> tuple[str, ...]:
+        return (
+            f'SELECT \'snapshot\', messages FROM "{self.table}_snapshots"',
+            f'SELECT \'message\', message FROM "{self.table}_messages"',
+        )
+
+    def references(self, kind: object, value: object) -> set[str]:
+        found: set[str] = set()
+        if not isinstance(value, str):
+            return found
+        try:
+            tree = json.loads(value)
+        except RecursionError:
+            raise RootReadError(f'{self.describe()}: a stored {kind} is JSON nested too deeply to read') from None
+        except ValueError:
+            raise RootReadError(f'{self.describe()}: a stored {kind} is not JSON') from None
+        add_references(tree, found, inside_literals=True)
+        return found
 
 
 def _checkpoint_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
@@ -896,7 +979,9 @@ def root_from_spec(spec: str) -> Root:
     ``SQLiteSession`` database: every session), ``kv-sqlite`` (an ``AsyncKV``
     in a SQLite ``kv`` table with a ``data`` column), ``langgraph-postgres``
     (a LangGraph ``PostgresSaver`` database: a ``postgresql://`` connection
-    string instead of a path). A bare path is
+    string instead of a path), ``pg-steps`` (a pydantic-ai-harness
+    ``PostgresStepStore`` with the default table prefix: a connection
+    string). A bare path is
     recognised by ``mediastash._path_kinds.classify``, the classifier tune uses
     too: a SQLite file is a step-store database; a folder with
     ``<run>/snapshots/`` or ``<run>/run.json`` inside is a ``FileStepStore``,
@@ -925,6 +1010,8 @@ def root_from_spec(spec: str) -> Root:
             return SQLiteKVRoot(path)
         if kind == 'langgraph-postgres':
             return LangGraphPostgresRoot(rest)
+        if kind == 'pg-steps':
+            return PostgresStepStoreRoot(rest)
         return SqliteStepStoreRoot(path)
     return root_from_path(Path(spec).expanduser())
 
