@@ -217,25 +217,25 @@ async def saved_run(inner: Any, media: Any) -> tuple[OffloadingStepStore, list[A
 
 
 def edited(messages: list[Any]) -> list[Any]:
-    """The plain messages with the tool return (message 2) and the answer's text (message 3) edited."""
+    """The plain messages with the prompt's first text (message 0: the other items are stand-ins), the tool
+    return (message 2) and the answer's text (message 3) edited."""
     out = list(messages)
+    prompt = out[0].parts[0]
+    assert prompt.content[0] == 'what is in these?' and prompt.content[1].startswith(PLACEHOLDER_PREFIX)
+    return with_edits(out)
+
+
+def with_edits(messages: list[Any]) -> list[Any]:
+    """``messages`` (a plain read, or the original history) with the edits of ``edited``."""
+    out = list(messages)
+    prompt = out[0].parts[0]
+    content = ['what is in this one?', *prompt.content[1:]]
+    out[0] = dataclasses.replace(out[0], parts=[dataclasses.replace(prompt, content=content)])
     tool = out[2].parts[0]
-    assert tool.content.startswith(PLACEHOLDER_PREFIX)
     out[2] = dataclasses.replace(out[2], parts=[dataclasses.replace(tool, content='a short edited tool output')])
     text, file = out[3].parts
     out[3] = dataclasses.replace(out[3], parts=[dataclasses.replace(text, content='an edited answer'), file])
     return out
-
-
-def with_edits(original) -> list[Any]:
-    messages = original
-    tool = messages[2].parts[0]
-    messages[2] = dataclasses.replace(
-        messages[2], parts=[dataclasses.replace(tool, content='a short edited tool output')]
-    )
-    text, file = messages[3].parts
-    messages[3] = dataclasses.replace(messages[3], parts=[dataclasses.replace(text, content='an edited answer'), file])
-    return messages
 
 
 @pytest.mark.parametrize('kind', sorted(STEP_STORES))

@@ -19,13 +19,22 @@ place is stale and never restored over it (``docs/integrations.md``).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import MediaStashError
-from mediastash.integrations._placeholders import Sizes, same_shown, shown_message, shows_stand_ins, visible_messages
+from mediastash.integrations._placeholders import (
+    Sizes,
+    merged_edit,
+    same_shown,
+    shown_message,
+    shows_stand_ins,
+    visible_messages,
+)
+from mediastash.markers import RESERVED_KEY_PREFIX
 
 __all__ = [
     'ENVELOPE_KEY',
@@ -106,7 +115,7 @@ class OpenedEnvelope:
     """What an envelope stands for: the whole lean message, and the part of it the body restores.
 
     ``restorable`` is the lean JSON the walker restores: ``kind``, the original
-    ``metadata``, the parts at ``live_parts`` and the fields in ``live_keys``.
+    ``metadata``, the parts at ``restored_parts`` and the fields in ``live_keys``.
     Every other part and field is the envelope's own (``reassembled``): parts
     that never held a payload, and places edited after a plain read.
     ``full`` is the whole lean message with the edits in place.
@@ -119,7 +128,11 @@ class OpenedEnvelope:
     whole: bool = False
     """A version 1 envelope: ``restorable`` is the whole message (it has no parts of its own)."""
     stale: bool = False
-    """The body has an entry whose place was edited (left out of ``restorable``)."""
+    """The body has an entry whose place was edited (left out of ``restorable``, or merged)."""
+    restored_parts: tuple[int, ...] = ()
+    """The parts ``restorable`` holds, in order: ``live_parts`` and the edited parts that kept stored media."""
+    edits: tuple[tuple[int, Any, Any], ...] = ()
+    """Each edited part: its index, the envelope's JSON of it and the body's stale lean part."""
 
 
 def open_envelope(message: ModelMessage, *, run_id: str, step_index: int, message_index: int) -> OpenedEnvelope:
@@ -146,7 +159,8 @@ def open_envelope(message: ModelMessage, *, run_id: str, step_index: int, messag
             raise fail('of version 1 must have no parts')
         parts = lean.get('parts')
         count = len(parts) if isinstance(parts, list) else 0
-        return OpenedEnvelope(lean, lean, tuple(range(count)), (), whole=True)
+        every = tuple(range(count))
+        return OpenedEnvelope(lean, lean, every, (), whole=True, restored_parts=every)
     return _opened(message, lean, fail)
 
 
@@ -185,17 +199,41 @@ def _opened(message: ModelMessage, body: dict[str, Any], fail: Callable[[str], E
             key for key in keys if key in live_keys or key == 'timestamp' or same_shown(own.get(key), shown.get(key))
         ]
     stale = len(live_keys) < len(keys) or len(live_parts) < sum(part is not _SAME for part in parts)
+    restored = {index: parts[index] for index in live_parts}
+    edits: list[tuple[int, Any, Any]] = []
     if stale:
         for key in keys:
             if key not in live_keys:
                 lean[key] = own.get(key)
         for index, part in enumerate(parts):
             if part is not _SAME and index not in live_parts:
-                lean['parts'][index] = own_parts[index]
+                edits.append((index, own_parts[index], part))
+                lean['parts'][index] = restored[index] = _kept_media(own_parts[index], part)
+                if restored[index] is own_parts[index]:
+                    del restored[index]
+    order = sorted(restored)
     restorable: dict[str, Any] = {'kind': body['kind'], 'metadata': body['metadata']}
     restorable.update((key, body[key]) for key in live_keys)
-    restorable['parts'] = [parts[index] for index in live_parts]
-    return OpenedEnvelope(lean, restorable, tuple(live_parts), tuple(live_keys), stale=stale)
+    restorable['parts'] = [restored[index] for index in order]
+    return OpenedEnvelope(
+        lean,
+        restorable,
+        tuple(live_parts),
+        tuple(live_keys),
+        stale=stale,
+        restored_parts=tuple(order),
+        edits=tuple(edits),
+    )
+
+
+def _kept_media(own: Any, lean: Any) -> Any:
+    """An edited part to restore: its stored media kept where the edit left their stand-ins (``merged_edit``),
+    or ``own`` itself (restored as the envelope holds it). Not when the part holds a reserved key: only a walk
+    of the typed part could tell a caller's look-alike from a marker."""
+    if RESERVED_KEY_PREFIX in json.dumps(own, ensure_ascii=False):
+        return own
+    merged, kept = merged_edit(own, lean, own)
+    return merged if kept else own
 
 
 def reassembled(envelope: ModelMessage, opened: OpenedEnvelope, restored: ModelMessage) -> ModelMessage:
@@ -204,7 +242,7 @@ def reassembled(envelope: ModelMessage, opened: OpenedEnvelope, restored: ModelM
     if opened.whole:
         return restored
     parts: list[Any] = list(envelope.parts)
-    for index, part in zip(opened.live_parts, restored.parts, strict=True):
+    for index, part in zip(opened.restored_parts, restored.parts, strict=True):
         parts[index] = part
     changes: dict[str, Any] = {key: getattr(restored, key) for key in opened.live_keys}
     changes.update(parts=parts, metadata=restored.metadata)
@@ -235,10 +273,13 @@ def written_back_lean(opened: OpenedEnvelope, walked: dict[str, Any]) -> dict[st
     lean = dict(walked)
     lean.update((key, restorable[key]) for key in opened.live_keys)
     lean['metadata'] = restorable['metadata']
-    live = iter(restorable['parts'])
+    live = iter(restorable['parts'][opened.restored_parts.index(i)] for i in opened.live_parts)
     rest = iter(walked['parts'])
     count = len(opened.full['parts'])
-    lean['parts'] = [next(live) if index in opened.live_parts else next(rest) for index in range(count)]
+    parts = [next(live) if index in opened.live_parts else next(rest) for index in range(count)]
+    for index, own, stale in opened.edits:  # an edited part keeps the media whose stand-ins it left in place
+        parts[index], _ = merged_edit(own, stale, parts[index])
+    lean['parts'] = parts
     return lean
 
 

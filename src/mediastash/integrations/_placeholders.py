@@ -36,6 +36,7 @@ from mediastash.walker.internal import TooDeep, TreeCopier
 __all__ = [
     'PLACEHOLDER_KEY',
     'PLACEHOLDER_PREFIX',
+    'merged_edit',
     'placeholder_text',
     'same_shown',
     'shown_message',
@@ -292,3 +293,41 @@ def same_shown(own: Any, shown: Any) -> bool:
 
 def _untimed(value: Any) -> Any:
     return {k: v for k, v in value.items() if k != 'timestamp'} if type(value) is dict else value
+
+
+def merged_edit(own: Any, lean: Any, edit: Any) -> tuple[Any, bool]:
+    """The lean JSON of an edited part: ``lean`` wherever ``own`` (the envelope's part) still shows its
+    stand-ins, ``edit`` (the lean JSON of the edited part, laid out like ``own``) everywhere else.
+
+    So editing one item of a prompt's content list keeps the other items'
+    stored media. Dicts with the same keys and lists of the same length are
+    compared item by item; any other difference takes ``edit`` whole. Also
+    says whether anything of ``lean`` was kept.
+    """
+    if type(lean) is dict and lean.get(MARKER_KEY) is True:  # the part itself was moved out: its edit is whole
+        return edit, False
+    try:
+        return _merged(own, lean, edit, _StandIns({}))
+    except (TooDeep, RecursionError):
+        return edit, False
+
+
+def _merged(own: Any, lean: Any, edit: Any, stand_ins: _StandIns) -> tuple[Any, bool]:
+    if _same(own, stand_ins.walk(lean)):
+        return lean, own != lean
+    if type(own) is dict and type(lean) is dict and type(edit) is dict and own.keys() == lean.keys() == edit.keys():
+        out: dict[str, Any] = {}
+        kept = False
+        for key in own:
+            out[key], here = _merged(own[key], lean[key], edit[key], stand_ins)
+            kept = kept or here
+        return out, kept
+    if type(own) is list and type(lean) is list and type(edit) is list and len(own) == len(lean) == len(edit):
+        items: list[Any] = []
+        kept = False
+        for mine, theirs, edited in zip(own, lean, edit, strict=True):
+            value, here = _merged(mine, theirs, edited, stand_ins)
+            items.append(value)
+            kept = kept or here
+        return items, kept
+    return edit, False
