@@ -25,6 +25,7 @@ from mediastash.gc import (
     CheckpointerRoot,
     LangGraphPostgresRoot,
     LangGraphSQLiteRoot,
+    MongoStepStoreRoot,
     PostgresStepStoreRoot,
     RootReadError,
     SQLiteSessionRoot,
@@ -330,3 +331,49 @@ def test_pg_steps_keeps_what_a_harness_postgres_step_store_references(tmp_path: 
             collected(media, PostgresStepStoreRoot(dsn, table='other_prefix'), tmp_path / 'x.txt')
     finally:
         asyncio.run(drop())
+
+
+def test_mongo_steps_keeps_what_a_harness_mongo_step_store_references(tmp_path: Path, mongo_uri: str) -> None:
+    from pydantic_ai import messages as m
+    from pydantic_ai_harness.step_persistence import ContinuableSnapshot, MongoStepStore, RunRecord
+
+    from tests.mongo_support import unique_name
+
+    database = unique_name('steps')
+    media = tmp_path / 'media'
+    images = [os.urandom(90_000) for _ in range(2)]
+
+    async def write() -> None:
+        store = DiskMediaStore(media)
+        steps = MongoStepStore(db_url=mongo_uri, database=database, media_store=store)
+        try:
+            for number, image in enumerate(images):
+                run = f'run-{number}'
+                await steps.register_run(RunRecord(run_id=run))
+                part = m.UserPromptPart(content=['look', m.BinaryContent(data=image, media_type='image/png')])
+                await steps.save_snapshot(
+                    ContinuableSnapshot(run_id=run, step_index=1, messages=[m.ModelRequest(parts=[part])])
+                )
+        finally:
+            await steps.aclose()
+            await store.aclose()
+
+    asyncio.run(write())
+    used = all_uris(media)
+    assert used == {_uri(image) for image in images}
+    orphan = put_orphan(media)
+    hosts, _, rest = mongo_uri.partition('://')[2].partition('/')
+    url = f'mongodb://{hosts}/{database}' + (f'?{rest.partition("?")[2]}' if '?' in rest else '')
+    root = root_from_spec(f'mongo-steps:{url}')
+    assert isinstance(root, MongoStepStoreRoot) and root.database == database
+    assert collected(media, root, tmp_path / 'dry.txt') == {orphan}
+    arguments = ['gc', '--store', str(media), '--roots', f'mongo-steps:{url}', '--grace', '0', '--delete', '-q']
+    assert cli_main(arguments) == 0
+    assert all_uris(media) == used
+    with pytest.raises(RootReadError, match='not a MongoStepStore database'):
+        collected(media, MongoStepStoreRoot(url, database=unique_name('empty')), tmp_path / 'x.txt')
+    secret = 's3cret-pass-word'
+    with pytest.raises(InvalidArgumentError, match='naming the database') as refused:
+        root_from_spec(f'mongo-steps:mongodb://someone:{secret}@{hosts}/')
+    assert secret not in str(refused.value)
+    assert secret not in MongoStepStoreRoot(f'mongodb://someone:{secret}@{hosts}/db').describe()

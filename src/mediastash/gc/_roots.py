@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
+from urllib.parse import unquote_plus
 
 from mediastash._path_kinds import NOT_ROOTS, PathKind, PathKindError, classify, walk_files
 from mediastash._sqlite_read import ReadOnlyDatabase, read_only
@@ -37,6 +38,7 @@ __all__ = [
     'KVRoot',
     'LangGraphPostgresRoot',
     'LangGraphSQLiteRoot',
+    'MongoStepStoreRoot',
     'Root',
     'RootReadError',
     'ScannableKV',
@@ -65,6 +67,7 @@ ROOT_KINDS: Final = (
     'kv-sqlite',
     'langgraph-postgres',
     'pg-steps',
+    'mongo-steps',
 )
 """The ``KIND:`` prefixes ``root_from_spec`` understands (``mediastash gc --roots``)."""
 
@@ -471,17 +474,79 @@ class PostgresStepStoreRoot(_PostgresTablesRoot):
         )
 
     def references(self, kind: object, value: object) -> set[str]:
-        found: set[str] = set()
-        if not isinstance(value, str):
-            return found
+        return _stored_json_references(value, self.describe(), str(kind))
+
+
+class MongoStepStoreRoot(Root):
+    """The collections of a pydantic-ai-harness ``MongoStepStore``, read with queries (no blob restored).
+
+    Reads every snapshot (``snapshots.messages``) and every stored message
+    (``snapshot_messages.message``) of ``database`` (default: the database the
+    URL names), as ``SqliteStepStoreRoot`` reads the SQLite layout. Errors and
+    descriptions name the hosts and database, never the user or password.
+    Needs ``pymongo`` (extra ``mongo``).
+    """
+
+    def __init__(self, uri: str, *, database: str | None = None) -> None:
+        scheme, separator, rest = uri.partition('://') if isinstance(uri, str) else ('', '', '')
+        if not separator or scheme not in ('mongodb', 'mongodb+srv'):
+            raise InvalidArgumentError('uri', 'a mongodb:// or mongodb+srv:// connection string', uri)
+        hosts, _, tail = rest.partition('/')
+        name = database if database is not None else unquote_plus(tail.partition('?')[0])
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError('uri', 'a mongodb:// URL naming the database (mongodb://host/<database>)', uri)
+        self._uri = uri
+        self.database = name
+        self.hosts = hosts.rpartition('@')[2]
+
+    async def reference_batches(self) -> AsyncIterator[set[str]]:
         try:
-            tree = json.loads(value)
-        except RecursionError:
-            raise RootReadError(f'{self.describe()}: a stored {kind} is JSON nested too deeply to read') from None
-        except ValueError:
-            raise RootReadError(f'{self.describe()}: a stored {kind} is not JSON') from None
-        add_references(tree, found, inside_literals=True)
+            from pymongo import AsyncMongoClient
+            from pymongo.errors import PyMongoError
+        except ImportError:
+            raise RootReadError('reading a MongoStepStore needs pymongo: pip install "mediastash[mongo]"') from None
+        where = self.describe()
+        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(self._uri, serverSelectionTimeoutMS=10_000)
+        try:
+            db = client[self.database]
+            names = set(await db.list_collection_names())
+            if 'snapshots' not in names:
+                raise RootReadError(f'{where}: no snapshots collection (not a MongoStepStore database)')
+            for collection, field in (('snapshots', 'messages'), ('snapshot_messages', 'message')):
+                if collection not in names:
+                    continue
+                page: set[str] = set()
+                count = 0
+                async for document in db[collection].find({}, {field: 1}, batch_size=_SQLITE_PAGE):
+                    page |= _stored_json_references(document.get(field), where, collection)
+                    count += 1
+                    if count == _SQLITE_PAGE:
+                        yield page
+                        page, count = set(), 0
+                if count:
+                    yield page
+        except PyMongoError as error:
+            raise RootReadError(f'{where}: cannot read the step store ({type(error).__name__})') from None
+        finally:
+            await client.close()
+
+    def describe(self) -> str:
+        return f'MongoStepStore database {self.database} at {self.hosts}'
+
+
+def _stored_json_references(value: object, where: str, what: str) -> set[str]:
+    """The references of one stored JSON text (a value that is not text holds none)."""
+    found: set[str] = set()
+    if not isinstance(value, str):
         return found
+    try:
+        tree = json.loads(value)
+    except RecursionError:
+        raise RootReadError(f'{where}: a stored {what} value is JSON nested too deeply to read') from None
+    except ValueError:
+        raise RootReadError(f'{where}: a stored {what} value is not JSON') from None
+    add_references(tree, found, inside_literals=True)
+    return found
 
 
 def _checkpoint_page(cursor: sqlite3.Cursor, database: Path) -> set[str] | None:
@@ -981,7 +1046,8 @@ def root_from_spec(spec: str) -> Root:
     (a LangGraph ``PostgresSaver`` database: a ``postgresql://`` connection
     string instead of a path), ``pg-steps`` (a pydantic-ai-harness
     ``PostgresStepStore`` with the default table prefix: a connection
-    string). A bare path is
+    string), ``mongo-steps`` (a ``MongoStepStore``: a ``mongodb://`` URL naming
+    the database). A bare path is
     recognised by ``mediastash._path_kinds.classify``, the classifier tune uses
     too: a SQLite file is a step-store database; a folder with
     ``<run>/snapshots/`` or ``<run>/run.json`` inside is a ``FileStepStore``,
@@ -1012,6 +1078,8 @@ def root_from_spec(spec: str) -> Root:
             return LangGraphPostgresRoot(rest)
         if kind == 'pg-steps':
             return PostgresStepStoreRoot(rest)
+        if kind == 'mongo-steps':
+            return MongoStepStoreRoot(rest)
         return SqliteStepStoreRoot(path)
     return root_from_path(Path(spec).expanduser())
 
