@@ -20,7 +20,7 @@ from typing import Any
 
 import pybase64
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import (
     ModelMessage,
@@ -298,12 +298,19 @@ async def step_store_round_trip(kind: str, content: Any, threshold: int) -> None
         assert exact(returned.content) == exact(json.loads(json.dumps(content)))
         plain = await harness_store(kind, Path(tmp)).latest_snapshot(run_id='r')  # a reader without mediastash
         shown = plain.messages[2].parts[0].content
-        assert isinstance(shown, str) and shown.startswith(PLACEHOLDER_PREFIX) and 'JSON' in shown
+        raw = canonical_json(content)
+        if raw is not None and any(marker in raw for marker in _EMBEDDED):
+            # JSON that may hold a payload or marker of its own (a key named part_kind...) is left to the
+            # ordinary walk: with no media inside, the plain reader sees it as it was.
+            assert exact(shown) == exact(json.loads(json.dumps(content)))
+        else:
+            assert isinstance(shown, str) and shown.startswith(PLACEHOLDER_PREFIX) and 'JSON' in shown
 
 
 @pytest.mark.parametrize('kind', ['file', 'sqlite'])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(content=containers(_typed_strings))
+@example(content=[{'part_kind': None}])  # once found by hypothesis: a key that looks like a part's
 def test_step_store_round_trip_is_exact(kind: str, content: Any) -> None:
     asyncio.run(step_store_round_trip(kind, content, 0))
 
