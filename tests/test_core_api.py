@@ -191,9 +191,10 @@ except ImportError as error:
 """
     result = run_hiding('pydantic_ai,pydantic_ai_harness,pydantic_ai_persistence', code)
     assert result.returncode == 0, result.stderr
+    # The extra that brings OffloadingStepStore's framework (the harness extra installs pydantic-ai too).
     assert (
-        'hint: mediastash.integrations needs pydantic-ai and pydantic-ai-harness: pip install "mediastash[harness]"'
-        in (result.stdout)
+        'hint: mediastash.integrations.OffloadingStepStore needs pydantic-ai-harness: pip install "mediastash[harness]"'
+        in result.stdout
     )
 
 
