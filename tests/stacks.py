@@ -4,10 +4,10 @@
   except those marked ``conversation_store`` (that pydantic-ai has no
   ``ConversationStore``).
 - ``latest``: the newest pydantic-ai-slim without the harness. Only the test
-  modules marked ``pydantic_ai`` or ``conversation_store`` by a module-level
-  ``pytestmark`` are collected there (the rest does not depend on pydantic-ai
-  and runs on the harness stack; many import the harness); their tests marked
-  ``harness`` are skipped.
+  modules that name the mark ``pydantic_ai`` or ``conversation_store`` are
+  collected there (the rest does not depend on pydantic-ai and runs on the
+  harness stack; many import the harness), ``scripts/test`` selects the tests
+  so marked, and those marked ``harness`` are skipped.
 
 ``MEDIASTASH_STACK`` names the stack; unset, it is ``harness`` when
 pydantic-ai-harness is installed and ``latest`` otherwise. A name that does
@@ -40,7 +40,7 @@ LATEST_MARKS: Final = frozenset({'pydantic_ai', 'conversation_store'})
 
 
 def module_marks(path: Path) -> frozenset[str]:
-    """The marks a test module's top-level ``pytestmark`` names (``pytest.mark.NAME``, alone or in a list).
+    """The marks a test module names anywhere as ``pytest.mark.NAME`` (its ``pytestmark``, a decorator, a param).
 
     Read from the source, so a module is chosen without importing it.
     """
@@ -48,19 +48,15 @@ def module_marks(path: Path) -> frozenset[str]:
         tree = ast.parse(path.read_text(encoding='utf-8'), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return frozenset()
-    found: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(target, ast.Name) and target.id == 'pytestmark' for target in node.targets
-        ):
-            for mark in ast.walk(node.value):
-                if (
-                    isinstance(mark, ast.Attribute)
-                    and isinstance(mark.value, ast.Attribute)
-                    and mark.value.attr == 'mark'
-                ):
-                    found.add(mark.attr)
-    return frozenset(found)
+    return frozenset(
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == 'mark'
+        and isinstance(node.value.value, ast.Name)
+        and node.value.value.id == 'pytest'
+    )
 
 
 def _harness_installed() -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,7 +65,16 @@ def servers_for(block: Block, request: pytest.FixtureRequest) -> dict[str, str]:
     return servers
 
 
-@pytest.mark.parametrize('block', EXAMPLES, ids=lambda block: block.name)
+# Pages whose examples need pydantic-ai's ConversationStore: they run on the latest stack only (tests/stacks.py).
+CONVERSATION_PAGES = frozenset({'conversations.md'})
+
+
+def example_param(block: Block) -> Any:
+    marks = [pytest.mark.conversation_store] if block.path.name in CONVERSATION_PAGES else []
+    return pytest.param(block, marks=marks, id=block.name)
+
+
+@pytest.mark.parametrize('block', [example_param(block) for block in EXAMPLES])
 def test_documentation_example_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     check(block, tmp_path, example_environment(os.environ, servers_for(block, request)))
 

@@ -85,7 +85,7 @@ WITHOUT_PYDANTIC_AI = blocking(
     AGENT_PACKAGES,
     """
 import mediastash.integrations
-for name in ('MediaUrls', 'EnvelopeError', 'OffloadingKV'):
+for name in ('MediaUrls', 'OffloadingConversationStore', 'EnvelopeError', 'OffloadingKV'):
     try:
         getattr(mediastash.integrations, name)
     except ImportError as error:
@@ -94,6 +94,18 @@ try:
     import mediastash.integrations.provider_files
 except ImportError as error:
     print('needs provider_files', error)
+""",
+)
+
+
+BEFORE_CONVERSATION_STORES = blocking(
+    ('pydantic_ai.conversation_store', 'pydantic_ai_harness', 'pydantic_ai_persistence'),
+    """
+from mediastash.integrations import MediaUrls
+try:
+    from mediastash.integrations import OffloadingConversationStore
+except ImportError as error:
+    print('needs-newer', error)
 """,
 )
 
@@ -185,6 +197,7 @@ def test_each_pydantic_ai_name_names_the_pydantic_ai_extra() -> None:
     lines = printed(WITHOUT_PYDANTIC_AI).splitlines()
     assert [line.split()[1] for line in lines] == [
         'MediaUrls',
+        'OffloadingConversationStore',
         'EnvelopeError',
         'OffloadingKV',
         'provider_files',
@@ -221,3 +234,9 @@ def test_the_openai_agents_integration_needs_neither_pydantic_ai_nor_langchain()
 
 def test_the_openai_agents_integration_names_its_extra_when_the_sdk_is_missing() -> None:
     assert 'pip install "mediastash[openai-agents]"' in printed(OPENAI_AGENTS_MISSING)
+
+
+def test_the_conversation_wrapper_on_a_pydantic_ai_without_conversation_stores_says_which_version() -> None:
+    (line,) = printed(BEFORE_CONVERSATION_STORES).splitlines()
+    assert line.startswith('needs-newer mediastash.integrations.OffloadingConversationStore needs pydantic-ai 2.66')
+    assert '"pydantic-ai-slim>=2.66"' in line

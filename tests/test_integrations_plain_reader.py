@@ -378,7 +378,7 @@ def binary_marker(uri: str) -> dict[str, Any]:
 
 def test_shapes_pydantic_ai_refuses_fall_back_to_text_parts_and_still_restore() -> None:
     """A marker where pydantic-ai accepts no text: the part (else the message) becomes text parts, one per part."""
-    from mediastash.integrations._envelope import envelopes_for, lean_json_of
+    from mediastash.integrations._envelope import SnapshotPlace, envelopes_for, lean_json_of
     from mediastash.uri import media_uri_for
 
     uri = media_uri_for(b'x')
@@ -408,7 +408,7 @@ def test_shapes_pydantic_ai_refuses_fall_back_to_text_parts_and_still_restore() 
     assert [p.part_kind for p in second.parts] == ['text', 'text']
     assert all(p.content.startswith(PLACEHOLDER_PREFIX) for p in second.parts)  # the message itself could not hold it
     for index, (message, lean) in enumerate(zip(stored, leans, strict=True)):
-        back = lean_json_of(message, run_id='r', step_index=1, message_index=index)
+        back = lean_json_of(message, place=SnapshotPlace('r', 1), message_index=index)
         assert {k: v for k, v in back.items() if k in lean} == lean
 
 

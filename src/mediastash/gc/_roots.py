@@ -31,6 +31,7 @@ from mediastash.uri import parse_media_uri
 
 __all__ = [
     'ROOT_KINDS',
+    'ConversationStoreRoot',
     'FileStepStoreRoot',
     'JsonFileRoot',
     'JsonLinesFileRoot',
@@ -900,6 +901,62 @@ class _SkippedSnapshots(logging.Handler):
             raise RootReadError(f'{where}: the step store skipped a snapshot it could not read ({self.skipped[0]})')
 
 
+class ConversationStoreRoot(Root):
+    """Every entry reachable from every record of a pydantic-ai ``ConversationStore``, and from its branches.
+
+    Reads ``read_records()`` (every scope), then for each record the history
+    of its head and of each branch it left (``read_history``), one URI set per
+    record. An ``OffloadingConversationStore`` is read through its inner store,
+    whose entries hold the envelopes: nothing is restored and no blob is read.
+    An entry no record or branch reaches (one a backend kept after a delete)
+    is not a root.
+    """
+
+    def __init__(self, store: Any) -> None:
+        inner = _unwrap(store, _CONVERSATION_MODULE, 'OffloadingConversationStore')
+        for method in ('read_records', 'read_history'):
+            if not callable(getattr(inner, method, None)):
+                raise TypeError(f'{type(inner).__name__} has no {method}(): it is not a pydantic-ai ConversationStore')
+        self.store = inner
+
+    async def reference_batches(self) -> AsyncIterator[set[str]]:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        read: set[str] = set()
+        for record in await self.store.read_records():
+            found: set[str] = set()
+            for tip in dict.fromkeys([record.head_id, *record.branches]):
+                if tip is None or tip in read:
+                    continue
+                try:
+                    entries = await self.store.read_history(tip)
+                except LookupError:
+                    raise RootReadError(
+                        f'{self.describe()}: an entry of conversation {record.conversation_id!r} could not be read'
+                    ) from None
+                fresh = [entry for entry in entries if entry.id not in read]
+                read.update(entry.id for entry in fresh)
+                try:
+                    tree = ModelMessagesTypeAdapter.dump_python([entry.message for entry in fresh])
+                except RecursionError:
+                    raise RootReadError(f'{self.describe()}: a message is nested too deeply to read') from None
+                add_references(tree, found, inside_literals=True)
+            yield found
+
+    def describe(self) -> str:
+        return type(self.store).__name__
+
+
+_CONVERSATION_MODULE: Final = 'mediastash.integrations.conversation_store'
+
+
+def _is_conversation_store(value: object) -> bool:
+    """Whether ``value`` is an ``OffloadingConversationStore`` or a pydantic-ai ``ConversationStore`` (no import)."""
+    return _is_instance(value, _CONVERSATION_MODULE, 'OffloadingConversationStore') or _is_instance(
+        value, 'pydantic_ai.conversation_store', 'ConversationStore'
+    )
+
+
 @runtime_checkable
 class ScannableKV(Protocol):
     """An ``AsyncKV`` that can list its records: ``scan()`` yields ``(pk, sk, data)`` for every record.
@@ -988,7 +1045,8 @@ def as_root(value: object) -> Root:
     A ``Root`` as is; a ``str`` or path: ``root_from_spec`` (a file or folder,
     its kind sniffed or given by a prefix); a ``set``/``frozenset`` of URIs;
     a ``dict``/``list`` lean tree; an ``OffloadingKV`` or ``ScannableKV``; a
-    step store (``OffloadingStepStore`` or anything with ``list_runs``: a
+    pydantic-ai ``ConversationStore`` or ``OffloadingConversationStore``
+    (``ConversationStoreRoot``); a step store (``OffloadingStepStore`` or anything with ``list_runs``: a
     ``StepStoreRoot``, except that a harness ``FileStepStore`` or
     ``SqliteStepStore`` externalizing into a media store of its own is read
     from its folder or database file).
@@ -1005,13 +1063,15 @@ def as_root(value: object) -> Root:
         return JsonTreeRoot(value)
     if _is_instance(value, 'mediastash.integrations.kv', 'OffloadingKV') or isinstance(value, ScannableKV):
         return KVRoot(value)
+    if _is_conversation_store(value):
+        return ConversationStoreRoot(value)
     if _is_instance(value, 'mediastash.integrations.step_store', 'OffloadingStepStore') or callable(
         getattr(value, 'list_runs', None)
     ):
         return _step_store_root(value)
     raise TypeError(
         f'{type(value).__name__} is not a root: give a lean tree, a path, a set of URIs, a step store, '
-        'an OffloadingKV or a mediastash.gc Root'
+        'a conversation store, an OffloadingKV or a mediastash.gc Root'
     )
 
 

@@ -1,8 +1,9 @@
 """What users plug in, each name imported on first use so the others import without its framework.
 
 - extra ``pydantic-ai``: ``MediaUrls`` / ``MediaUrlSwapper``, the envelope
-  names and ``OffloadingKV`` (for any
-  pydantic-ai-persistence ``AsyncKV``);
+  names, ``OffloadingKV`` (for any pydantic-ai-persistence ``AsyncKV``) and
+  ``OffloadingConversationStore`` (which needs pydantic-ai 2.66 or later, for
+  ``pydantic_ai.conversation_store``);
 - extra ``harness``: ``OffloadingStepStore`` (pydantic-ai-harness, with
   pydantic-ai-persistence for its KV step stores);
 - ``mediastash.integrations.langgraph`` (extra ``langgraph``) needs neither.
@@ -21,12 +22,16 @@ if TYPE_CHECKING:
     from mediastash.integrations.media_urls import MediaUrls, MediaUrlSwapper
     from mediastash.integrations.step_store import OffloadingStepStore
 
+    # OffloadingConversationStore is left out here: the harness stack's pydantic-ai has no ConversationStore
+    # (.ci/run type-checks its module on the latest stack). ``__getattr__`` serves it all the same.
+
 __all__ = [
     'ENVELOPE_KEY',
     'ENVELOPE_VERSION',
     'EnvelopeError',
     'MediaUrlSwapper',
     'MediaUrls',
+    'OffloadingConversationStore',
     'OffloadingKV',
     'OffloadingStepStore',
 ]
@@ -38,16 +43,22 @@ _HOMES: Final = {
     'OffloadingKV': 'kv',
     'MediaUrls': 'media_urls',
     'MediaUrlSwapper': 'media_urls',
+    'OffloadingConversationStore': 'conversation_store',
     'OffloadingStepStore': 'step_store',
 }
 
 _HARNESS_HOMES: Final = frozenset({'step_store'})
 
 
-def _install_hint(home: str) -> str:
-    """What to install for the names of ``home``."""
+def _install_hint(home: str, missing: str) -> str:
+    """What to install for the names of ``home``, whose import failed on the module ``missing``."""
     if home in _HARNESS_HOMES:
         return 'needs pydantic-ai-harness: pip install "mediastash[harness]"'
+    if home == 'conversation_store' and missing.startswith('pydantic_ai.'):
+        return (
+            "needs pydantic-ai 2.66 or later (pydantic_ai.conversation_store), which the harness's pin does not "
+            'allow: pip install --upgrade "mediastash[pydantic-ai]" "pydantic-ai-slim>=2.66" without the harness'
+        )
     return 'needs pydantic-ai: pip install "mediastash[pydantic-ai]"'
 
 
@@ -58,9 +69,10 @@ def __getattr__(name: str) -> Any:
     try:
         module = importlib.import_module(f'{__name__}.{home}')
     except ImportError as exc:
-        if (exc.name or '').startswith('mediastash'):
+        missing = exc.name or ''
+        if missing.startswith('mediastash'):
             raise  # our own module is broken: no install hint
-        raise ImportError(f'mediastash.integrations.{name} {_install_hint(home)}') from exc
+        raise ImportError(f'mediastash.integrations.{name} {_install_hint(home, missing)}') from exc
     value = getattr(module, name)
     globals()[name] = value
     return value

@@ -21,12 +21,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import MediaStashError
 from mediastash.integrations._placeholders import (
+    DEFAULT_READER,
     Sizes,
     merged_edit,
     same_shown,
@@ -40,8 +41,11 @@ __all__ = [
     'ENVELOPE_KEY',
     'ENVELOPE_VERSION',
     'READ_VERSIONS',
+    'EntriesPlace',
     'EnvelopeError',
     'OpenedEnvelope',
+    'Place',
+    'SnapshotPlace',
     'envelopes_for',
     'has_reserved_key',
     'lean_json_of',
@@ -67,16 +71,69 @@ _MISSING: Final = object()
 
 
 class EnvelopeError(MediaStashError, ValueError):
-    """A stored envelope message is damaged or from an unknown version (nothing was restored)."""
+    """A stored envelope message is damaged or from an unknown version (nothing was restored).
 
-    def __init__(self, reason: str, *, run_id: str, step_index: int, message_index: int) -> None:
+    Names where it was read: a step store snapshot (``run_id``, ``step_index``,
+    ``message_index``) or a conversation entry (``entry_id``).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        run_id: str | None = None,
+        step_index: int | None = None,
+        message_index: int | None = None,
+        entry_id: str | None = None,
+    ) -> None:
         self.run_id = run_id
         self.step_index = step_index
         self.message_index = message_index
-        super().__init__(
-            f'snapshot of run {run_id!r} at step {step_index}, message {message_index}: '
-            f'mediastash envelope {reason}; the snapshot cannot be restored'
-        )
+        self.entry_id = entry_id
+        if entry_id is not None:
+            where, what = f'conversation entry {entry_id!r}', 'entry'
+        else:
+            where, what = f'snapshot of run {run_id!r} at step {step_index}, message {message_index}', 'snapshot'
+        super().__init__(f'{where}: mediastash envelope {reason}; the {what} cannot be restored')
+
+
+class Place(Protocol):
+    """Where a list of stored messages was read, for errors: a snapshot, or a conversation's entries."""
+
+    def error(self, reason: str, message_index: int) -> EnvelopeError:
+        """The error for the message at ``message_index`` of the list."""
+        ...
+
+    def needing(self, message_index: int) -> str:
+        """Who needs a blob the message at ``message_index`` references (for ``MediaNotFoundError``)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SnapshotPlace:
+    """The messages of one step store snapshot."""
+
+    run_id: str
+    step_index: int
+
+    def error(self, reason: str, message_index: int) -> EnvelopeError:
+        return EnvelopeError(reason, run_id=self.run_id, step_index=self.step_index, message_index=message_index)
+
+    def needing(self, message_index: int) -> str:
+        return f'run {self.run_id!r} step {self.step_index}'
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EntriesPlace:
+    """The messages of conversation entries, one per entry, in this order."""
+
+    entry_ids: Sequence[str]
+
+    def error(self, reason: str, message_index: int) -> EnvelopeError:
+        return EnvelopeError(reason, entry_id=self.entry_ids[message_index])
+
+    def needing(self, message_index: int) -> str:
+        return f'conversation entry {self.entry_ids[message_index]!r}'
 
 
 def has_reserved_key(message: ModelMessage) -> bool:
@@ -85,7 +142,9 @@ def has_reserved_key(message: ModelMessage) -> bool:
     return isinstance(metadata, dict) and ENVELOPE_KEY in metadata
 
 
-def envelopes_for(leans: list[dict[str, Any]], sizes: Sequence[Sizes]) -> list[ModelMessage]:
+def envelopes_for(
+    leans: list[dict[str, Any]], sizes: Sequence[Sizes], *, reader: str = DEFAULT_READER
+) -> list[ModelMessage]:
     """Version 2 envelopes for the lean message JSONs (``sizes``: known payload sizes per message).
 
     Each envelope is the lean message with stand-ins (``_placeholders``); its
@@ -94,7 +153,7 @@ def envelopes_for(leans: list[dict[str, Any]], sizes: Sequence[Sizes]) -> list[M
     lean part, or ``null`` where the envelope's part dumps to exactly that.
     Only the lean JSON decides the envelope, so it is the same at every save.
     """
-    shown = visible_messages(leans, list(sizes))
+    shown = visible_messages(leans, list(sizes), reader=reader)
     dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(shown, mode='json')
     for lean, visible, own in zip(leans, shown, dumped, strict=True):
         body: dict[str, Any] = {'kind': lean['kind'], 'metadata': lean.get('metadata')}
@@ -135,11 +194,11 @@ class OpenedEnvelope:
     """Each edited part: its index, the envelope's JSON of it and the body's stale lean part."""
 
 
-def open_envelope(message: ModelMessage, *, run_id: str, step_index: int, message_index: int) -> OpenedEnvelope:
-    """Check an envelope's shape and version and say what it stands for (``EnvelopeError`` when damaged)."""
+def open_envelope(message: ModelMessage, *, place: Place, message_index: int) -> OpenedEnvelope:
+    """Check an envelope's shape and version and say what it stands for (``EnvelopeError``, naming ``place``)."""
 
     def fail(reason: str) -> EnvelopeError:
-        return EnvelopeError(reason, run_id=run_id, step_index=step_index, message_index=message_index)
+        return place.error(reason, message_index)
 
     metadata = message.metadata
     if not isinstance(metadata, dict) or set(metadata) != {ENVELOPE_KEY}:
@@ -164,9 +223,9 @@ def open_envelope(message: ModelMessage, *, run_id: str, step_index: int, messag
     return _opened(message, lean, fail)
 
 
-def lean_json_of(message: ModelMessage, *, run_id: str, step_index: int, message_index: int) -> dict[str, Any]:
+def lean_json_of(message: ModelMessage, *, place: Place, message_index: int) -> dict[str, Any]:
     """The lean JSON of the message an envelope stands for (edited places as the envelope holds them)."""
-    return open_envelope(message, run_id=run_id, step_index=step_index, message_index=message_index).full
+    return open_envelope(message, place=place, message_index=message_index).full
 
 
 def _opened(message: ModelMessage, body: dict[str, Any], fail: Callable[[str], EnvelopeError]) -> OpenedEnvelope:

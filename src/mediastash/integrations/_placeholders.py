@@ -34,6 +34,7 @@ from mediastash.markers import (
 from mediastash.walker.internal import TooDeep, TreeCopier
 
 __all__ = [
+    'DEFAULT_READER',
     'PLACEHOLDER_KEY',
     'PLACEHOLDER_PREFIX',
     'merged_edit',
@@ -50,7 +51,11 @@ PLACEHOLDER_PREFIX: Final = '[mediastash placeholder: '
 PLACEHOLDER_KEY: Final = 'mediastash_placeholder'
 """``vendor_metadata`` key of an empty ``BinaryContent`` stand-in (where only binary content is valid)."""
 
-_HOW_TO_OPEN: Final = "not included here: read this history through mediastash's OffloadingStepStore to get it]"
+DEFAULT_READER: Final = 'OffloadingStepStore'
+"""The wrapper a stand-in names as the way to read the payload back (each wrapper passes its own)."""
+
+_READER_NAME: Final = re.compile(r"(?<=read this history through mediastash's )[A-Za-z]+(?= to get it\])")
+"""The wrapper a stand-in names: any wrapper's stand-in is the same stand-in (see ``_canonical``)."""
 _MAX_MEDIA_TYPE: Final = 80
 # Where pydantic-ai accepts only binary content, so a text stand-in would not validate.
 _BINARY_ONLY: Final = {'speech': 'audio'}
@@ -62,17 +67,23 @@ Sizes = Mapping[str, int]
 """Payload size in bytes by URI, for the URIs a message's save knew (others are shown without a size)."""
 
 
-def placeholder_text(what: str, uri: str, size: int | None) -> str:
+def placeholder_text(what: str, uri: str, size: int | None, reader: str = DEFAULT_READER) -> str:
     """The stand-in for one stored payload: what it was, its size when known, its URI, how to open it."""
     amount = '' if size is None else f', {format_bytes(size)}'
-    return f'{PLACEHOLDER_PREFIX}{what[:_MAX_MEDIA_TYPE]}{amount} stored as {uri}; {_HOW_TO_OPEN}'
+    return f'{PLACEHOLDER_PREFIX}{what[:_MAX_MEDIA_TYPE]}{amount} stored as {uri}; {_how_to_open(reader)}'
 
 
-def _part_text(part_kind: object, uris: list[str]) -> str:
+def _how_to_open(reader: str) -> str:
+    return f"not included here: read this history through mediastash's {reader} to get it]"
+
+
+def _part_text(part_kind: object, uris: list[str], reader: str) -> str:
     """The stand-in for a whole part that could not keep its shape."""
     kind = part_kind if isinstance(part_kind, str) else 'message'
     listed = ', '.join(dict.fromkeys(uris)) or 'no media reference'
-    return f'{PLACEHOLDER_PREFIX}a {kind[:_MAX_MEDIA_TYPE]} part holding stored media ({listed}); {_HOW_TO_OPEN}'
+    return (
+        f'{PLACEHOLDER_PREFIX}a {kind[:_MAX_MEDIA_TYPE]} part holding stored media ({listed}); {_how_to_open(reader)}'
+    )
 
 
 @functools.cache
@@ -93,8 +104,9 @@ class _StandIns(TreeCopier):
     are replaced too. ``uris`` collects every reference replaced.
     """
 
-    def __init__(self, sizes: Sizes) -> None:
+    def __init__(self, sizes: Sizes, reader: str = DEFAULT_READER) -> None:
         self.sizes = sizes
+        self.reader = reader
         self.uris: list[str] = []
 
     def walk_dict(self, node: dict[str, Any], depth: int) -> Any:
@@ -119,7 +131,7 @@ class _StandIns(TreeCopier):
             what = 'JSON' if is_structured_marker(marker) else 'text'
         else:
             what = media_type if isinstance(media_type, str) else 'binary data'
-        return placeholder_text(what, uri, self.sizes.get(uri))
+        return placeholder_text(what, uri, self.sizes.get(uri), self.reader)
 
     def empty_binary(self, marker: dict[str, Any]) -> dict[str, Any]:
         """An empty ``BinaryContent`` whose ``vendor_metadata`` carries the stand-in text."""
@@ -157,16 +169,16 @@ def _is_binary_marker(node: dict[str, Any]) -> bool:
     return node.get(MARKER_KEY) is True and marker_shape(node) == 'binary'
 
 
-def _fallback_part(kind: str, part: Any, uris: list[str]) -> dict[str, Any]:
+def _fallback_part(kind: str, part: Any, uris: list[str], reader: str) -> dict[str, Any]:
     """A text part standing for a whole part (only for shapes pydantic-ai would not accept with stand-ins)."""
     part_kind = part.get('part_kind') if type(part) is dict else None
-    text = _part_text(part_kind, uris)
+    text = _part_text(part_kind, uris, reader)
     return {'part_kind': 'user-prompt' if kind == 'request' else 'text', 'content': text}
 
 
-def _visible_json(lean: dict[str, Any], sizes: Sizes) -> dict[str, Any]:
+def _visible_json(lean: dict[str, Any], sizes: Sizes, reader: str) -> dict[str, Any]:
     """The lean message with stand-ins (``metadata`` left empty: the envelope goes there)."""
-    stand_ins = _StandIns(sizes)
+    stand_ins = _StandIns(sizes, reader)
     out: dict[str, Any] = {}
     for key, value in lean.items():
         if key == 'parts' and type(value) is list:
@@ -178,7 +190,7 @@ def _visible_json(lean: dict[str, Any], sizes: Sizes) -> dict[str, Any]:
     return out
 
 
-def _checked_parts(lean: dict[str, Any], visible: dict[str, Any], sizes: Sizes) -> dict[str, Any]:
+def _checked_parts(lean: dict[str, Any], visible: dict[str, Any], sizes: Sizes, reader: str) -> dict[str, Any]:
     """``visible`` with each part pydantic-ai refuses replaced by a text part (same position)."""
     kind = lean.get('kind')
     if kind not in ('request', 'response') or type(lean.get('parts')) is not list:
@@ -189,38 +201,38 @@ def _checked_parts(lean: dict[str, Any], visible: dict[str, Any], sizes: Sizes) 
         try:
             adapter.validate_python(shown)
         except ValidationError:
-            stand_ins = _StandIns(sizes)
+            stand_ins = _StandIns(sizes, reader)
             stand_ins.walk(original)
-            parts.append(_fallback_part(kind, original, stand_ins.uris))
+            parts.append(_fallback_part(kind, original, stand_ins.uris, reader))
         else:
             parts.append(shown)
     return {**visible, 'parts': parts}
 
 
-def _bare(lean: dict[str, Any], sizes: Sizes) -> dict[str, Any]:
+def _bare(lean: dict[str, Any], sizes: Sizes, reader: str) -> dict[str, Any]:
     """The last resort: only ``kind`` and one text part per lean part (the count stays, so pairing by index does)."""
     kind = lean.get('kind')
     parts = lean.get('parts')
     out: list[Any] = []
     for part in parts if type(parts) is list else []:
-        stand_ins = _StandIns(sizes)
+        stand_ins = _StandIns(sizes, reader)
         with contextlib.suppress(TooDeep):
             stand_ins.walk(part)
-        out.append(_fallback_part(kind if isinstance(kind, str) else 'request', part, stand_ins.uris))
+        out.append(_fallback_part(kind if isinstance(kind, str) else 'request', part, stand_ins.uris, reader))
     return {'kind': kind, 'parts': out}
 
 
-def _validate_one(lean: dict[str, Any], sizes: Sizes) -> ModelMessage:
+def _validate_one(lean: dict[str, Any], sizes: Sizes, reader: str) -> ModelMessage:
     """The visible message for ``lean``: stand-ins in place, else whole-part stand-ins, else text parts only."""
     error: Exception | None = None
     for attempt in range(3):
         try:
             if attempt == 0:
-                shown = _visible_json(lean, sizes)
+                shown = _visible_json(lean, sizes, reader)
             elif attempt == 1:
-                shown = _checked_parts(lean, _visible_json(lean, sizes), sizes)
+                shown = _checked_parts(lean, _visible_json(lean, sizes, reader), sizes, reader)
             else:
-                shown = _bare(lean, sizes)
+                shown = _bare(lean, sizes, reader)
             message: ModelMessage = ModelMessagesTypeAdapter.validate_python([shown])[0]
         except (ValidationError, TooDeep) as caught:
             error = caught
@@ -229,7 +241,9 @@ def _validate_one(lean: dict[str, Any], sizes: Sizes) -> ModelMessage:
     raise AssertionError('a message of text parts always validates') from error
 
 
-def visible_messages(leans: list[dict[str, Any]], sizes: list[Sizes]) -> list[ModelMessage]:
+def visible_messages(
+    leans: list[dict[str, Any]], sizes: list[Sizes], *, reader: str = DEFAULT_READER
+) -> list[ModelMessage]:
     """The typed messages a plain reader sees for ``leans``: every part kept, payloads shown as stand-ins.
 
     ``metadata`` is ``None`` on each (the caller puts the envelope there). Tries
@@ -237,15 +251,20 @@ def visible_messages(leans: list[dict[str, Any]], sizes: list[Sizes]) -> list[Mo
     with whole-part stand-ins where needed.
     """
     try:
-        shown = [_visible_json(lean, size) for lean, size in zip(leans, sizes, strict=True)]
+        shown = [_visible_json(lean, size, reader) for lean, size in zip(leans, sizes, strict=True)]
         return list(ModelMessagesTypeAdapter.validate_python(shown))
     except (ValidationError, TooDeep):
-        return [_validate_one(lean, size) for lean, size in zip(leans, sizes, strict=True)]
+        return [_validate_one(lean, size, reader) for lean, size in zip(leans, sizes, strict=True)]
 
 
 def _sizeless(value: Any) -> str:
-    """``value`` as canonical JSON text with every stand-in's size label taken out."""
-    return _SIZE_LABEL.sub('', json.dumps(value, sort_keys=True, ensure_ascii=False))
+    """``value`` as canonical JSON text with every stand-in's size label taken out (and the wrapper it names)."""
+    return _canonical(json.dumps(value, sort_keys=True, ensure_ascii=False))
+
+
+def _canonical(text: str) -> str:
+    """``text`` with stand-ins' size labels taken out and the wrapper they name made the default one."""
+    return _READER_NAME.sub(DEFAULT_READER, _SIZE_LABEL.sub('', text))
 
 
 def shows_stand_ins(own: Any, lean: Any, *, part: bool) -> bool:
@@ -267,7 +286,7 @@ def shows_stand_ins(own: Any, lean: Any, *, part: bool) -> bool:
 def _same(own: Any, shown: Any) -> bool:
     """``own == shown``, a stand-in in ``own`` taken without its size label (``shown`` was built without sizes)."""
     if type(own) is str:
-        return own == shown or (own.startswith(PLACEHOLDER_PREFIX) and _SIZE_LABEL.sub('', own) == shown)
+        return own == shown or (own.startswith(PLACEHOLDER_PREFIX) and _canonical(own) == shown)
     if type(own) is dict:
         return type(shown) is dict and own.keys() == shown.keys() and all(_same(own[k], shown[k]) for k in own)
     if type(own) is list:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
@@ -22,6 +22,8 @@ from mediastash.errors import MalformedMarker, MediaNotFoundError, UnsupportedMa
 from mediastash.integrations._envelope import (
     EnvelopeError,
     OpenedEnvelope,
+    Place,
+    SnapshotPlace,
     envelopes_for,
     has_reserved_key,
     open_envelope,
@@ -30,7 +32,7 @@ from mediastash.integrations._envelope import (
     with_kept_stand_ins,
     written_back_lean,
 )
-from mediastash.integrations._placeholders import Sizes
+from mediastash.integrations._placeholders import DEFAULT_READER, Sizes
 from mediastash.integrations._references import has_reference_parts, references_to_markers, with_reference_parts
 from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.reference_keys import ReferenceKey, reference_key_of
@@ -38,17 +40,29 @@ from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.typed import LeanMessages, TypedWalker
 
-__all__ = ['Offloader']
+__all__ = ['RESTORE_MODES', 'Offloader', 'RestoreMode']
+
+RestoreMode = Literal['bytes', 'references']
+"""How a wrapper restores media: with their bytes, or as reference parts that read no blob."""
+
+RESTORE_MODES: Final = ('bytes', 'references')
 
 
 class Offloader:
     """Turns message lists into lean ones (envelopes) and back, for one media store."""
 
     def __init__(
-        self, media_store: MediaStore, *, options: WalkOptions, reference_key: ReferenceKey | None = None
+        self,
+        media_store: MediaStore,
+        *,
+        options: WalkOptions,
+        reference_key: ReferenceKey | None = None,
+        reader: str = DEFAULT_READER,
     ) -> None:
         self.media_store = media_store
         self.options = options
+        self.reader = reader
+        """The wrapper the placeholders name as the way to read a payload back."""
         self.reference_key = reference_key_of(reference_key)
         """Seals the reference parts a restore makes, and tells a save which ones it vouched for."""
         self._walker = TypedWalker(media_store, options)
@@ -97,7 +111,7 @@ class Offloader:
         for index, message in enumerate(messages):
             if has_reserved_key(message):
                 try:
-                    opened = open_envelope(message, run_id='', step_index=0, message_index=index)
+                    opened = open_envelope(message, place=SnapshotPlace('', 0), message_index=index)
                 except EnvelopeError:
                     continue  # a caller's look-alike: the walk escapes it
                 written_back[index] = opened
@@ -127,7 +141,7 @@ class Offloader:
             else:
                 todo.append(index)
         if todo:
-            built = envelopes_for([lean[i] for i in todo], [sizes[i] for i in todo])
+            built = envelopes_for([lean[i] for i in todo], [sizes[i] for i in todo], reader=self.reader)
             for index, envelope in zip(todo, built, strict=True):
                 if index in written_back:
                     envelope = with_kept_stand_ins(envelope, messages[index], written_back[index])
@@ -141,18 +155,22 @@ class Offloader:
     async def restore(
         self, messages: list[ModelMessage], *, run_id: str, step_index: int, references: bool = False
     ) -> list[ModelMessage]:
-        """The messages with every envelope replaced by the message it stands for.
+        """The messages of a snapshot with every envelope replaced by the message it stands for (``restore_at``)."""
+        return await self.restore_at(messages, SnapshotPlace(run_id, step_index), references=references)
 
+    async def restore_at(
+        self, messages: list[ModelMessage], place: Place, *, references: bool = False
+    ) -> list[ModelMessage]:
+        """The messages with every envelope replaced by the message it stands for, in one batch.
+
+        ``place`` says where the messages were read, for errors.
         ``references``: media of user prompts and tool returns come back as
         reference parts (``_references``) and their blobs are not read.
         """
         places = [index for index, message in enumerate(messages) if has_reserved_key(message)]
         if not places:
             return list(messages)
-        opened = [
-            open_envelope(messages[index], run_id=run_id, step_index=step_index, message_index=index)
-            for index in places
-        ]
+        opened = [open_envelope(messages[index], place=place, message_index=index) for index in places]
         leans = [envelope.restorable for envelope in opened]
         if references:
             referenced = with_reference_parts(leans, media_store=self.media_store, reference_key=self.reference_key)
@@ -164,18 +182,14 @@ class Offloader:
         try:
             typed = await self._walker.restore(leans)
         except MediaNotFoundError as error:
-            where = f'{error.where or type(self.media_store).__name__}, needed by run {run_id!r} step {step_index}'
+            needing = next((i for i, lean in zip(places, leans, strict=True) if error.uri in _lean_key(lean)), first)
+            where = f'{error.where or type(self.media_store).__name__}, needed by {place.needing(needing)}'
             raise MediaNotFoundError(error.uri, where=where) from error
         except (UnsupportedMarkerFormat, MalformedMarker) as error:
-            raise EnvelopeError(
-                f'holds an unreadable marker ({error})', run_id=run_id, step_index=step_index, message_index=first
-            ) from error
+            raise place.error(f'holds an unreadable marker ({error})', first) from error
         except ValidationError as error:
-            raise EnvelopeError(
-                f'does not hold valid messages ({error.error_count()} validation error(s))',
-                run_id=run_id,
-                step_index=step_index,
-                message_index=first,
+            raise place.error(
+                f'does not hold valid messages ({error.error_count()} validation error(s))', first
             ) from error
         out = list(messages)
         for index, envelope, message in zip(places, opened, typed, strict=True):

@@ -6,12 +6,12 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, Final, Literal
+from typing import Any
 
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot
 
 from mediastash.errors import InvalidArgumentError
-from mediastash.integrations._typed import Offloader
+from mediastash.integrations._typed import RESTORE_MODES, Offloader, RestoreMode
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
@@ -19,11 +19,6 @@ from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, 
 from mediastash.walker.internal import resolve_options
 
 __all__ = ['OffloadingStepStore', 'RestoreMode']
-
-RestoreMode = Literal['bytes', 'references']
-"""How ``OffloadingStepStore`` restores media: with their bytes, or as reference parts that read no blob."""
-
-_RESTORE_MODES: Final = ('bytes', 'references')
 
 
 class OffloadingStepStore:
@@ -68,7 +63,7 @@ class OffloadingStepStore:
         restore: RestoreMode = 'bytes',
         reference_key: ReferenceKey | bytes | None = None,
     ) -> None:
-        if not isinstance(restore, str) or restore not in _RESTORE_MODES:
+        if not isinstance(restore, str) or restore not in RESTORE_MODES:
             raise InvalidArgumentError('restore', "'bytes' or 'references'", restore)
         self.restore_mode: RestoreMode = restore
         """The ``restore`` given (named so it never hides an ``inner`` method called ``restore``)."""
