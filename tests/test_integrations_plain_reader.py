@@ -300,7 +300,7 @@ DAMAGE = {
     'a part entry not a mapping': (lambda m: body(m)['message']['parts'].__setitem__(0, 'x'), 'mapping or null'),
     'metadata missing': (lambda m: body(m)['message'].pop('metadata'), "'metadata'"),
     'wrong kind': (lambda m: body(m)['message'].update(kind='response'), "must hold a 'request' message"),
-    'extra body key': (lambda m: body(m).update(extra=1), "exactly the keys 'v' and 'message'"),
+    'extra body key': (lambda m: body(m).update(extra=1), "the keys 'v' and 'message' \\(and 'seal'\\), nothing else"),
     'extra metadata key': (lambda m: m[0]['metadata'].update(extra=1), 'only the'),
     'version 1 with parts': (lambda m: body(m).update(v=1), 'version 1 must have no parts'),
     'unknown marker format': (
@@ -397,7 +397,7 @@ def test_shapes_pydantic_ai_refuses_fall_back_to_text_parts_and_still_restore() 
         'metadata': {'note': 1},
     }
     leans = [in_error_list, in_usage]
-    envelopes = envelopes_for(leans, [{uri: 1536}, {}])
+    envelopes = envelopes_for(leans, [{uri: 1536}, {}], lambda body: 'unused')
     stored = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(envelopes))
     first, second = stored
     assert [p.part_kind for p in first.parts] == ['user-prompt', 'user-prompt']

@@ -32,6 +32,7 @@ from mediastash.errors import (
     TreeDepthError,
     UnsafeKeyError,
     UnsupportedMarkerFormat,
+    UnvouchedEnvelopeError,
     UnvouchedReferenceError,
 )
 from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
@@ -128,6 +129,7 @@ __all__ = [
     'StatableMediaStore',
     'StreamingMediaStore',
     'UnsafeKeyError',
+    'UnvouchedEnvelopeError',
     'UnvouchedReferenceError',
     'UnsupportedMarkerFormat',
     'VerifyReport',

@@ -34,6 +34,7 @@ __all__ = [
     'UnsafeKeyError',
     'UnsupportedMarkerFormat',
     'TreeDepthError',
+    'UnvouchedEnvelopeError',
     'UnvouchedReferenceError',
 ]
 
@@ -316,4 +317,32 @@ class UnvouchedReferenceError(MediaStashError, ValueError):
         super().__init__(
             f'refusing the media+sha256 reference at {where}: {self._WHY.get(reason, reason)}; '
             'it was not resolved and no model request was sent'
+        )
+
+
+class UnvouchedEnvelopeError(MediaStashError, ValueError):
+    """A save was handed a mediastash envelope its reference key did not seal; nothing was saved.
+
+    An envelope names stored blobs, and the next restore reads them: one that
+    arrives in data to save (a plain read written back) is honoured only when
+    a wrapper sealed it under the reference key, for the media store's
+    namespace (``docs/security.md``). ``where`` locates it (message, part or
+    item index, or a path of keys); ``reason`` is ``'unsigned'``,
+    ``'invalid'`` (another key, or altered) or ``'other-namespace'``. The
+    error never shows the URIs or the seal.
+    """
+
+    _WHY: ClassVar[dict[str, str]] = {
+        'unsigned': 'it carries no seal (mediastash did not write it, or wrote it before envelopes were sealed)',
+        'invalid': 'its seal does not verify under the reference key (another key, or the envelope was altered)',
+        'other-namespace': "it was sealed for another namespace than the media store's",
+    }
+
+    def __init__(self, *, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(
+            f'refusing the mediastash envelope at {where}: {self._WHY.get(reason, reason)}; '
+            'an envelope names stored blobs, so only one sealed under the reference key is kept. '
+            'Nothing was saved (a plain read written back in another process needs the same reference_key=)'
         )

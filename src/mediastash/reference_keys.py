@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterable
 from typing import Final, Literal
 
 from mediastash.errors import InvalidArgumentError
@@ -100,8 +101,28 @@ class ReferenceKey:
                 return 'vouched' if hmac.compare_digest(tag, _tag(key, namespace)) else 'other-namespace'
         return 'invalid'
 
+    def seal_names(self, digests: Iterable[str], namespace: str | None) -> str:
+        """The seal vouching for a set of digests in ``namespace`` (an envelope a wrapper wrote).
+
+        The same MAC as ``seal``, over a versioned canonical form (the sorted,
+        distinct digests after a domain word), so a single reference's seal is
+        never an envelope's and the reverse.
+        """
+        return self.seal(_names_message(digests), namespace)
+
+    def check_names(self, digests: Iterable[str], namespace: str | None, seal: str | None) -> SealCheck:
+        """Whether ``seal`` vouches for exactly this set of digests in ``namespace`` (see ``seal_names``)."""
+        return self.check(_names_message(digests), namespace, seal)
+
     def __repr__(self) -> str:
         return f'ReferenceKey(<{len(self._keys)} key(s)>)'
+
+
+_NAMES_DOMAIN: Final = 'names1:'
+
+
+def _names_message(digests: Iterable[str]) -> str:
+    return _NAMES_DOMAIN + ','.join(sorted(set(digests)))
 
 
 def _tag(key: bytes, namespace: str | None) -> bytes:

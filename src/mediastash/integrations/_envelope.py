@@ -26,6 +26,7 @@ from typing import Any, Final, Protocol
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import MediaStashError
+from mediastash.integrations._envelope_seal import SEAL_KEY
 from mediastash.integrations._placeholders import (
     DEFAULT_READER,
     Sizes,
@@ -46,6 +47,7 @@ __all__ = [
     'OpenedEnvelope',
     'Place',
     'SnapshotPlace',
+    'envelope_seal',
     'envelopes_for',
     'has_reserved_key',
     'lean_json_of',
@@ -143,7 +145,11 @@ def has_reserved_key(message: ModelMessage) -> bool:
 
 
 def envelopes_for(
-    leans: list[dict[str, Any]], sizes: Sequence[Sizes], *, reader: str = DEFAULT_READER
+    leans: list[dict[str, Any]],
+    sizes: Sequence[Sizes],
+    seal: Callable[[dict[str, Any]], str],
+    *,
+    reader: str = DEFAULT_READER,
 ) -> list[ModelMessage]:
     """Version 2 envelopes for the lean message JSONs (``sizes``: known payload sizes per message).
 
@@ -152,6 +158,8 @@ def envelopes_for(
     whose lean value differs from the envelope's own JSON, and per part the
     lean part, or ``null`` where the envelope's part dumps to exactly that.
     Only the lean JSON decides the envelope, so it is the same at every save.
+    ``seal`` gives the seal of a body (``_envelope_seal``): a save honours an
+    envelope in its input only when its seal verifies.
     """
     shown = visible_messages(leans, list(sizes), reader=reader)
     dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(shown, mode='json')
@@ -165,7 +173,7 @@ def envelopes_for(
             _SAME if index < len(own_parts) and own_parts[index] == part else part
             for index, part in enumerate(lean.get('parts', []))
         ]
-        visible.metadata = {ENVELOPE_KEY: {'v': ENVELOPE_VERSION, 'message': body}}
+        visible.metadata = {ENVELOPE_KEY: {'v': ENVELOPE_VERSION, 'message': body, SEAL_KEY: seal(body)}}
     return shown
 
 
@@ -204,8 +212,8 @@ def open_envelope(message: ModelMessage, *, place: Place, message_index: int) ->
     if not isinstance(metadata, dict) or set(metadata) != {ENVELOPE_KEY}:
         raise fail(f'metadata must hold only the {ENVELOPE_KEY!r} key')
     body = metadata[ENVELOPE_KEY]
-    if not isinstance(body, dict) or set(body) != {'v', 'message'}:
-        raise fail("must be a mapping with exactly the keys 'v' and 'message'")
+    if not isinstance(body, dict) or set(body) - {SEAL_KEY} != {'v', 'message'}:
+        raise fail(f"must be a mapping with the keys 'v' and 'message' (and {SEAL_KEY!r}), nothing else")
     version = body['v']
     if isinstance(version, bool) or version not in READ_VERSIONS:
         known = ' and '.join(str(v) for v in READ_VERSIONS)
@@ -221,6 +229,13 @@ def open_envelope(message: ModelMessage, *, place: Place, message_index: int) ->
         every = tuple(range(count))
         return OpenedEnvelope(lean, lean, every, (), whole=True, restored_parts=every)
     return _opened(message, lean, fail)
+
+
+def envelope_seal(message: ModelMessage) -> tuple[Any, object]:
+    """What an opened envelope's seal covers (its body's message) and the seal (``None`` when it has none)."""
+    assert isinstance(message.metadata, dict)
+    envelope: dict[str, Any] = message.metadata[ENVELOPE_KEY]
+    return envelope['message'], envelope.get(SEAL_KEY)
 
 
 def lean_json_of(message: ModelMessage, *, place: Place, message_index: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from mediastash.integrations._envelope import (
     OpenedEnvelope,
     Place,
     SnapshotPlace,
+    envelope_seal,
     envelopes_for,
     has_reserved_key,
     open_envelope,
@@ -32,8 +33,14 @@ from mediastash.integrations._envelope import (
     with_kept_stand_ins,
     written_back_lean,
 )
+from mediastash.integrations._envelope_seal import refuse_unvouched, seal_envelope
 from mediastash.integrations._placeholders import DEFAULT_READER, Sizes
-from mediastash.integrations._references import has_reference_parts, references_to_markers, with_reference_parts
+from mediastash.integrations._references import (
+    has_reference_parts,
+    namespace_of,
+    references_to_markers,
+    with_reference_parts,
+)
 from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
@@ -65,6 +72,7 @@ class Offloader:
         """The wrapper the placeholders name as the way to read a payload back."""
         self.reference_key = reference_key_of(reference_key)
         """Seals the reference parts a restore makes, and tells a save which ones it vouched for."""
+        self._namespace = namespace_of(media_store)
         self._walker = TypedWalker(media_store, options)
         self._envelopes: dict[int, _Enveloped] = {}
         """The previous save's envelopes by ``id`` of the message they stand for (see ``offload``)."""
@@ -72,6 +80,9 @@ class Offloader:
         """Envelopes restored as reference parts, by their lean JSON text (see ``offload``)."""
 
     # -- saving ------------------------------------------------------------------------
+
+    def _seal(self, body: dict[str, Any]) -> str:
+        return seal_envelope(self.reference_key, body, self._namespace)
 
     async def lean_json(self, messages: list[ModelMessage]) -> tuple[list[Any], list[bool]]:
         """Each message's lean JSON and whether it differs from the message's plain JSON."""
@@ -102,7 +113,9 @@ class Offloader:
         A message holding reference parts whose lean JSON is that of an
         envelope this offloader restored gets that very envelope back (the
         run copies messages, and only the envelope knows the payload sizes).
-        An envelope written back (a plain read saved again) stays lean: its
+        An envelope written back (a plain read saved again) must carry a seal
+        of this offloader's key for its store's namespace (``UnvouchedEnvelopeError``
+        otherwise: nothing is saved), and then stays lean: its
         live places keep their stored payloads, its edited places are walked
         like any message and its stale body entries are dropped.
         """
@@ -114,6 +127,8 @@ class Offloader:
                     opened = open_envelope(message, place=SnapshotPlace('', 0), message_index=index)
                 except EnvelopeError:
                     continue  # a caller's look-alike: the walk escapes it
+                body, seal = envelope_seal(message)
+                refuse_unvouched(self.reference_key, body, self._namespace, seal, f'message {index}')
                 written_back[index] = opened
                 walking[index] = to_walk(message, opened)
         walked, referencing = await self._externalized(walking)
@@ -141,7 +156,7 @@ class Offloader:
             else:
                 todo.append(index)
         if todo:
-            built = envelopes_for([lean[i] for i in todo], [sizes[i] for i in todo], reader=self.reader)
+            built = envelopes_for([lean[i] for i in todo], [sizes[i] for i in todo], self._seal, reader=self.reader)
             for index, envelope in zip(todo, built, strict=True):
                 if index in written_back:
                     envelope = with_kept_stand_ins(envelope, messages[index], written_back[index])

@@ -43,7 +43,9 @@ class OffloadingStepStore:
     makes (bytes of at least 32, or a ``ReferenceKey`` for rotation); give
     ``MediaUrls`` the same one. ``None`` uses this process's random key, so
     references made here resolve here only. A save writes markers only for
-    references this key vouches for (``docs/security.md``).
+    references this key vouches for, and keeps an envelope handed to it (a
+    plain read of ``inner`` written back) only if this key sealed it
+    (``UnvouchedEnvelopeError`` otherwise; ``docs/security.md``).
 
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
     ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.

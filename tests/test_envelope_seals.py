@@ -1,0 +1,165 @@
+"""Envelopes from untrusted input never make a restore read a blob (issue 27 follow-up, ``docs/security.md``).
+
+A save honours an envelope that arrives in its input (a plain read of the inner store written back) only when
+a wrapper sealed it under the reference key for the media store's namespace; anything else is refused with
+``UnvouchedEnvelopeError`` and nothing is saved or read. Envelopes already in storage restore as before,
+unsealed ones included. Real step stores (harness File/Sqlite), LangGraph savers and an OpenAI Agents
+SQLiteSession; blob reads counted with ``mediastash.testing.CountingMediaStore``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import BinaryContent, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+from pydantic_ai_harness.step_persistence import ContinuableSnapshot, FileStepStore, RunRecord, SqliteStepStore
+
+from mediastash import DiskMediaStore, ReferenceKey, UnvouchedEnvelopeError
+from mediastash.integrations import ENVELOPE_KEY, OffloadingStepStore
+from mediastash.testing import CountingMediaStore
+from mediastash.uri import media_uri_for
+
+ALICE_IMAGE = b'\x89PNG alice ' + os.urandom(150_000)
+BOB_IMAGE = b'\x89PNG bob ' + os.urandom(150_000)
+KEY = secrets.token_bytes(32)
+
+
+def reads(store: CountingMediaStore) -> int:
+    """Every call that reads a blob's bytes."""
+    return sum(count for name, count in store.calls.items() if name.startswith('get') and name != 'get_metadata')
+
+
+def prompt(text: str, image: bytes) -> list[Any]:
+    return [ModelRequest(parts=[UserPromptPart(content=[text, BinaryContent(data=image, media_type='image/png')])])]
+
+
+def snapshot(run_id: str, messages: list[Any], step: int) -> ContinuableSnapshot:
+    return ContinuableSnapshot(run_id=run_id, step_index=step, messages=messages, state='complete')
+
+
+STEP_STORES = {
+    'file': lambda tmp: FileStepStore(tmp / 'steps', media_store=None),
+    'sqlite': lambda tmp: SqliteStepStore(database=str(tmp / 'steps.db'), media_store=None),
+}
+
+
+def swapped(messages: list[Any], old: bytes, new: bytes) -> list[Any]:
+    """``messages`` (a plain read) with every mention of ``old``'s URI made ``new``'s: the edit an attacker makes."""
+    text = ModelMessagesTypeAdapter.dump_json(messages).decode()
+    assert media_uri_for(old) in text
+    return list(ModelMessagesTypeAdapter.validate_json(text.replace(media_uri_for(old), media_uri_for(new))))
+
+
+def unsealed(messages: list[Any]) -> list[Any]:
+    """``messages`` with the seal taken off every envelope (what mediastash wrote before envelopes were sealed)."""
+    out = json.loads(ModelMessagesTypeAdapter.dump_json(messages))
+    for message in out:
+        envelope = (message.get('metadata') or {}).get(ENVELOPE_KEY)
+        if envelope is not None:
+            del envelope['seal']
+    return list(ModelMessagesTypeAdapter.validate_python(out))
+
+
+async def two_users(tmp_path: Path, kind: str, **wrapper: Any) -> tuple[Any, OffloadingStepStore, list[Any]]:
+    """One shared media store; Bob's run and Alice's run saved through one wrapper; Alice's plain read."""
+    inner = STEP_STORES[kind](tmp_path)
+    media = DiskMediaStore(tmp_path / 'media')
+    store = OffloadingStepStore(inner, media_store=media, **wrapper)
+    for run_id, image in (('bob', BOB_IMAGE), ('alice', ALICE_IMAGE)):
+        await store.register_run(RunRecord(run_id=run_id))
+        await store.save_snapshot(snapshot(run_id, prompt(f'{run_id} here', image), 1))
+    plain = await inner.latest_snapshot(run_id='alice')
+    assert plain is not None and ENVELOPE_KEY in plain.messages[0].metadata
+    return inner, store, list(plain.messages)
+
+
+@pytest.mark.parametrize('kind', sorted(STEP_STORES))
+@pytest.mark.parametrize('forgery', ['swapped URI', 'no seal', 'garbage seal'])
+async def test_step_store_an_envelope_naming_another_users_blob_is_refused_and_nothing_is_read(
+    kind: str, forgery: str, tmp_path: Path
+) -> None:
+    inner, _, plain = await two_users(tmp_path, kind)
+    if forgery == 'swapped URI':
+        forged, reason = swapped(plain, ALICE_IMAGE, BOB_IMAGE), 'invalid'
+    elif forgery == 'no seal':
+        forged, reason = unsealed(swapped(plain, ALICE_IMAGE, BOB_IMAGE)), 'unsigned'
+    else:
+        forged = swapped(plain, ALICE_IMAGE, BOB_IMAGE)
+        forged[0].metadata[ENVELOPE_KEY]['seal'] = 'ms1.AAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA'
+        reason = 'invalid'
+    counting = CountingMediaStore(DiskMediaStore(tmp_path / 'media'))
+    store = OffloadingStepStore(inner, media_store=counting)
+    with pytest.raises(UnvouchedEnvelopeError) as caught:
+        await store.save_snapshot(snapshot('alice', forged, 2))
+    assert caught.value.reason == reason and caught.value.where == 'message 0'
+    assert 'message 0' in str(caught.value) and media_uri_for(BOB_IMAGE)[15:] not in str(caught.value)
+    assert 'ms1.' not in str(caught.value)
+    assert reads(counting) == 0
+    latest = await inner.latest_snapshot(run_id='alice')
+    assert latest is not None and latest.step_index == 1  # nothing was saved
+    back = await store.latest_snapshot(run_id='alice')
+    assert back is not None and back.messages[0].parts[0].content[1].data == ALICE_IMAGE
+
+
+@pytest.mark.parametrize('kind', sorted(STEP_STORES))
+async def test_step_store_a_sealed_plain_read_written_back_stays_lean_and_restores(kind: str, tmp_path: Path) -> None:
+    inner, store, plain = await two_users(tmp_path, kind)
+    await store.save_snapshot(snapshot('alice', plain, 2))
+    stored = await inner.latest_snapshot(run_id='alice')
+    assert stored is not None and stored.step_index == 2 and stored.messages == plain  # the same sealed envelope
+    back = await store.latest_snapshot(run_id='alice')
+    assert back is not None and back.messages[0].parts[0].content[1].data == ALICE_IMAGE
+
+
+@pytest.mark.parametrize('kind', sorted(STEP_STORES))
+async def test_step_store_an_application_key_vouches_across_instances_and_another_key_does_not(
+    kind: str, tmp_path: Path
+) -> None:
+    inner, _, plain = await two_users(tmp_path, kind, reference_key=KEY)
+    media = DiskMediaStore(tmp_path / 'media')
+    other_process = OffloadingStepStore(STEP_STORES[kind](tmp_path), media_store=media, reference_key=KEY)
+    await other_process.save_snapshot(snapshot('alice', plain, 2))
+    back = await other_process.latest_snapshot(run_id='alice')
+    assert back is not None and back.step_index == 2 and back.messages[0].parts[0].content[1].data == ALICE_IMAGE
+
+    rotated = ReferenceKey(secrets.token_bytes(32), KEY)  # the old key still accepted after a rotation
+    await OffloadingStepStore(inner, media_store=media, reference_key=rotated).save_snapshot(
+        snapshot('alice', plain, 3)
+    )
+
+    for key in (None, secrets.token_bytes(32)):  # the process key, or another application's key
+        stranger = OffloadingStepStore(inner, media_store=media, reference_key=key)
+        with pytest.raises(UnvouchedEnvelopeError) as caught:
+            await stranger.save_snapshot(snapshot('alice', plain, 4))
+        assert caught.value.reason == 'invalid'
+    latest = await inner.latest_snapshot(run_id='alice')
+    assert latest is not None and latest.step_index == 3
+
+
+@pytest.mark.parametrize('kind', sorted(STEP_STORES))
+async def test_step_store_an_envelope_replayed_into_another_namespace_is_refused(kind: str, tmp_path: Path) -> None:
+    inner = STEP_STORES[kind](tmp_path)
+    media = DiskMediaStore(tmp_path / 'media')
+    alice = OffloadingStepStore(inner, media_store=media.namespace('alice'), reference_key=KEY)
+    await alice.register_run(RunRecord(run_id='r'))
+    await alice.save_snapshot(snapshot('r', prompt('mine', ALICE_IMAGE), 1))
+    plain = await inner.latest_snapshot(run_id='r')
+    assert plain is not None
+    counting = CountingMediaStore(media.namespace('bob'))
+    bob = OffloadingStepStore(inner, media_store=counting, reference_key=KEY)
+    with pytest.raises(UnvouchedEnvelopeError) as caught:
+        await bob.save_snapshot(snapshot('r', list(plain.messages), 2))
+    assert caught.value.reason == 'other-namespace' and reads(counting) == 0
+
+
+@pytest.mark.parametrize('kind', sorted(STEP_STORES))
+async def test_step_store_old_unsealed_envelopes_in_storage_still_restore(kind: str, tmp_path: Path) -> None:
+    inner, store, plain = await two_users(tmp_path, kind)
+    await inner.save_snapshot(snapshot('alice', unsealed(plain), 2))  # as an older mediastash stored it
+    back = await store.latest_snapshot(run_id='alice')
+    assert back is not None and back.step_index == 2 and back.messages[0].parts[0].content[1].data == ALICE_IMAGE
