@@ -465,7 +465,7 @@ async def s3_shards_case(blobs: int, runs: int, shards: int) -> list[str]:
 
 def scale_main(sizes: list[int], runs: int, shards: int, s3_blobs: int = 0) -> None:
     print(f'- machine: {platform.platform()}, {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}')
-    print(f'- Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; mediastash {__version__}; ')
+    print(f'- Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; mediastash {__version__}')
     print(f'  {runs} run(s) per row, each collection in a fresh process')
     lines = [
         '| blobs | run | processes (wall) | collect_garbage call | call per blob | CPU per blob | peak RSS '
