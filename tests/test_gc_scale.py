@@ -25,7 +25,7 @@ import pytest
 from mediastash import DiskMediaStore, MemoryMediaStore, SqliteMediaStore
 from mediastash._digest_set import DigestSet
 from mediastash.errors import InvalidArgumentError
-from mediastash.gc import UriFileRoot, collect_garbage
+from mediastash.gc import UriFileRoot, UriRoot, collect_garbage
 from mediastash.keys import sharded_key_strategy
 from mediastash.markers import MARKER_KEY, URI_KEY
 from mediastash.stores import DigestRange
@@ -480,3 +480,20 @@ async def test_a_sync_with_a_bad_shard_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match='shard'):
         await verify_store(source, shard=(0, 0))
     assert [uri async for uri in destination.iter_uris()] == []
+
+
+async def test_a_uris_file_that_cannot_be_written_stops_the_run_before_any_root_is_read(tmp_path: Path) -> None:
+    store = MemoryMediaStore()
+    old = await store.put(b'old')
+    await backdate(store, [old], time.time() - 2 * HOUR)
+    read: list[bool] = []
+
+    class Watched(UriRoot):
+        async def reference_batches(self) -> AsyncIterator[set[str]]:
+            read.append(True)
+            async for batch in super().reference_batches():
+                yield batch
+
+    with pytest.raises(FileNotFoundError):
+        await collect_garbage(store, [Watched([])], grace=0, dry_run=False, uris_file=tmp_path / 'absent' / 'uris')
+    assert read == [] and [uri async for uri in store.iter_uris()] == [old]

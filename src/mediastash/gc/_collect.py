@@ -100,18 +100,18 @@ async def collect_garbage(
     if not root_list:
         raise ValueError('no roots: every old blob would be deleted; pass roots=[frozenset()] if that is meant')
     report = Tally(progress)
-    marks = DigestSet()
-    try:
-        mark_started = time.time()
-        written_before = mark_started - grace_seconds
-        await _mark(root_list, marks, digest_range, report)
-        references = await marks.count()
-        mark_seconds = time.time() - mark_started
+    with UriLog(uris_file) as log:  # opened first: a file that cannot be written stops the run before any read
+        marks = DigestSet()
+        try:
+            mark_started = time.time()
+            written_before = mark_started - grace_seconds
+            await _mark(root_list, marks, digest_range, report)
+            references = await marks.count()
+            mark_seconds = time.time() - mark_started
 
-        sweep_started = time.time()
-        if not dry_run:
-            await _sweep_leftovers(media_store)
-        with UriLog(uris_file) as log:
+            sweep_started = time.time()
+            if not dry_run:
+                await _sweep_leftovers(media_store)
             sweeper = Sweeper(media_store, report, log, dry_run=dry_run, batch_size=batch_size, before=written_before)
             listed: list[BlobInfo] = []
             async for info in blobs_in_range(media_store, digest_range):
@@ -122,9 +122,9 @@ async def collect_garbage(
             await sweeper.judge(listed, await marks.present(_digests(listed)), include_unknown_age)
             report.done('list')
             await sweeper.finish()
-        report.show('delete', sweeper.handled, report.deletable)
-    finally:
-        await marks.aclose()
+            report.show('delete', sweeper.handled, report.deletable)
+        finally:
+            await marks.aclose()
     return GcReport(
         dry_run=dry_run,
         mark_started=mark_started,
