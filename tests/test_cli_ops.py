@@ -227,7 +227,16 @@ async def test_ls_stats_verify(seeded: Seeded) -> None:
     assert SECRET not in json.dumps(stats)
 
     clean = parsed(run('verify', url, '--json', env=env))
-    assert clean == {'checked': 4, 'ok': 4, 'corrupt': [], 'missing': [], 'repaired': [], 'bytes': stats['bytes']}
+    assert clean == {
+        'checked': 4,
+        'ok': 4,
+        'corrupt': [],
+        'missing': [],
+        'repaired': [],
+        'damaged_copies': [],
+        'healed': [],
+        'bytes': stats['bytes'],
+    }
 
     victim = seeded.uris[1]
     await seeded.corrupt(victim)
@@ -244,6 +253,8 @@ async def test_ls_stats_verify(seeded: Seeded) -> None:
         'corrupt': [victim],
         'missing': [ABSENT],
         'repaired': [],
+        'damaged_copies': [],
+        'healed': [],
         'bytes': BLOBS[0][0],
     }
 
@@ -399,7 +410,16 @@ async def test_verify_reports_a_listed_blob_that_vanished() -> None:
         kept = await store.put(b'kept')
         uris = [uri async for uri in store.iter_uris()]
         report = await verify_blobs(store, uris, jobs=3)
-    assert report.as_json() == {'checked': 2, 'ok': 1, 'corrupt': [], 'missing': [ABSENT], 'repaired': [], 'bytes': 4}
+    assert report.as_json() == {
+        'checked': 2,
+        'ok': 1,
+        'corrupt': [],
+        'missing': [ABSENT],
+        'repaired': [],
+        'damaged_copies': [],
+        'healed': [],
+        'bytes': 4,
+    }
     assert kept in uris
 
 

@@ -441,21 +441,125 @@ async def _two_copies_with_a_damaged_inline_row(make: Any, pool: Any, connection
     return store, raw, data, uri
 
 
+async def _every_row(raw: Any) -> list[list[tuple[Any, ...]]]:
+    """Every row of the store's three tables with its row version (``xmin``, ``ctid``): any write, even an
+    ``UPDATE`` that sets a column to its own value, changes it."""
+    return [
+        [
+            tuple(row)
+            for row in await raw.connection.fetch(f'SELECT xmin::text, ctid::text, * FROM {name} ORDER BY 3, 4')
+        ]
+        for name in (raw.main, raw.chunked, raw.chunks)
+    ]
+
+
 @pytest.mark.parametrize('size', [100_000, 9 * MiB])  # the inline row comes with the look / is hashed by the server
-@pytest.mark.parametrize('how', ['get', 'get_stream'])
-async def test_a_damaged_inline_row_beside_a_sound_chunked_copy_serves_the_chunked_one_and_heals(
+@pytest.mark.parametrize('how', ['get', 'get_stream', 'stat', 'verify'])
+async def test_a_damaged_inline_row_beside_a_sound_chunked_copy_is_read_around_and_left_in_place(
     make: Any, pool: Any, connection: Any, how: str, size: int
 ) -> None:
-    """Issue 28: either copy serves reads (docs/postgres.md), yet a damaged inline row made ``get`` raise."""
+    """Issue 28: either copy serves reads (docs/postgres.md), yet a damaged inline row made ``get`` raise. And a
+    read never writes: the fallback deleted the damaged row, so ``verify`` without repair changed the database."""
     store, raw, data, uri = await _two_copies_with_a_damaged_inline_row(make, pool, connection, size)
+    before = await _every_row(raw)
     if how == 'get':
         assert await store.get(uri) == data
-    else:
+    elif how == 'get_stream':
         assert b''.join(await collect(store.get_stream(uri, chunk_size=50_000))) == data
-    assert await raw.row(uri) is None  # the damaged copy is gone; the sound one stays
-    assert await raw.manifest(uri) is not None
+    elif how == 'stat':
+        assert (await store.stat(uri)).size == size
+    else:
+        report = await store.verify()
+        assert (report.checked, report.ok, report.corrupt, report.damaged_copies, report.healed) == (
+            1,
+            1,
+            [],
+            [uri],
+            [],
+        )
+        assert report.bytes == size and not report.clean
+    assert await _every_row(raw) == before  # nothing deleted, dated or stamped
     fresh, _ = make(table=store.table)
     assert await fresh.get(uri) == data and b''.join(await collect(fresh.get_stream(uri))) == data
+    assert await _every_row(raw) == before
+
+
+@pytest.mark.parametrize('size', [100_000, 9 * MiB])
+async def test_a_put_through_the_instance_that_read_around_a_damaged_inline_row_heals_it(
+    make: Any, pool: Any, connection: Any, size: int
+) -> None:
+    store, raw, data, uri = await _two_copies_with_a_damaged_inline_row(make, pool, connection, size)
+    assert await store.get(uri) == data  # served from the chunked copy; the digest is now suspect here
+    assert await store.put(data) == uri
+    assert await raw.row(uri) is None and await raw.manifest(uri) is not None  # one sound (chunked) copy
+    assert (await store.verify()).clean
+
+
+@pytest.mark.parametrize('size', [100_000, 9 * MiB])
+async def test_verify_repair_removes_a_damaged_inline_row_and_keeps_the_sound_chunked_copy(
+    make: Any, pool: Any, connection: Any, size: int
+) -> None:
+    store, raw, data, uri = await _two_copies_with_a_damaged_inline_row(make, pool, connection, size)
+    fresh, _ = make(table=store.table)  # a process that never read the blob
+    report = await fresh.verify(repair=True)
+    assert (report.ok, report.corrupt, report.repaired, report.damaged_copies, report.healed) == (
+        1,
+        [],
+        [],
+        [uri],
+        [uri],
+    )
+    assert await raw.row(uri) is None and await raw.manifest(uri) is not None
+    assert await fresh.get(uri) == data
+    again = await fresh.verify()
+    assert again.clean and again.as_json()['damaged_copies'] == [] and again.ok == 1
+
+
+async def test_verify_reports_and_repair_removes_a_damaged_chunked_copy_beside_a_sound_inline_row(
+    make: Any, pool: Any, connection: Any
+) -> None:
+    """A read serves the sound inline row and never meets the chunked copy: only verify checks it."""
+    store, raw = make(chunk_size_bytes=64 * 1024)
+    data = blob(100_000, seed=9)
+    uri = await store.put(data)
+    assert await harness_store(pool, store.table).put(data) == uri
+    manifest = await raw.manifest(uri)
+    await connection.execute(
+        f'UPDATE {raw.chunks} SET bytes = $2 WHERE chunk_set = $1 AND seq = 1', manifest['chunk_set'], b'\x07' * 10
+    )
+    before = await _every_row(raw)
+    report = await store.verify()
+    assert (report.ok, report.corrupt, report.damaged_copies, report.healed) == (1, [], [uri], [])
+    assert await _every_row(raw) == before
+    repaired = await store.verify(repair=True)
+    assert (repaired.damaged_copies, repaired.healed) == ([uri], [uri])
+    assert await raw.manifest(uri) is None and await raw.chunk_rows() == 0
+    assert bytes((await raw.row(uri))['bytes']) == data
+    assert (await store.verify()).clean and await store.get(uri) == data
+
+
+async def test_cli_verify_without_repair_leaves_a_damaged_copy_and_every_row_as_it_was(
+    make: Any, pool: Any, connection: Any, postgres_dsn: str
+) -> None:
+    store, raw, data, uri = await _two_copies_with_a_damaged_inline_row(make, pool, connection, 100_000)
+    url = f'{postgres_dsn}?table={store.table}&chunk_size_bytes=65536'
+    before = await _every_row(raw)
+    for command in (['verify', url], ['verify', '--json', url], ['stats', url], ['ls', '--long', url]):
+        done = run_cli(*command)
+        assert await _every_row(raw) == before, command
+        if command[0] == 'verify':
+            assert done.returncode == 1, done.stderr  # a damaged copy is a problem found
+    shown = run_cli('verify', url)
+    assert f'damaged copy  {uri}' in shown.stdout and '1 with a damaged copy' in shown.stdout
+    assert '--repair removes the damaged one' in shown.stderr
+    report = json.loads(run_cli('verify', '--json', url).stdout)
+    assert (report['ok'], report['corrupt'], report['damaged_copies'], report['healed']) == (1, [], [uri], [])
+    repaired = run_cli('verify', url, '--repair')
+    assert repaired.returncode == 1 and f'damaged copy removed  {uri}' in repaired.stdout
+    assert await raw.row(uri) is None and await raw.manifest(uri) is not None
+    clean = run_cli('verify', url)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert await store.get(uri) == data
 
 
 async def test_two_damaged_copies_still_raise(make: Any, pool: Any, connection: Any) -> None:

@@ -15,7 +15,9 @@ from mediastash._checks import positive_int
 from mediastash._tasks import raise_first
 from mediastash.errors import IntegrityError, InvalidArgumentError, MediaNotFoundError
 from mediastash.stores._range import DigestRange, blobs_in_range
+from mediastash.stores.base import BaseMediaStore
 from mediastash.stores.protocols import (
+    BlobCheck,
     CollectableMediaStore,
     DeletableMediaStore,
     ListableMediaStore,
@@ -34,7 +36,13 @@ _QUEUED_PER_WORKER: Final = 4
 
 @dataclass
 class VerifyReport:
-    """What a verification found: blobs checked, intact, corrupt, missing and repaired (deleted), and intact bytes."""
+    """What a verification found: blobs checked, intact, corrupt, missing and repaired (deleted), and intact bytes.
+
+    ``damaged_copies``: blobs that read sound (counted in ``ok``) while another
+    stored copy of them does not hash to the URI (a store that keeps two
+    copies, such as PostgreSQL's inline row beside a chunked copy); ``healed``:
+    those whose damaged copy the repair removed, the sound copy kept.
+    """
 
     checked: int = 0
     ok: int = 0
@@ -42,11 +50,13 @@ class VerifyReport:
     corrupt: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    damaged_copies: list[str] = field(default_factory=list)
+    healed: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        """True when nothing was corrupt or missing."""
-        return not self.corrupt and not self.missing
+        """True when nothing was corrupt or missing and no stored copy was damaged."""
+        return not self.corrupt and not self.missing and not self.damaged_copies
 
     def as_json(self) -> dict[str, Any]:
         """A JSON document of the report (URIs sorted)."""
@@ -56,6 +66,8 @@ class VerifyReport:
             'corrupt': sorted(self.corrupt),
             'missing': sorted(self.missing),
             'repaired': sorted(self.repaired),
+            'damaged_copies': sorted(self.damaged_copies),
+            'healed': sorted(self.healed),
             'bytes': self.bytes,
         }
 
@@ -76,7 +88,10 @@ async def verify_store(
     them), so memory does not grow with the number of blobs; only the corrupt
     and missing URIs are kept. With ``repair=True`` each corrupt blob is
     deleted (the store must support ``delete``); missing blobs cannot be
-    repaired. ``on_checked(uri)`` is called after each blob (progress bars).
+    repaired. A blob that reads sound while another stored copy of it is
+    damaged is listed in ``damaged_copies``; a repair removes that copy
+    (``healed``) and keeps the sound one. Without ``repair`` nothing is
+    written. ``on_checked(uri)`` is called after each blob (progress bars).
     ``shard=(k, n)``: only the blobs of shard ``k`` of ``n`` equal parts of
     the digest space (``DigestRange.shard``), so ``n`` workers verify a store
     together.
@@ -106,7 +121,7 @@ async def verify_store(
     async def worker() -> None:
         while (uri := await queue.get()) is not None:
             try:
-                size = await _read_size(store, uri)
+                checked = await _check(store, uri, repair)
             except IntegrityError:
                 report.corrupt.append(uri)
                 if repair and isinstance(store, DeletableMediaStore) and await store.delete(uri):
@@ -115,7 +130,11 @@ async def verify_store(
                 report.missing.append(uri)
             else:
                 report.ok += 1
-                report.bytes += size
+                report.bytes += checked.size
+                if checked.damaged_copies:
+                    report.damaged_copies.append(uri)
+                if checked.removed_copies:
+                    report.healed.append(uri)
             report.checked += 1
             if on_checked is not None:
                 on_checked(uri)
@@ -154,11 +173,14 @@ def _shard_range(shard: object) -> DigestRange:
     return DigestRange.shard(shard[0], shard[1])
 
 
-async def _read_size(store: MediaStore, uri: str) -> int:
-    """Read the whole blob (verified by the store) and return its size."""
+async def _check(store: MediaStore, uri: str, repair: bool) -> BlobCheck:
+    """A mediastash store's ``check_blob`` (which also checks the further copies it keeps of the blob), else the
+    whole blob read (verified by the store)."""
+    if isinstance(store, BaseMediaStore):
+        return await store.check_blob(uri, repair=repair)
     if isinstance(store, StreamingMediaStore):
         size = 0
         async for chunk in store.get_stream(uri, chunk_size=VERIFY_CHUNK_BYTES):
             size += len(chunk)
-        return size
-    return len(await store.get(uri))
+        return BlobCheck(size)
+    return BlobCheck(len(await store.get(uri)))

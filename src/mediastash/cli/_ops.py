@@ -335,16 +335,25 @@ async def _verify(args: argparse.Namespace, ui: Ui) -> int:
         ui.line(f'corrupt  {uri}')
     for uri in result['missing']:
         ui.line(f'missing  {uri}')
+    for uri in result['damaged_copies']:
+        ui.line(f'damaged copy  {uri}')
     for uri in result['repaired']:
         ui.line(f'deleted  {uri}')
-    problems = len(result['corrupt']) + len(result['missing'])
+    for uri in result['healed']:
+        ui.line(f'damaged copy removed  {uri}')
+    problems = len(result['corrupt']) + len(result['missing']) + len(result['damaged_copies'])
     repaired = f', {len(result["repaired"]):,} corrupt deleted' if args.repair else ''
+    if args.repair and result['damaged_copies']:
+        repaired += f', {len(result["healed"]):,} damaged {"copy" if len(result["healed"]) == 1 else "copies"} removed'
+    damaged = f' ({len(result["damaged_copies"]):,} with a damaged copy)' if result['damaged_copies'] else ''
     ui.line(
-        f'{label}: checked {report.checked:,} blob(s), {report.ok:,} ok ({format_bytes(report.bytes)}), '
+        f'{label}: checked {report.checked:,} blob(s), {report.ok:,} ok{damaged} ({format_bytes(report.bytes)}), '
         f'{len(result["corrupt"]):,} corrupt, {len(result["missing"]):,} missing{repaired}'
     )
     if result['repaired']:
         ui.info('put the original bytes again to restore the deleted blobs: repair only removes corrupt copies')
+    if result['damaged_copies'] and not args.repair:
+        ui.info('a blob with a damaged copy reads from its sound copy; --repair removes the damaged one')
     ui.json(result)
     return EXIT_FAILED if problems else 0
 

@@ -9,6 +9,7 @@ from mediastash.stores.cached import CachedMediaStore
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import (
+    BlobCheck,
     CacheAwareMediaStore,
     CollectableMediaStore,
     DeletableMediaStore,
@@ -41,6 +42,7 @@ _OPTIONAL = {
 
 __all__ = [
     'BaseMediaStore',
+    'BlobCheck',
     'BlobInfo',
     'BlobStat',
     'CacheAwareMediaStore',

@@ -54,7 +54,7 @@ from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verifie
 from mediastash.stores._namespaces import EraseReport, check_namespace_name, erase_all
 from mediastash.stores._range import DigestRange
 from mediastash.stores._rules import AsyncClosing, StoreRules
-from mediastash.stores.protocols import BlobInfo, BlobStat
+from mediastash.stores.protocols import BlobCheck, BlobInfo, BlobStat
 from mediastash.uri import MEDIA_URI_SCHEME, media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
@@ -473,6 +473,17 @@ class BaseMediaStore(StoreRules, ABC):
             answer = media_type_of(media_uri(digest))
             media_type = await answer if inspect.isawaitable(answer) else answer
         return BlobStat(size, media_type if isinstance(media_type, str) else None, None)
+
+    async def _check_extra_copies(self, digest: str, remove: bool) -> tuple[int, int]:
+        """Check the copies of a blob a read does not necessarily meet, after a read of it verified.
+
+        For a backend that may keep a blob more than once (PostgreSQL: an inline
+        row and a chunked copy); default ``(0, 0)``, one copy per blob. Returns
+        how many copies fail verification and how many of those were removed:
+        only with ``remove``, and only while a sound copy stays. Without
+        ``remove`` it changes nothing.
+        """
+        return 0, 0
 
     # Optional primitives: supplying one turns on the matching public capability.
 
@@ -953,14 +964,41 @@ class BaseMediaStore(StoreRules, ABC):
             await verified.aclose()
             await raw.aclose()
 
+    @_maps_driver_errors('check_blob')
+    async def check_blob(self, uri: str, *, repair: bool = False) -> BlobCheck:
+        """Read the blob whole (verified, streamed when the store streams) and check every other copy kept of it.
+
+        What ``verify`` does per blob. ``IntegrityError`` when no copy is sound,
+        ``MediaNotFoundError`` when none is stored. A further copy that fails
+        verification is counted in ``damaged_copies``; ``repair=True`` removes
+        it while the sound copy stays. One left in place is remembered like a
+        failed read: the next ``put`` of the bytes through this instance
+        rewrites the blob. Without ``repair`` nothing is changed in the storage.
+        """
+        digest = self._open_digest(uri)
+        size = 0
+        if self.get_stream is not None:
+            async for chunk in self.get_stream(uri, chunk_size=1 << 20):
+                size += len(chunk)
+        else:
+            size = len(await self.get(uri))
+        damaged, removed = await self._check_extra_copies(digest, repair)
+        if damaged > removed:
+            self._mark_suspect(digest)
+        elif damaged:
+            self._suspects.pop(digest)  # every damaged copy is gone: what is stored is sound
+        return BlobCheck(size, damaged, removed)
+
     async def verify(
         self, uris: Iterable[str] | None = None, *, repair: bool = False, max_concurrency: int = 4
     ) -> VerifyReport:
-        """Re-hash every blob (or only ``uris``) and report the corrupt and missing ones.
+        """Re-hash every blob (or only ``uris``) and report the corrupt and missing ones (``check_blob`` each).
 
         ``repair=True`` deletes each corrupt blob (it needs ``delete``), so the
         next ``put`` of the right bytes stores them fresh: repair can only
-        remove, never recover bytes.
+        remove, never recover bytes. A damaged extra copy of a blob that reads
+        sound from another copy is reported in ``damaged_copies`` and removed
+        by a repair (``healed``); the blob stays.
         """
         from mediastash.verify import verify_store  # imported here: verify builds on the store protocols
 

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 
 __all__ = [
+    'BlobCheck',
     'BlobInfo',
     'BlobStat',
     'CacheAwareMediaStore',
@@ -58,6 +59,22 @@ class BlobStat:
     size: int
     media_type: str | None
     written_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlobCheck:
+    """What ``BaseMediaStore.check_blob`` found for one blob whose read verified.
+
+    ``size``: bytes of the blob as read; ``damaged_copies``: further stored
+    copies of it (a store that keeps more than one, such as PostgreSQL's inline
+    row beside a chunked copy) that do not hash to its URI; ``removed_copies``:
+    how many of those a repair removed (the sound copy stays, so the blob stays
+    readable).
+    """
+
+    size: int
+    damaged_copies: int = 0
+    removed_copies: int = 0
 
 
 @runtime_checkable

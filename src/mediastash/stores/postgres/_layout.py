@@ -202,11 +202,22 @@ class Tables:
 
     def drop_damaged_inline(self) -> str:
         """Delete the inline row of ``$1`` when it does not hash to its key and a chunked copy is beside it (what
-        a read that fell back to the chunked copy heals); the server hashes it again, so a row another writer
-        replaced with sound bytes meanwhile stays."""
+        ``verify(repair=True)`` removes once it found the chunked copy sound); the server hashes it again, so a
+        row another writer replaced with sound bytes meanwhile stays. One row per row deleted."""
         return (
             f"DELETE FROM {self.main} WHERE sha256 = $1 AND encode(sha256(bytes), 'hex') <> sha256 "
-            f'AND EXISTS (SELECT 1 FROM {self.chunked} WHERE sha256 = $1)'
+            f'AND EXISTS (SELECT 1 FROM {self.chunked} WHERE sha256 = $1) RETURNING 1'
+        )
+
+    def drop_damaged_chunked(self) -> str:
+        """Delete the chunked copy of ``$1`` whose chunk set is ``$2`` (found damaged) and its chunks, while a
+        sound inline row is beside it (the server hashes that row again). A copy another writer put meanwhile has
+        another chunk set and stays. One row per copy deleted."""
+        return (
+            f'WITH b AS (DELETE FROM {self.chunked} WHERE sha256 = $1 AND chunk_set = $2 AND EXISTS (SELECT 1 '
+            f"FROM {self.main} WHERE sha256 = $1 AND encode(sha256(bytes), 'hex') = sha256) RETURNING chunk_set), "
+            f'c AS (DELETE FROM {self.chunks} WHERE chunk_set IN (SELECT chunk_set FROM b)) '
+            'SELECT 1 FROM b'
         )
 
     def chunk_page(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Hashable, Mapping
 from typing import Any, Final, Protocol
@@ -14,7 +15,7 @@ import asyncpg
 from mediastash._checks import exactly_one_of, positive_int
 from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreNotFoundError
-from mediastash.stores._blob import sha256_hex, verify_digest
+from mediastash.stores._blob import OFFLOAD_BYTES, sha256_hex, verify_digest
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
 from mediastash.stores._range import DigestRange
 from mediastash.stores._scratch import ScratchInPackage
@@ -520,9 +521,10 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         return b''.join([piece async for piece in self._chunk_set_pieces(digest, str(chunk_set), int(size))])
 
     async def _read_verified(self, digest: str, context: MediaContextLike) -> bytes:
-        """``_read`` checked against ``digest``, where either of a blob's two copies serves the read: an inline
-        row that fails verification beside a sound chunked copy is deleted (healed) and the chunked copy returned.
-        ``IntegrityError`` (for the inline row) only when no sound copy is left."""
+        """``_read`` checked against ``digest``, where either of a blob's two copies serves the read: beside an
+        inline row that fails verification, a sound chunked copy is returned and the digest marked suspect (the
+        next ``put`` through this instance rewrites the blob; ``verify(repair=True)`` removes the damaged row).
+        The read changes nothing in the database. ``IntegrityError`` (for the inline row) when no copy is sound."""
         inline = await self._fetch(self._tables.read_inline, digest)
         if not inline:
             return await verify_digest(digest, await self._read_chunked(digest), where=self._describe())
@@ -533,29 +535,24 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         with contextlib.suppress(FileNotFoundError):  # no other copy: the inline row's failure stands
             other = await self._read_chunked(digest)
             if await sha256_hex(other) == digest:
-                await self._drop_damaged_inline(digest)
+                self._mark_suspect(digest)
                 return other
         raise IntegrityError(media_uri(digest), actual_digest=actual, where=self._describe())
-
-    async def _drop_damaged_inline(self, digest: str) -> None:
-        """Delete the inline row of ``digest`` if it still fails verification on the server while a chunked
-        copy is beside it: the read that found it served the other copy, and no later read or harness reader
-        meets the damaged one."""
-        await self._fetch(lambda layout: self._tables.drop_damaged_inline(), digest)
 
     def _raw_chunks(self, digest: str, context: MediaContextLike, chunk_size: int) -> AsyncGenerator[bytes, None]:
         return self._stream(digest, chunk_size)
 
     async def _stream(self, digest: str, chunk_size: int) -> AsyncGenerator[bytes, None]:
         """The inline row when there is one, else the chunked copy; with both, the inline row is checked before
-        anything is yielded (here when it came with the look, else by the server) and, when damaged, deleted and
-        the chunked copy streamed instead."""
+        anything is yielded (here when it came with the look, else by the server) and, when damaged, the chunked
+        copy streamed instead and the digest marked suspect, the damaged row left as it is (see
+        ``_read_verified``)."""
         rows = await self._fetch(self._tables.locate, digest, _STREAM_WINDOW)
         if not rows:
             raise self._not_found(digest)
         _, inline, chunk_set, _, size = rows[0]
         if chunk_set is None and len(rows) > 1 and not await self._inline_is_sound(digest, inline):
-            await self._drop_damaged_inline(digest)
+            self._mark_suspect(digest)
             _, inline, chunk_set, _, size = rows[1]
         if chunk_set is not None:
             pieces = self._chunk_set_pieces(digest, str(chunk_set), int(size))
@@ -576,6 +573,39 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
             return await sha256_hex(bytes(inline)) == digest
         rows = await self._fetch(lambda layout: self._tables.inline_is_sound(), digest)
         return bool(rows and rows[0][0])
+
+    async def _check_extra_copies(self, digest: str, remove: bool) -> tuple[int, int]:
+        """With both an inline row and a chunked copy, hash each (the row on the server, the chunks streamed here):
+        how many fail, and how many of those were removed (``remove``, only while the other copy is sound; the
+        statement checks again on the server, so a copy another writer replaced meanwhile stays)."""
+        rows = await self._fetch(self._tables.locate, digest, 0)
+        if len(rows) < 2:
+            return 0, 0
+        _, _, chunk_set, _, size = rows[1]
+        inline_sound = await self._inline_is_sound(digest, None)
+        try:
+            chunked_sound = await self._chunk_set_is_sound(digest, str(chunk_set), int(size))
+        except FileNotFoundError:  # replaced or removed since the look: one copy now, the read checked it
+            return (0, 0) if inline_sound else (1, 0)
+        damaged = (not inline_sound) + (not chunked_sound)
+        if not remove or damaged != 1:
+            return damaged, 0
+        if inline_sound:
+            removed = await self._fetch(lambda layout: self._tables.drop_damaged_chunked(), digest, str(chunk_set))
+        else:
+            removed = await self._fetch(lambda layout: self._tables.drop_damaged_inline(), digest)
+        return damaged, len(removed)
+
+    async def _chunk_set_is_sound(self, digest: str, chunk_set: str, size: int) -> bool:
+        """Whether the chunk set's bytes hash to ``digest`` (streamed, never whole in memory)."""
+        hasher = hashlib.sha256()
+        async with contextlib.aclosing(self._chunk_set_pieces(digest, chunk_set, size)) as pieces:
+            async for piece in pieces:
+                if len(piece) >= OFFLOAD_BYTES:
+                    await asyncio.to_thread(hasher.update, piece)
+                else:
+                    hasher.update(piece)
+        return hasher.hexdigest() == digest
 
     async def _inline_pieces(self, digest: str, size: int) -> AsyncGenerator[bytes, None]:
         """A large inline row (the harness's, up to 1 GB) a window at a time, never whole in memory."""
