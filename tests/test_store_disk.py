@@ -36,6 +36,7 @@ from mediastash.errors import (
 from mediastash.stores.disk import MEDIA_TYPE_SUFFIX, METADATA_LIMIT_BYTES
 from mediastash.testing.store import MISSING_URI, StoreTests, blob, chunked, collect
 from mediastash.urls import PublicUrlResolver
+from tests.storage_snapshots import folder_state
 
 TMP_PREFIX = '.mediastash-tmp-'
 
@@ -77,6 +78,9 @@ class TestDiskStore(StoreTests):
 
     async def reopen_store(self, store: Any) -> DiskMediaStore:
         return DiskMediaStore(store.directory)
+
+    async def raw_storage_snapshot(self, store: Any) -> object | None:
+        return folder_state(store.directory)
 
     later_metadata_replaces = True  # pydantic-ai-harness's sidecar semantics
 

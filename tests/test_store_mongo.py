@@ -47,6 +47,7 @@ from tests.mongo_support import (
 )
 from tests.namespace_interleaving import check_interleaving, operations
 from tests.s3_servers import free_port
+from tests.storage_snapshots import mongo_state
 
 __all__ = ['mongo_uri']  # the session fixture, imported so pytest finds it here
 
@@ -97,6 +98,9 @@ class TestMongoStore(StoreTests):
 
     async def raw_set_written_at(self, store: Any, uri: str, when: float | None) -> None:
         await set_written_at(self.raw[id(store)], uri, when)
+
+    async def raw_storage_snapshot(self, store: Any) -> object | None:
+        return await mongo_state(self.client[store.database], store.collection)
 
 
 class TestMongoStoreSmallChunks(TestMongoStore):

@@ -96,7 +96,7 @@ class TestPostgresStorePool(StoreTests):
 
     async def raw_storage_snapshot(self, store: Any) -> object | None:
         raw = self.raw[id(store)]
-        return await raw.tables_like(raw.table), await raw.count()
+        return await raw.tables_like(raw.table), await raw.count(), await _every_row(raw)
 
 
 class TestPostgresStoreSmallChunks(TestPostgresStorePool):

@@ -43,6 +43,7 @@ from mediastash.testing.store import MISSING_URI, StoreTests, blob, chunked
 from mediastash.urls import PublicUrlResolver
 from tests.namespace_interleaving import check_interleaving, operations
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
+from tests.storage_snapshots import bucket_state
 
 __all__ = ['moto_server']  # the session fixture, imported so pytest finds it here
 
@@ -168,6 +169,10 @@ class S3Conformance(StoreTests):
 
     async def raw_overwrite(self, store: Any, uri: str, data: bytes) -> None:
         await self.raw[id(store)].write(store.key_for(uri), data)
+
+    async def raw_storage_snapshot(self, store: Any) -> object | None:
+        raw = self.raw[id(store)]
+        return await bucket_state(raw.client, raw.bucket)
 
     async def raw_delete(self, store: Any, uri: str) -> None:
         await self.raw[id(store)].delete(store.key_for(uri))

@@ -31,6 +31,7 @@ from mediastash.errors import (
 )
 from mediastash.testing.store import StoreTests, blob, chunked, collect
 from mediastash.urls import PublicUrlResolver, make_static_public_url
+from tests.storage_snapshots import sqlite_state
 
 
 @contextmanager
@@ -82,6 +83,12 @@ class TestSqliteStore(StoreTests):
     async def reopen_store(self, store: Any) -> SqliteMediaStore:
         return SqliteMediaStore(database=store.database)
 
+    async def raw_storage_snapshot(self, store: Any) -> object | None:
+        return sqlite_state(self._database_file(store))
+
+    def _database_file(self, store: Any) -> Path:
+        return Path(store.database)
+
 
 class TestSqliteStoreOnCallerConnection(TestSqliteStore):
     """The same suite on a connection the test owns (default Python transaction handling)."""
@@ -103,6 +110,9 @@ class TestSqliteStoreOnCallerConnection(TestSqliteStore):
         await store.aclose()
         _path, connection = self._owned[id(store)]
         connection.close()
+
+    def _database_file(self, store: Any) -> Path:
+        return Path(self._owned[id(store)][0])
 
     async def raw_read(self, store: Any, uri: str) -> bytes | None:
         with side_connection(self._owned[id(store)][0]) as connection:

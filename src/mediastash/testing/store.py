@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import os
 import time
@@ -572,6 +573,36 @@ class StoreTests:
         with pytest.raises(IntegrityError) as caught:
             await store.get(uri)
         assert uri in str(caught.value)
+
+    async def test_reads_change_nothing_stored(self, store: Any) -> None:
+        """A read never writes: reading sound, corrupt and missing blobs (``get``, ``get_stream``, ``stat``,
+        metadata, existence, listing and ``verify`` without repair) leaves ``raw_storage_snapshot`` as it was."""
+        sound = await store.put(blob(70_000, seed=73), context=MediaContext(media_type='image/png'))
+        small = await store.put(b'small and sound', context=MediaContext(metadata={'k': 'v'}))
+        data = blob(5_000, seed=74)
+        corrupt = await store.put(data)
+        try:
+            await self.raw_overwrite(store, corrupt, _tampered(data, 'flipped'))
+        except NotImplementedError:
+            corrupt = MISSING_URI
+        before = await self.raw_storage_snapshot(store)
+        if before is None:
+            pytest.skip(f'{type(self).__name__} cannot snapshot the storage (raw_storage_snapshot)')
+        for uri in (sound, small, corrupt, MISSING_URI):
+            reads: list[Awaitable[object]] = [store.get(uri), store.exists(uri), store.get_metadata(uri)]
+            if _has(store, StreamingMediaStore):
+                reads.append(collect(store.get_stream(uri, chunk_size=4096)))
+            if _has(store, StatableMediaStore):
+                reads.append(store.stat(uri))
+            for read in reads:
+                with contextlib.suppress(IntegrityError, MediaNotFoundError):
+                    await read
+        await store.exists_many([sound, small, corrupt, MISSING_URI])
+        if _has(store, ListableMediaStore):
+            assert sound in [uri async for uri in store.iter_uris()]
+            report = await verify_store(store)
+            assert report.ok >= 2 and (corrupt == MISSING_URI or report.corrupt == [corrupt])
+        assert await self.raw_storage_snapshot(store) == before, 'a read changed the storage'
 
     # -- healing: a put of the right bytes repairs a corrupt blob ------------------------
 
@@ -1154,8 +1185,8 @@ class StoreTests:
 
     async def raw_storage_snapshot(self, store: Any) -> object | None:
         """Everything the backend holds around ``store`` (files under its folder, tables of its database, keys of
-        its bucket, collections of its database), compared before and after a scratch namespace; ``None`` (the
-        default) when it cannot be read: the check is then skipped."""
+        its bucket, collections of its database), compared before and after a scratch namespace and around reads
+        (which must write nothing); ``None`` (the default) when it cannot be read: those checks are skipped."""
         return None
 
     async def test_scratch_namespace_is_fresh_isolated_and_removed(self, store: Any) -> None:
