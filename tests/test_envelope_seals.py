@@ -9,18 +9,26 @@ SQLiteSession; blob reads counted with ``mediastash.testing.CountingMediaStore``
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
 from pydantic_ai.messages import BinaryContent, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot, FileStepStore, RunRecord, SqliteStepStore
 
 from mediastash import DiskMediaStore, ReferenceKey, UnvouchedEnvelopeError
 from mediastash.integrations import ENVELOPE_KEY, OffloadingStepStore
+from mediastash.integrations.langgraph import ENVELOPE_KEY as LANGGRAPH_KEY
+from mediastash.integrations.langgraph import OffloadingCheckpointSaver
 from mediastash.testing import CountingMediaStore
 from mediastash.uri import media_uri_for
 
@@ -163,3 +171,130 @@ async def test_step_store_old_unsealed_envelopes_in_storage_still_restore(kind: 
     await inner.save_snapshot(snapshot('alice', unsealed(plain), 2))  # as an older mediastash stored it
     back = await store.latest_snapshot(run_id='alice')
     assert back is not None and back.step_index == 2 and back.messages[0].parts[0].content[1].data == ALICE_IMAGE
+
+
+# -- LangGraph (OffloadingCheckpointSaver) ---------------------------------------------------------------------
+
+B64_ALICE = base64.b64encode(ALICE_IMAGE).decode()
+B64_BOB = base64.b64encode(BOB_IMAGE).decode()
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def graph_builder() -> Any:
+    builder = StateGraph(State)
+    builder.add_node('noop', lambda state: {})
+    builder.add_edge(START, 'noop')
+    return builder
+
+
+def thread(name: str) -> Any:
+    return {'configurable': {'thread_id': name}}
+
+
+def human(image_b64: str, message_id: str) -> HumanMessage:
+    block = {'type': 'image', 'base64': image_b64, 'mime_type': 'image/png'}
+    return HumanMessage(content=[{'type': 'text', 'text': 'look'}, block], id=message_id)
+
+
+async def plain_messages(inner: Any, name: str) -> list[Any]:
+    """The messages of a thread as the inner saver holds them (lean: placeholders and envelopes)."""
+    state = await graph_builder().compile(checkpointer=inner).aget_state(thread(name))
+    messages: list[Any] = state.values['messages']
+    assert LANGGRAPH_KEY in messages[0].content[1]
+    return messages
+
+
+def forged_block(message: HumanMessage, forgery: str) -> HumanMessage:
+    """Alice's own lean message, its image block now naming Bob's blob (or its seal removed or garbled)."""
+    block = json.loads(json.dumps(message.content[1]).replace(media_uri_for(ALICE_IMAGE), media_uri_for(BOB_IMAGE)))
+    if forgery == 'no seal':
+        del block[LANGGRAPH_KEY]['seal']
+    elif forgery == 'garbage seal':
+        block[LANGGRAPH_KEY]['seal'] = 'ms1.AAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA'
+    return HumanMessage(content=[message.content[0], block], id='mallory-1')
+
+
+@pytest.mark.parametrize('forgery', ['swapped URI', 'no seal', 'garbage seal'])
+async def test_langgraph_a_client_sent_envelope_naming_another_users_blob_is_refused(
+    forgery: str, tmp_path: Path
+) -> None:
+    media = DiskMediaStore(tmp_path / 'media')
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / 'graph.db')) as inner:
+        graph = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
+        await graph.ainvoke({'messages': [human(B64_BOB, 'bob-1')]}, thread('bob'))
+        await graph.ainvoke({'messages': [human(B64_ALICE, 'alice-1')]}, thread('alice'))
+        (alice,) = await plain_messages(inner, 'alice')
+
+        counting = CountingMediaStore(DiskMediaStore(tmp_path / 'media'))
+        server = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=counting))
+        with pytest.raises(UnvouchedEnvelopeError) as caught:  # a LangGraph server accepts message dicts like this
+            await server.ainvoke({'messages': [forged_block(alice, forgery)]}, thread('mallory'))
+        reason = 'unsigned' if forgery == 'no seal' else 'invalid'
+        assert caught.value.reason == reason and "['content'][1]" in caught.value.where
+        assert media_uri_for(BOB_IMAGE)[15:] not in str(caught.value) and 'ms1.' not in str(caught.value)
+        assert reads(counting) == 0
+        stored = await inner.aget_tuple(thread('mallory'))
+        assert stored is None or media_uri_for(BOB_IMAGE) not in repr(stored.checkpoint)  # nothing names Bob's blob
+
+
+async def test_langgraph_sealed_write_back_app_key_other_key_and_namespace_replay(tmp_path: Path) -> None:
+    media = DiskMediaStore(tmp_path / 'media')
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / 'graph.db')) as inner:
+        saver = OffloadingCheckpointSaver(inner, media_store=media.namespace('alice'), reference_key=KEY)
+        graph = graph_builder().compile(checkpointer=saver)
+        await graph.ainvoke({'messages': [human(B64_ALICE, 'alice-1')]}, thread('alice'))
+        (plain,) = await plain_messages(inner, 'alice')
+        edited = plain.model_copy(update={'content': [{'type': 'text', 'text': 'edited'}, plain.content[1]]})
+
+        # Another process with the same application key: the sealed plain read is kept lean and restores.
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / 'graph.db')) as other_inner:
+            other = OffloadingCheckpointSaver(other_inner, media_store=media.namespace('alice'), reference_key=KEY)
+            other_graph = graph_builder().compile(checkpointer=other)
+            await other_graph.aupdate_state(thread('alice'), {'messages': [edited]})
+            (back,) = (await other_graph.aget_state(thread('alice'))).values['messages']
+            assert back.content == [{'type': 'text', 'text': 'edited'}, human(B64_ALICE, 'x').content[1]]
+        (still,) = await plain_messages(inner, 'alice')
+        assert still.content[1] == plain.content[1]  # stayed lean: the same placeholder and envelope
+
+        refusals = {
+            'invalid': OffloadingCheckpointSaver(inner, media_store=media.namespace('alice')),  # the process key
+            'other-namespace': OffloadingCheckpointSaver(inner, media_store=media.namespace('bob'), reference_key=KEY),
+        }
+        for reason, stranger in refusals.items():
+            with pytest.raises(UnvouchedEnvelopeError) as caught:
+                await graph_builder().compile(checkpointer=stranger).ainvoke({'messages': [edited]}, thread(reason))
+            assert caught.value.reason == reason
+
+
+async def test_langgraph_old_unsealed_envelopes_in_storage_still_restore(tmp_path: Path) -> None:
+    media = DiskMediaStore(tmp_path / 'media')
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / 'graph.db')) as inner:
+        graph = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
+        await graph.ainvoke({'messages': [human(B64_ALICE, 'alice-1')]}, thread('alice'))
+        (plain,) = await plain_messages(inner, 'alice')
+        block = {**plain.content[1], LANGGRAPH_KEY: dict(plain.content[1][LANGGRAPH_KEY])}
+        del block[LANGGRAPH_KEY]['seal']  # as an older mediastash wrote it
+        old = plain.model_copy(update={'content': [plain.content[0], block]})
+        await graph_builder().compile(checkpointer=inner).aupdate_state(thread('alice'), {'messages': [old]})
+        (back,) = (await graph.aget_state(thread('alice'))).values['messages']
+        assert back.content[1] == human(B64_ALICE, 'x').content[1]
+
+
+def test_langgraph_sync_graph_invoke_refuses_a_forged_envelope(tmp_path: Path) -> None:
+    media = DiskMediaStore(tmp_path / 'media')
+    with SqliteSaver.from_conn_string(str(tmp_path / 'sync.db')) as inner:
+        saver = OffloadingCheckpointSaver(inner, media_store=media)
+        try:
+            graph = graph_builder().compile(checkpointer=saver)
+            graph.invoke({'messages': [human(B64_BOB, 'bob-1')]}, thread('bob'))
+            graph.invoke({'messages': [human(B64_ALICE, 'alice-1')]}, thread('alice'))
+            (alice,) = graph_builder().compile(checkpointer=inner).get_state(thread('alice')).values['messages']
+            with pytest.raises(UnvouchedEnvelopeError):
+                graph.invoke({'messages': [forged_block(alice, 'swapped URI')]}, thread('mallory'))
+            (again,) = graph.get_state(thread('alice')).values['messages']
+            assert again.content[1]['base64'] == B64_ALICE
+        finally:
+            saver.close()

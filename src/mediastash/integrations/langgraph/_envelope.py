@@ -12,11 +12,13 @@ the host holds a visible placeholder text. ``docs/langgraph.md`` shows one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from mediastash._units import format_bytes
 from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
+from mediastash.integrations._envelope_seal import SEAL_KEY
 from mediastash.markers import MARKER_KEY, URI_KEY, marker_shape
 
 __all__ = [
@@ -94,12 +96,18 @@ def shows_placeholder(value: object, slot: Slot) -> bool:
     return not size or _SIZE_LABEL.fullmatch(size) is not None
 
 
-def make_envelope(slots: list[Slot]) -> dict[str, Any]:
-    """The envelope value for ``slots`` (plain dicts, lists and strings: every serializer takes it)."""
-    return {
+def make_envelope(slots: list[Slot], seal: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """The envelope value for ``slots`` (plain dicts, lists and strings: every serializer takes it).
+
+    ``seal`` gives the seal of the envelope without it (``_envelope_seal``): a
+    save honours an envelope in its input only when its seal verifies.
+    """
+    envelope: dict[str, Any] = {
         'format': ENVELOPE_FORMAT,
         'slots': [{'path': list(slot.path), 'prefix': slot.prefix, 'marker': slot.marker} for slot in slots],
     }
+    envelope[SEAL_KEY] = seal(envelope)
+    return envelope
 
 
 def is_envelope(value: object) -> bool:
@@ -122,8 +130,10 @@ def parse_envelope(value: object, where: str) -> list[Slot]:
     if value['format'] != ENVELOPE_FORMAT:
         raise UnsupportedMarkerFormat('LangGraph envelope', value['format'], path=where)
     raw_slots = value.get('slots')
-    if type(raw_slots) is not list or not raw_slots or set(value) != {'format', 'slots'}:
-        raise MalformedMarker('a LangGraph envelope holds a non-empty slots list and nothing else', path=where)
+    if type(raw_slots) is not list or not raw_slots or set(value) - {SEAL_KEY} != {'format', 'slots'}:
+        raise MalformedMarker(
+            'a LangGraph envelope holds a non-empty slots list (and a seal), nothing else', path=where
+        )
     slots: list[Slot] = []
     for raw in raw_slots:
         if type(raw) is not dict or set(raw) != {'path', 'prefix', 'marker'}:

@@ -26,6 +26,8 @@ from langchain_core.messages import BaseMessage
 
 from mediastash._lru import BoundedLRU
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
+from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope
+from mediastash.integrations._references import namespace_of
 from mediastash.integrations.langgraph._envelope import (
     ENVELOPE_KEY,
     Slot,
@@ -37,6 +39,7 @@ from mediastash.integrations.langgraph._envelope import (
 )
 from mediastash.integrations.langgraph._sites import Site, dict_sites, message_text_site
 from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
+from mediastash.reference_keys import ReferenceKey
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.internal import externalize_with, restore_collecting
@@ -75,9 +78,11 @@ def _where(path: tuple[Step, ...]) -> str:
 class _Finder:
     """Finds hosts: payload sites when saving, envelopes when restoring."""
 
-    def __init__(self, threshold: int, *, saving: bool, every_slot: bool = False) -> None:
+    def __init__(self, threshold: int, *, saving: bool, every_slot: bool = False, seals: _Seals | None = None) -> None:
         self.threshold = threshold
         self.saving = saving
+        self.seals = seals
+        """Saving: checks that every envelope met in the input was sealed by this wrapper (else it raises)."""
         self.every_slot = every_slot
         """Restoring: keep stale slots too (``envelope_markers``: gc keeps every blob an envelope names)."""
         self.hosts: list[_Host] = []
@@ -160,6 +165,8 @@ class _Finder:
                 slots = _checked_slots(host, envelope, where)
             except (MalformedMarker, UnsupportedMarkerFormat):
                 return None
+            if self.seals is not None:
+                self.seals.vouch(envelope, where)
         else:
             slots = _checked_slots(host, envelope, where)
         live = [slot for slot in slots if self.every_slot or shows_placeholder(_value_at(host, slot.path), slot)]
@@ -280,7 +287,7 @@ def _placeholder(site: Site, slot: Slot) -> str:
     return placeholder_text(slot.what, slot.uri, _size(site))
 
 
-def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot]) -> Transform:
+def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot], seal: Callable[[dict[str, Any]], str]) -> Transform:
     """The host with ``moved`` payloads replaced by placeholders, enveloped with ``kept`` and their slots."""
 
     def transform(host: Any) -> Any:
@@ -289,12 +296,12 @@ def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot]) -> Transform:
             if not moved:
                 return _with_kwarg(host, host.content, ENVELOPE_KEY, None)
             ((site, slot),) = moved
-            return _with_kwarg(host, _placeholder(site, slot), ENVELOPE_KEY, make_envelope([slot]))
+            return _with_kwarg(host, _placeholder(site, slot), ENVELOPE_KEY, make_envelope([slot], seal))
         new = host.copy() if type(host) is dict else copy.copy(host)
         for site, slot in moved:
             _set_at(new, site.path, _placeholder(site, slot))
         if slots:
-            new[ENVELOPE_KEY] = make_envelope(slots)
+            new[ENVELOPE_KEY] = make_envelope(slots, seal)
         else:
             new.pop(ENVELOPE_KEY, None)
         return new
@@ -302,14 +309,39 @@ def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot]) -> Transform:
     return transform
 
 
+@dataclass(frozen=True, slots=True)
+class _Seals:
+    """Seals envelopes written under ``key`` for ``namespace``, and checks those met in data to save."""
+
+    key: ReferenceKey
+    namespace: str | None
+
+    def seal(self, envelope: dict[str, Any]) -> str:
+        return seal_envelope(self.key, envelope, self.namespace)
+
+    def vouch(self, envelope: object, where: str) -> None:
+        assert isinstance(envelope, dict)
+        named = {k: v for k, v in envelope.items() if k != SEAL_KEY}
+        refuse_unvouched(self.key, named, self.namespace, envelope.get(SEAL_KEY), where)
+
+
 async def lean_values(
-    values: Sequence[object], media_store: MediaStore, options: WalkOptions, joined: Joined | None = None
+    values: Sequence[object],
+    media_store: MediaStore,
+    options: WalkOptions,
+    joined: Joined | None = None,
+    *,
+    reference_key: ReferenceKey,
 ) -> list[Any]:
     """``values`` with their large message payloads stored and replaced by placeholders and envelopes.
 
-    ``joined`` learns each moved string (see ``restore_values``).
+    ``joined`` learns each moved string (see ``restore_values``). Every
+    envelope written is sealed under ``reference_key``; an envelope already
+    in ``values`` (a plain read written back) must carry such a seal for
+    ``media_store``'s namespace, else ``UnvouchedEnvelopeError`` (nothing moves).
     """
-    hosts = _Finder(options.threshold_bytes, saving=True).roots(values)
+    seals = _Seals(reference_key, namespace_of(media_store))
+    hosts = _Finder(options.threshold_bytes, saving=True, seals=seals).roots(values)
     if not hosts:
         return list(values)
     lean = await externalize_with([site.synthetic() for host in hosts for site in host.sites], media_store, options)
@@ -325,7 +357,7 @@ async def lean_values(
                 if joined is not None:
                     joined.put((slot.uri, slot.prefix, _form(slot)), site.whole, len(site.whole))
         if moved or host.rewrite:
-            _plant(trie, host.path, _lean_host(moved, host.slots))
+            _plant(trie, host.path, _lean_host(moved, host.slots, seals.seal))
     return _apply(values, trie) if trie else list(values)
 
 

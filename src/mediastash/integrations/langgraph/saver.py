@@ -22,6 +22,7 @@ from mediastash.errors import MediaStashError
 from mediastash.integrations._loop_thread import LoopThread, LoopThreadClosedError
 from mediastash.integrations.langgraph._state import Joined, lean_values, restore_values
 from mediastash.known_blobs import KnownBlobCache
+from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
 from mediastash.walker.internal import WalkSetting, resolve_options
@@ -73,6 +74,12 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
     ``recent_bytes`` bounds a memory of the payload strings this wrapper wrote
     or read (0, or ``known_blobs=False``, turns it off): a checkpoint read
     again (``aget_state_history`` reads every one) takes them from there.
+
+    ``reference_key`` (bytes of at least 32, or a ``ReferenceKey``; ``None``:
+    this process's random key) seals every envelope written. A save handed
+    an envelope (a plain read of ``inner`` written back, or a message dict a
+    client sent) keeps it only if this key sealed it for ``media_store``'s
+    namespace, else it raises ``UnvouchedEnvelopeError`` (``docs/security.md``).
     """
 
     threshold_bytes = WalkSetting()
@@ -97,10 +104,13 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         options: WalkOptions | None = None,
         recent_bytes: int = DEFAULT_RECENT_BYTES,
         loop: asyncio.AbstractEventLoop | None = None,
+        reference_key: ReferenceKey | bytes | None = None,
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f'inner must be a LangGraph BaseCheckpointSaver, got a {type(inner).__name__}')
         self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+        self.reference_key = reference_key_of(reference_key)
+        """Seals the envelopes written; an envelope handed to a save must carry its seal."""
         non_negative_int('recent_bytes', recent_bytes)
         self.recent_bytes = recent_bytes
         self._joined: Joined | None = (
@@ -133,6 +143,7 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
             options=self._walk_options,
             recent_bytes=self.recent_bytes,
             loop=self.loop,
+            reference_key=self.reference_key,
         )
 
     # -- async: the real work -----------------------------------------------------------------
@@ -181,7 +192,13 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
     async def _lean_checkpoint(self, checkpoint: Checkpoint) -> Checkpoint:
         """``checkpoint`` with the payloads of its channel values moved out (itself when nothing moved)."""
         values = checkpoint['channel_values']
-        lean = await lean_values(list(values.values()), self.media_store, self._walk_options, self._joined)
+        lean = await lean_values(
+            list(values.values()),
+            self.media_store,
+            self._walk_options,
+            self._joined,
+            reference_key=self.reference_key,
+        )
         if any(new is not old for new, old in zip(lean, values.values(), strict=True)):
             checkpoint = checkpoint.copy()
             checkpoint['channel_values'] = dict(zip(values, lean, strict=True))
@@ -189,7 +206,13 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
 
     async def _lean_writes(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
         """``writes`` with the payloads of their values moved out."""
-        lean = await lean_values([value for _, value in writes], self.media_store, self._walk_options, self._joined)
+        lean = await lean_values(
+            [value for _, value in writes],
+            self.media_store,
+            self._walk_options,
+            self._joined,
+            reference_key=self.reference_key,
+        )
         return [(channel, value) for (channel, _), value in zip(writes, lean, strict=True)]
 
     async def _restored(self, found: CheckpointTuple) -> CheckpointTuple:
