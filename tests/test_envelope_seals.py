@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from agents import SQLiteSession
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -29,6 +30,8 @@ from mediastash import DiskMediaStore, ReferenceKey, UnvouchedEnvelopeError
 from mediastash.integrations import ENVELOPE_KEY, OffloadingStepStore
 from mediastash.integrations.langgraph import ENVELOPE_KEY as LANGGRAPH_KEY
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
+from mediastash.integrations.openai_agents import ENVELOPE_KEY as OPENAI_KEY
+from mediastash.integrations.openai_agents import OffloadingSession
 from mediastash.testing import CountingMediaStore
 from mediastash.uri import media_uri_for
 
@@ -298,3 +301,101 @@ def test_langgraph_sync_graph_invoke_refuses_a_forged_envelope(tmp_path: Path) -
             assert again.content[1]['base64'] == B64_ALICE
         finally:
             saver.close()
+
+
+# -- OpenAI Agents SDK (OffloadingSession over SQLiteSession) ---------------------------------------------------
+
+
+def user_item(image: bytes) -> dict[str, Any]:
+    url = 'data:image/png;base64,' + base64.b64encode(image).decode()
+    return {
+        'role': 'user',
+        'content': [
+            {'type': 'input_text', 'text': 'look'},
+            {'type': 'input_image', 'image_url': url, 'detail': 'auto'},
+        ],
+    }
+
+
+async def two_sessions(tmp_path: Path, **wrapper: Any) -> tuple[DiskMediaStore, list[Any]]:
+    """Bob's and Alice's sessions in one database and one media store; Alice's items as the inner session holds them."""
+    media = DiskMediaStore(tmp_path / 'media')
+    for name, image in (('bob', BOB_IMAGE), ('alice', ALICE_IMAGE)):
+        session = OffloadingSession(SQLiteSession(name, tmp_path / 'sessions.db'), media_store=media, **wrapper)
+        await session.add_items([user_item(image)])
+    plain = await SQLiteSession('alice', tmp_path / 'sessions.db').get_items()
+    assert OPENAI_KEY in plain[0]['content'][1]
+    return media, plain
+
+
+@pytest.mark.parametrize('forgery', ['swapped URI', 'no seal', 'garbage seal'])
+async def test_openai_session_an_item_naming_another_users_blob_is_refused(forgery: str, tmp_path: Path) -> None:
+    _, plain = await two_sessions(tmp_path)
+    forged = json.loads(json.dumps(plain).replace(media_uri_for(ALICE_IMAGE), media_uri_for(BOB_IMAGE)))
+    if forgery == 'no seal':
+        del forged[0]['content'][1][OPENAI_KEY]['seal']
+    elif forgery == 'garbage seal':
+        forged[0]['content'][1][OPENAI_KEY]['seal'] = 'ms1.AAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA'
+    counting = CountingMediaStore(DiskMediaStore(tmp_path / 'media'))
+    session = OffloadingSession(SQLiteSession('mallory', tmp_path / 'sessions.db'), media_store=counting)
+    with pytest.raises(UnvouchedEnvelopeError) as caught:  # a chat client sends its history as item dicts
+        await session.add_items(forged)
+    assert caught.value.reason == ('unsigned' if forgery == 'no seal' else 'invalid')
+    assert caught.value.where == f"$[0]['content'][1][{OPENAI_KEY!r}]"
+    assert media_uri_for(BOB_IMAGE)[15:] not in str(caught.value) and 'ms1.' not in str(caught.value)
+    assert reads(counting) == 0
+    assert await SQLiteSession('mallory', tmp_path / 'sessions.db').get_items() == []  # nothing added
+
+
+async def test_openai_session_sealed_write_back_app_key_other_key_and_namespace_replay(tmp_path: Path) -> None:
+    media, plain = await two_sessions(tmp_path, reference_key=KEY)
+    # Another process with the application key: the plain read written back stays lean and restores exactly.
+    other = OffloadingSession(SQLiteSession('copy', tmp_path / 'sessions.db'), media_store=media, reference_key=KEY)
+    await other.add_items(plain)
+    assert await SQLiteSession('copy', tmp_path / 'sessions.db').get_items() == plain
+    assert await other.get_items() == [user_item(ALICE_IMAGE)]
+
+    refusals = {
+        'invalid': OffloadingSession(SQLiteSession('x', tmp_path / 'sessions.db'), media_store=media),
+        'other-namespace': OffloadingSession(
+            SQLiteSession('y', tmp_path / 'sessions.db'), media_store=media.namespace('bob'), reference_key=KEY
+        ),
+    }
+    for reason, stranger in refusals.items():
+        with pytest.raises(UnvouchedEnvelopeError) as caught:
+            await stranger.add_items(plain)
+        assert caught.value.reason == reason
+        assert await stranger.inner.get_items() == []
+
+
+async def test_openai_session_a_written_back_edit_is_looked_at_afresh_with_the_placeholder_rule(
+    tmp_path: Path,
+) -> None:
+    """The exact placeholder rule LangGraph and step stores use: a placeholder with words added is an edit,
+    and a large payload an edit puts in a lean item's place moves out (before, the stale envelope went through)."""
+    media, plain = await two_sessions(tmp_path)
+    session = OffloadingSession(SQLiteSession('edits', tmp_path / 'sessions.db'), media_store=media)
+    annotated, replaced = json.loads(json.dumps(plain)), json.loads(json.dumps(plain))
+    placeholder = plain[0]['content'][1]['image_url']
+    annotated[0]['content'][1]['image_url'] = placeholder[:-1] + ' (seen by a reviewer)]'
+    new_image = b'\x89PNG new ' + os.urandom(150_000)
+    replaced[0]['content'][1]['image_url'] = user_item(new_image)['content'][1]['image_url']
+    await session.add_items([*annotated, *replaced])
+
+    stored = await SQLiteSession('edits', tmp_path / 'sessions.db').get_items()
+    assert OPENAI_KEY not in stored[0]['content'][1]  # the edit is plain text now: no slot left
+    assert media_uri_for(new_image) in stored[1]['content'][1]['image_url']  # moved out under its own URI
+    slots = stored[1]['content'][1][OPENAI_KEY]['slots']
+    assert [slot['marker']['uri'] for slot in slots] == [media_uri_for(new_image)]
+    back = await session.get_items()
+    assert back[0]['content'][1]['image_url'] == placeholder[:-1] + ' (seen by a reviewer)]'
+    assert back[1] == user_item(new_image)
+
+
+async def test_openai_session_old_unsealed_envelopes_in_storage_still_restore(tmp_path: Path) -> None:
+    media, plain = await two_sessions(tmp_path)
+    old = json.loads(json.dumps(plain))
+    del old[0]['content'][1][OPENAI_KEY]['seal']  # as an older mediastash wrote it
+    await SQLiteSession('old', tmp_path / 'sessions.db').add_items(old)
+    session = OffloadingSession(SQLiteSession('old', tmp_path / 'sessions.db'), media_store=media)
+    assert await session.get_items() == [user_item(ALICE_IMAGE)]

@@ -14,11 +14,14 @@ session wrapper writes it; ``docs/openai-agents.md`` shows one.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from mediastash._units import format_bytes
 from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
+from mediastash.integrations._envelope_seal import SEAL_KEY
 from mediastash.markers import MARKER_KEY, URI_KEY, marker_shape
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     'PLACEHOLDER_PREFIX',
     'Slot',
     'is_envelope',
+    'is_placeholder',
     'make_envelope',
     'parse_envelope',
     'placeholder_text',
@@ -41,6 +45,10 @@ _FORMAT_PREFIX: Final = 'mediastash-envelope-v'
 
 PLACEHOLDER_PREFIX: Final = '[mediastash placeholder: '
 """How every stand-in text starts (the same words in every integration)."""
+
+_MAX_WHAT: Final = 80
+_SIZE_LABEL: Final = re.compile(r', (?:[0-9]+ B|[0-9]+\.[0-9] (?:KiB|MiB|GiB))')
+"""The size part of a placeholder (``format_bytes``' output after a comma), when the writer knew the size."""
 
 
 @dataclass(slots=True)
@@ -60,28 +68,53 @@ class Slot:
         reference = self.marker.get(URI_KEY, self.marker.get('uri'))
         return reference if isinstance(reference, str) else ''
 
-    def holds_placeholder(self, value: object) -> bool:
+    @property
+    def what(self) -> str:
+        """What the placeholder says the payload was: ``text``, its media type, or ``binary data``."""
+        if self.text:
+            return 'text'
+        media_type = self.marker.get('media_type')
+        return media_type if isinstance(media_type, str) and media_type else 'binary data'
+
+    def holds_placeholder(self, value: object, how_to_open: str) -> bool:
         """Whether ``value`` (the string now at ``path``) is still this slot's placeholder, not an edit."""
-        return (
-            isinstance(value, str)
-            and value.startswith(PLACEHOLDER_PREFIX)
-            and f' stored as {self.uri}; ' in value
-            and value.endswith(']')
-        )
+        return is_placeholder(value, self.what, self.uri, how_to_open)
+
+
+def is_placeholder(value: object, what: str, uri: str, how_to_open: str) -> bool:
+    """Whether ``value`` is exactly the placeholder ``placeholder_text`` writes for ``what`` and ``uri``,
+    with any well-formed size label or none (the one part a reader cannot recompute without the blob).
+
+    The one rule every host envelope (LangGraph, OpenAI Agents) uses to tell a
+    place still holding its placeholder from an edit.
+    """
+    if not isinstance(value, str) or not value.startswith(PLACEHOLDER_PREFIX):
+        return False
+    head = f'{PLACEHOLDER_PREFIX}{what[:_MAX_WHAT]}'
+    tail = f' stored as {uri}; {how_to_open}]'
+    if len(value) < len(head) + len(tail) or not value.startswith(head) or not value.endswith(tail):
+        return False
+    size = value[len(head) : len(value) - len(tail)]
+    return not size or _SIZE_LABEL.fullmatch(size) is not None
 
 
 def placeholder_text(what: str, uri: str, size: int | None, how_to_open: str) -> str:
     """The visible stand-in for one stored payload: what it was, its size when known, its URI, how to open it."""
     amount = '' if size is None else f', {format_bytes(size)}'
-    return f'{PLACEHOLDER_PREFIX}{what[:80]}{amount} stored as {uri}; {how_to_open}]'
+    return f'{PLACEHOLDER_PREFIX}{what[:_MAX_WHAT]}{amount} stored as {uri}; {how_to_open}]'
 
 
-def make_envelope(slots: list[Slot]) -> dict[str, Any]:
-    """The envelope value for ``slots`` (plain dicts, lists and strings: every serializer takes it)."""
-    return {
+def make_envelope(slots: list[Slot], seal: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """The envelope value for ``slots`` (plain dicts, lists and strings: every serializer takes it).
+
+    ``seal`` gives the seal of the envelope without it (``_envelope_seal``).
+    """
+    envelope: dict[str, Any] = {
         'format': ENVELOPE_FORMAT,
         'slots': [{'path': list(slot.path), 'prefix': slot.prefix, 'marker': slot.marker} for slot in slots],
     }
+    envelope[SEAL_KEY] = seal(envelope)
+    return envelope
 
 
 def is_envelope(value: object) -> bool:
@@ -104,8 +137,8 @@ def parse_envelope(value: object, where: str) -> list[Slot]:
     if value['format'] != ENVELOPE_FORMAT:
         raise UnsupportedMarkerFormat('mediastash envelope', value['format'], path=where)
     raw_slots = value.get('slots')
-    if type(raw_slots) is not list or not raw_slots or set(value) != {'format', 'slots'}:
-        raise MalformedMarker('an envelope holds a non-empty slots list and nothing else', path=where)
+    if type(raw_slots) is not list or not raw_slots or set(value) - {SEAL_KEY} != {'format', 'slots'}:
+        raise MalformedMarker('an envelope holds a non-empty slots list (and a seal), nothing else', path=where)
     slots: list[Slot] = []
     for raw in raw_slots:
         if type(raw) is not dict or set(raw) != {'path', 'prefix', 'marker'}:

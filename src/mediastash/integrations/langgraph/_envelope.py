@@ -11,7 +11,6 @@ the host holds a visible placeholder text. ``docs/langgraph.md`` shows one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -19,6 +18,7 @@ from typing import Any, Final
 from mediastash._units import format_bytes
 from mediastash.errors import MalformedMarker, UnsupportedMarkerFormat
 from mediastash.integrations._envelope_seal import SEAL_KEY
+from mediastash.integrations._host_envelope import is_placeholder
 from mediastash.markers import MARKER_KEY, URI_KEY, marker_shape
 
 __all__ = [
@@ -44,8 +44,6 @@ PLACEHOLDER_PREFIX: Final = '[mediastash placeholder: '
 
 _HOW_TO_OPEN: Final = "not included here: read this checkpoint through mediastash's OffloadingCheckpointSaver"
 _MAX_WHAT: Final = 80
-_SIZE_LABEL: Final = re.compile(r', (?:[0-9]+ B|[0-9]+\.[0-9] (?:KiB|MiB|GiB))')
-"""The size part of a placeholder (``format_bytes``' output after a comma), when the writer knew the size."""
 
 
 @dataclass(slots=True)
@@ -84,16 +82,10 @@ def shows_placeholder(value: object, slot: Slot) -> bool:
     """Whether ``value`` is still exactly the placeholder written for ``slot`` (any size label, or none).
 
     The size is the one part the reader cannot recompute without the blob,
-    so any well-formed size is accepted; everything else must match.
+    so any well-formed size is accepted; everything else must match
+    (``_host_envelope.is_placeholder``, the rule every host envelope shares).
     """
-    if not isinstance(value, str) or not value.startswith(PLACEHOLDER_PREFIX):
-        return False
-    head = f'{PLACEHOLDER_PREFIX}{slot.what[:_MAX_WHAT]}'
-    tail = f' stored as {slot.uri}; {_HOW_TO_OPEN}]'
-    if len(value) < len(head) + len(tail) or not value.startswith(head) or not value.endswith(tail):
-        return False
-    size = value[len(head) : len(value) - len(tail)]
-    return not size or _SIZE_LABEL.fullmatch(size) is not None
+    return is_placeholder(value, slot.what, slot.uri, _HOW_TO_OPEN)
 
 
 def make_envelope(slots: list[Slot], seal: Callable[[dict[str, Any]], str]) -> dict[str, Any]:

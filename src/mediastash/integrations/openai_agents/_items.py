@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mediastash._lru import BoundedLRU
-from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError
+from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
+from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope
 from mediastash.integrations._host_envelope import (
     ENVELOPE_KEY,
     Slot,
@@ -33,7 +34,9 @@ from mediastash.integrations._host_envelope import (
     placeholder_text,
 )
 from mediastash.integrations._payload_sites import PayloadSites, Site, payload_size
+from mediastash.integrations._references import namespace_of
 from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
+from mediastash.reference_keys import ReferenceKey
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.internal import externalize_with, restore_collecting
@@ -58,6 +61,24 @@ class _Host:
     path: tuple[Step, ...]
     sites: list[Site] = field(default_factory=list)
     slots: list[Slot] = field(default_factory=list)
+    """Saving: the live slots of an envelope written back (kept); restoring: the envelope's slots."""
+    rewrite: bool = False
+    """Saving: the host's envelope named a slot whose place was edited, so it is rewritten without it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Seals:
+    """Seals envelopes written under ``key`` for ``namespace``, and checks those met in items to save."""
+
+    key: ReferenceKey
+    namespace: str | None
+
+    def seal(self, envelope: dict[str, Any]) -> str:
+        return seal_envelope(self.key, envelope, self.namespace)
+
+    def vouch(self, envelope: dict[str, Any], where: str) -> None:
+        named = {k: v for k, v in envelope.items() if k != SEAL_KEY}
+        refuse_unvouched(self.key, named, self.namespace, envelope.get(SEAL_KEY), where)
 
 
 def _where(path: tuple[Step, ...]) -> str:
@@ -90,9 +111,11 @@ def _sites(node: dict[str, Any], threshold: int) -> list[Site]:
 class _Finder:
     """Finds hosts: payload sites when saving, envelopes when restoring."""
 
-    def __init__(self, threshold: int, *, saving: bool) -> None:
+    def __init__(self, threshold: int, *, saving: bool, seals: _Seals | None = None) -> None:
         self.threshold = threshold
         self.saving = saving
+        self.seals = seals
+        """Saving: checks that every envelope met in the items was sealed by this wrapper (else it raises)."""
         self.hosts: list[_Host] = []
 
     def items(self, items: Sequence[object]) -> list[_Host]:
@@ -118,15 +141,18 @@ class _Finder:
         if ENVELOPE_KEY in node:
             skip.add(ENVELOPE_KEY)
             where = _where((*path, ENVELOPE_KEY))
-            if self.saving:
-                if not is_envelope(node[ENVELOPE_KEY]):
-                    raise InvalidArgumentError(
-                        f'the session item at {where}',
-                        f'free of the key {ENVELOPE_KEY!r}, which mediastash reserves for its envelopes',
-                        node[ENVELOPE_KEY],
-                    )
-                return  # already lean (a plain read written back): it is saved as it is
-            self.hosts.append(_Host(path, slots=parse_envelope(node[ENVELOPE_KEY], where)))
+            if not self.saving:
+                self.hosts.append(_Host(path, slots=parse_envelope(node[ENVELOPE_KEY], where)))
+            else:
+                found = self.written_back(node, where)
+                if found is None:
+                    return  # an envelope this reader cannot parse: passed on as it is (a read refuses it loudly)
+                live, stale = found
+                kept = {slot.path for slot in live}
+                sites = [site for site in _sites(node, self.threshold) if site.path not in kept]
+                if sites or stale:
+                    self.hosts.append(_Host(path, sites=sites, slots=live, rewrite=stale))
+                skip.update(site.path[0] for site in sites)
         elif self.saving:
             sites = _sites(node, self.threshold)
             if sites:
@@ -135,6 +161,28 @@ class _Finder:
         for key, value in node.items():
             if key not in skip and isinstance(value, dict | list):
                 self.visit(value, (*path, key))
+
+    def written_back(self, node: dict[str, Any], where: str) -> tuple[list[Slot], bool] | None:
+        """Saving a host that carries an envelope (a plain read written back): its seal checked, its live
+        slots (places still holding exactly their placeholder) and whether any slot is stale (edited).
+
+        ``None`` for an envelope of a version this reader does not know (passed on as it is).
+        """
+        envelope = node[ENVELOPE_KEY]
+        if not is_envelope(envelope):
+            raise InvalidArgumentError(
+                f'the session item at {where}',
+                f'free of the key {ENVELOPE_KEY!r}, which mediastash reserves for its envelopes',
+                envelope,
+            )
+        try:
+            slots = parse_envelope(envelope, where)
+        except (MalformedMarker, UnsupportedMarkerFormat):
+            return None
+        if self.seals is not None:
+            self.seals.vouch(envelope, where)
+        live = [slot for slot in slots if slot.holds_placeholder(_get_at(node, slot.path), HOW_TO_OPEN)]
+        return live, len(live) < len(slots)
 
 
 def _set_at(host: dict[str, Any], path: tuple[str, ...], value: str) -> None:
@@ -188,10 +236,24 @@ def _placeholder(site: Site, uri: str) -> str:
 
 
 async def lean_items(
-    items: Sequence[Any], media_store: MediaStore, options: WalkOptions, joined: Joined | None = None
+    items: Sequence[Any],
+    media_store: MediaStore,
+    options: WalkOptions,
+    joined: Joined | None = None,
+    *,
+    reference_key: ReferenceKey,
 ) -> list[Any]:
-    """``items`` with their large payloads stored, replaced by placeholders and envelopes (``joined`` learns each)."""
-    hosts = _Finder(options.threshold_bytes, saving=True).items(items)
+    """``items`` with their large payloads stored, replaced by placeholders and envelopes (``joined`` learns each).
+
+    Every envelope written is sealed under ``reference_key``. An envelope
+    already in ``items`` (a plain read written back) must carry such a seal
+    for ``media_store``'s namespace, else ``UnvouchedEnvelopeError`` and
+    nothing moves; its slots whose place still holds exactly their
+    placeholder are kept, edited ones dropped, and a large payload the edit
+    put in moves out like any other.
+    """
+    seals = _Seals(reference_key, namespace_of(media_store))
+    hosts = _Finder(options.threshold_bytes, saving=True, seals=seals).items(items)
     if not hosts:
         return list(items)
     lean = await externalize_with([site.synthetic() for host in hosts for site in host.sites], media_store, options)
@@ -206,11 +268,15 @@ async def lean_items(
                 moved.append((site, slot))
                 if joined is not None:
                     joined.put((slot.uri, slot.prefix, _form(slot)), site.whole, len(site.whole))
-        if moved:
+        if moved or host.rewrite:
             new = dict(_host_at(items, host.path))
             for site, slot in moved:
                 _set_at(new, site.path, _placeholder(site, slot.uri))
-            new[ENVELOPE_KEY] = make_envelope([slot for _, slot in moved])
+            slots = [*host.slots, *(slot for _, slot in moved)]
+            if slots:
+                new[ENVELOPE_KEY] = make_envelope(slots, seals.seal)
+            else:
+                new.pop(ENVELOPE_KEY, None)
             changes[host.path] = new
     return _replaced(items, _nested_last(changes))
 
@@ -227,7 +293,14 @@ async def restore_items(
     if not hosts:
         return list(items)
     live = [
-        (host, [slot for slot in host.slots if slot.holds_placeholder(_get_at(_host_at(items, host.path), slot.path))])
+        (
+            host,
+            [
+                slot
+                for slot in host.slots
+                if slot.holds_placeholder(_get_at(_host_at(items, host.path), slot.path), HOW_TO_OPEN)
+            ],
+        )
         for host in hosts
     ]
     keys = [(slot.uri, slot.prefix, _form(slot)) for _, slots in live for slot in slots]

@@ -13,6 +13,7 @@ from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.integrations.openai_agents._items import Joined, lean_items, restore_items
 from mediastash.known_blobs import KnownBlobCache
+from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
 from mediastash.walker.internal import WalkSetting, resolve_options
@@ -41,6 +42,13 @@ class OffloadingSession(SessionABC):
     ``recent_bytes`` bounds a memory of the payload strings this wrapper
     wrote or read (0, or ``known_blobs=False``, turns it off): the runner
     reads the whole history every turn, and takes them from there.
+
+    ``reference_key`` (bytes of at least 32, or a ``ReferenceKey``; ``None``:
+    this process's random key) seals every envelope written. ``add_items``
+    keeps an envelope it is handed (a plain read of ``inner`` written back,
+    or an item a client sent) only if this key sealed it for
+    ``media_store``'s namespace, else it raises ``UnvouchedEnvelopeError``
+    and adds nothing (``docs/security.md``).
     """
 
     threshold_bytes = WalkSetting()
@@ -57,11 +65,14 @@ class OffloadingSession(SessionABC):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         options: WalkOptions | None = None,
         recent_bytes: int = DEFAULT_RECENT_BYTES,
+        reference_key: ReferenceKey | bytes | None = None,
     ) -> None:
         if not all(callable(getattr(inner, name, None)) for name in _METHODS):
             raise TypeError(f'inner must be an OpenAI Agents session (SessionABC), got a {type(inner).__name__}')
         self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
         non_negative_int('recent_bytes', recent_bytes)
+        self.reference_key = reference_key_of(reference_key)
+        """Seals the envelopes written; an envelope handed to ``add_items`` must carry its seal."""
         self.recent_bytes = recent_bytes
         self._joined: Joined | None = (
             BoundedLRU(max_cost=recent_bytes) if recent_bytes and known_blobs is not False else None
@@ -94,7 +105,9 @@ class OffloadingSession(SessionABC):
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Store the payloads of ``items`` and give ``inner`` the lean items (the caller's are never changed)."""
-        lean = await lean_items(items, self.media_store, self._walk_options, self._joined)
+        lean = await lean_items(
+            items, self.media_store, self._walk_options, self._joined, reference_key=self.reference_key
+        )
         await _call(self.inner.add_items, wrapper, lean)
 
     async def pop_item(self, *, wrapper: Any = None) -> TResponseInputItem | None:
