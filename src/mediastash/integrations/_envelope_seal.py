@@ -18,7 +18,7 @@ from mediastash.errors import UnvouchedEnvelopeError
 from mediastash.reference_keys import ReferenceKey, SealCheck
 from mediastash.uri import MEDIA_URI_SCHEME
 
-__all__ = ['SEAL_KEY', 'check_envelope', 'named_digests', 'refuse_unvouched', 'seal_envelope']
+__all__ = ['SEAL_KEY', 'check_envelope', 'named_digests', 'refuse_unvouched', 'seal_envelope', 'store_namespace']
 
 SEAL_KEY: Final = 'seal'
 """The key of an envelope mapping that holds its seal."""
@@ -45,6 +45,15 @@ def named_digests(value: Any) -> set[str]:
         elif isinstance(node, list | tuple):
             stack.extend(node)
     return found
+
+
+def store_namespace(media_store: object) -> str | None:
+    """The namespace a store (or a namespace view) is confined to; ``None`` for the whole store.
+
+    (Here rather than ``_references`` so integrations without pydantic-ai import it.)
+    """
+    name = getattr(media_store, 'namespace_name', None)
+    return name if isinstance(name, str) else None
 
 
 def seal_envelope(key: ReferenceKey, named: Any, namespace: str | None) -> str:

@@ -26,8 +26,7 @@ from langchain_core.messages import BaseMessage
 
 from mediastash._lru import BoundedLRU
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
-from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope
-from mediastash.integrations._references import namespace_of
+from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope, store_namespace
 from mediastash.integrations.langgraph._envelope import (
     ENVELOPE_KEY,
     Slot,
@@ -340,7 +339,7 @@ async def lean_values(
     in ``values`` (a plain read written back) must carry such a seal for
     ``media_store``'s namespace, else ``UnvouchedEnvelopeError`` (nothing moves).
     """
-    seals = _Seals(reference_key, namespace_of(media_store))
+    seals = _Seals(reference_key, store_namespace(media_store))
     hosts = _Finder(options.threshold_bytes, saving=True, seals=seals).roots(values)
     if not hosts:
         return list(values)

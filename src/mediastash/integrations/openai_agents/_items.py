@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from mediastash._lru import BoundedLRU
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
-from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope
+from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope, store_namespace
 from mediastash.integrations._host_envelope import (
     ENVELOPE_KEY,
     Slot,
@@ -34,7 +34,6 @@ from mediastash.integrations._host_envelope import (
     placeholder_text,
 )
 from mediastash.integrations._payload_sites import PayloadSites, Site, payload_size
-from mediastash.integrations._references import namespace_of
 from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
 from mediastash.reference_keys import ReferenceKey
 from mediastash.stores.protocols import MediaStore
@@ -252,7 +251,7 @@ async def lean_items(
     placeholder are kept, edited ones dropped, and a large payload the edit
     put in moves out like any other.
     """
-    seals = _Seals(reference_key, namespace_of(media_store))
+    seals = _Seals(reference_key, store_namespace(media_store))
     hosts = _Finder(options.threshold_bytes, saving=True, seals=seals).items(items)
     if not hosts:
         return list(items)
