@@ -495,6 +495,25 @@ async def test_a_put_through_the_instance_that_read_around_a_damaged_inline_row_
     assert (await store.verify()).clean
 
 
+@pytest.mark.parametrize('damaged', ['inline', 'chunked'])
+async def test_a_put_in_a_fresh_process_replaces_a_small_blob_with_one_damaged_copy(
+    make: Any, pool: Any, connection: Any, damaged: str
+) -> None:
+    """Rule 2 of healing (a put checks a stored copy of at most 1 MiB) for each copy: a sound other copy used to
+    make the put skip, leaving the damaged one for the harness's reader to meet."""
+    store, raw, data, uri = await _two_copies_with_a_damaged_inline_row(make, pool, connection, 100_000)
+    if damaged == 'chunked':
+        await connection.execute(f'UPDATE {raw.main} SET bytes = $2 WHERE sha256 = $1', digest_of(uri), data)
+        manifest = await raw.manifest(uri)
+        await connection.execute(
+            f'UPDATE {raw.chunks} SET bytes = $2 WHERE chunk_set = $1 AND seq = 0', manifest['chunk_set'], b'\x07' * 9
+        )
+    fresh, _ = make(table=store.table, chunk_size_bytes=64 * 1024)  # never read the blob: nothing is suspect
+    assert await fresh.put(data) == uri
+    assert (await fresh.verify()).clean
+    assert await fresh.get(uri) == data
+
+
 @pytest.mark.parametrize('size', [100_000, 9 * MiB])
 async def test_verify_repair_removes_a_damaged_inline_row_and_keeps_the_sound_chunked_copy(
     make: Any, pool: Any, connection: Any, size: int

@@ -420,9 +420,11 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         return any(row[3] or (not row[4] and row[2] == digest) for row in rows)
 
     def _judge(self, digest: str, size: int, rows: list[Any]) -> object:
+        """``_SOUND`` only when every stored copy passes the checks: a damaged inline row beside a sound chunked
+        copy (or the reverse) is replaced by the put like any unsound copy, so the put heals it in any process."""
         if not rows:
             return _ABSENT
-        return _SOUND if any(self._copy_is_sound(digest, size, int(row[1]), row[2]) for row in rows) else _UNSOUND
+        return _SOUND if all(self._copy_is_sound(digest, size, int(row[1]), row[2]) for row in rows) else _UNSOUND
 
     def _copy_is_sound(self, digest: str, size: int, stored_size: int, stored_digest: str | None) -> bool:
         """The base's check on a stored copy (``_stored_copy_is_sound``) without its bytes travelling: for a copy
