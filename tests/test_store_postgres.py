@@ -904,7 +904,7 @@ def test_from_url_reads_table_schema_and_options() -> None:
         ('postgresql://db/app?sslpassword=hunter2-pw', 'must not carry the credential parameter'),
         ('postgresql://db/app?hunter2-pw=1', 'unknown postgresql:// URL parameter (name not shown)'),
         ('postgresql://db/app?table=Hunter2_pw', 'invalid PostgreSQL table name'),
-        ('postgresql://db/app?chunk_size_bytes=hunter2-pw', 'must be an integer'),
+        ('postgresql://db/app?chunk_size_bytes=hunter2-pw', 'must be a byte count'),
         ('postgresql:///app', 'names no host'),
         ('postgresql://db', 'names no database'),
         ('postgresql://db:hunter2/app', 'port that is not a number'),
