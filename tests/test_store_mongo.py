@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, monitoring
 from pymongo.errors import OperationFailure, ServerSelectionTimeoutError
 
 import mediastash.stores.mongo._store as mongo_module
@@ -332,6 +332,69 @@ async def test_64_mib_blob_in_1_mib_chunks(make: Any) -> None:
         assert 0 < len(piece) <= 3 * MiB
         digest.update(piece)
     assert digest.hexdigest() == uri.removeprefix('media+sha256://')
+
+
+class ChunkCommands(monitoring.CommandListener):
+    """The ``find`` and ``aggregate`` commands a client sends to one collection (pymongo's command monitoring)."""
+
+    def __init__(self, collection: str) -> None:
+        self.collection = collection
+        self.commands: list[Document] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name in ('find', 'aggregate') and event.command.get(event.command_name) == self.collection:
+            self.commands.append(dict(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def winning_plans(explained: Any) -> list[Any]:
+    """Every ``winningPlan`` in an explain answer (an aggregate nests its query's under its stages)."""
+    if isinstance(explained, dict):
+        found = [explained['winningPlan']] if 'winningPlan' in explained else []
+        return found + [plan for value in explained.values() for plan in winning_plans(value)]
+    if isinstance(explained, list):
+        return [plan for value in explained for plan in winning_plans(value)]
+    return []
+
+
+async def test_chunk_reads_are_answered_from_an_index(mongo_uri: str, names: list[str]) -> None:
+    """Regression (issue 32): reads asked for chunks by ``set``, which only the partial ``(set, n)`` index covers;
+    the test server's planner never uses a partial index, so every get scanned the whole chunk collection and
+    slowed down with each blob stored. Each chunk query a get, a stream and a repeated put send must be planned
+    on an index."""
+    collection = unique_name()
+    names.append(collection)
+    listener = ChunkCommands(f'{collection}_chunks')
+    client = AsyncMongoClient[Document](mongo_uri, event_listeners=[listener])
+    try:
+        store = MongoMediaStore(client=client, database=TEST_DATABASE, collection=collection, chunk_size_bytes=1000)
+        blobs = [blob(4500, seed=seed) for seed in range(70, 74)]
+        uris = [await store.put(data) for data in blobs]
+        listener.commands.clear()
+        assert await store.get(uris[1]) == blobs[1]
+        assert b''.join(await collect(store.get_stream(uris[2], chunk_size=700))) == blobs[2]
+        assert await store.put(blobs[3]) == uris[3]  # stored: the stored size is summed over its chunks
+        assert {command['find' if 'find' in command else 'aggregate'] for command in listener.commands} == {
+            f'{collection}_chunks'
+        }
+        assert len(listener.commands) >= 3
+        for command in listener.commands:
+            kind = 'find' if 'find' in command else 'aggregate'
+            keep = ('find', 'filter', 'projection', 'sort') if kind == 'find' else ('aggregate', 'pipeline')
+            query = {key: command[key] for key in keep if key in command}
+            if kind == 'aggregate':
+                query['cursor'] = {}
+            explained = await client[TEST_DATABASE].command('explain', query)
+            plans = winning_plans(explained)
+            assert plans, explained
+            assert 'COLLSCAN' not in repr(plans), (query, plans)
+    finally:
+        await client.close()
 
 
 async def test_streamed_64_mib_blob_in_1_mib_chunks(make: Any) -> None:

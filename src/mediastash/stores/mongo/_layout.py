@@ -28,6 +28,8 @@ __all__ = [
     'ManifestFacts',
     'bson_time',
     'chunk_document',
+    'chunk_id',
+    'chunk_span',
     'check_chunk_size',
     'check_collection',
     'check_database',
@@ -164,9 +166,30 @@ def manifest_size(manifest: Mapping[str, Any]) -> int:
     return 0
 
 
+def chunk_id(chunk_set: str, n: int) -> str:
+    """The ``_id`` of chunk ``n`` of ``chunk_set``: reads look chunks up by it, the one index every server uses."""
+    return f'{chunk_set}:{n}'
+
+
 def chunk_document(chunk_set: str, n: int, data: bytes) -> Document:
     """Chunk ``n`` (0-based) of the chunk set ``chunk_set``."""
-    return {'_id': f'{chunk_set}:{n}', 'set': chunk_set, 'n': n, 'data': data}
+    return {'_id': chunk_id(chunk_set, n), 'set': chunk_set, 'n': n, 'data': data}
+
+
+def chunk_span(manifest: Mapping[str, Any]) -> tuple[str, int] | None:
+    """Our chunked manifest's chunk set and chunk count, for lookups by chunk ``_id``.
+
+    ``None`` for a manifest pydantic-ai-harness wrote (no ``chunk_set``) or one
+    whose ``chunk_count`` is not a non-negative int: those chunks are found by
+    ``chunk_filter``. A query on ``set`` needs the partial ``(set, n)`` index,
+    which a simple query planner (the MongoDB-wire test server's) never picks,
+    so it would scan the whole chunk collection.
+    """
+    chunk_set = manifest.get('chunk_set')
+    count = manifest.get('chunk_count')
+    if not isinstance(chunk_set, str) or not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        return None
+    return chunk_set, count
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,9 @@ from mediastash.stores.mongo._layout import (
     check_database,
     chunk_document,
     chunk_filter,
+    chunk_id,
     chunk_sets_before,
+    chunk_span,
     manifest_size,
     manifest_written_at,
     new_chunk_set,
@@ -329,9 +331,23 @@ class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_p
         inline = manifest.get(_INLINE_SIZE)
         if isinstance(inline, int):
             return inline
-        query = chunk_filter(digest, manifest)
-        if query is None:
-            return 0
+        span = chunk_span(manifest)
+        if span is None:
+            query = chunk_filter(digest, manifest)
+            return 0 if query is None else await self._chunk_bytes_matching(query)
+        chunk_set, count = span
+        total = 0
+        # Chunks by ``_id`` (see ``_chunk_data``), one past the count so an extra chunk changes the size.
+        for start in range(0, count + 1, _LIST_PAGE):
+            ids = [chunk_id(chunk_set, n) for n in range(start, min(start + _LIST_PAGE, count + 1))]
+            size = await self._chunk_bytes_matching({'_id': {'$in': ids}})
+            if size < 0:
+                return size
+            total += size
+        return total
+
+    async def _chunk_bytes_matching(self, query: Document) -> int:
+        """The bytes of the chunks ``query`` selects, summed on the server where it can (-1: one is not bytes)."""
         if self._measures_on_server:
             pipeline: list[Document] = [
                 {'$match': query},
@@ -404,11 +420,8 @@ class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_p
             raise self._not_found(digest)
         if 'data' in manifest:
             return stored_bytes(manifest['data']) or b''
-        query = chunk_filter(digest, manifest)
-        if query is None:
-            return b''  # a manifest without bytes: verification reports it
-        cursor = self._chunks.find(query, {'data': 1, '_id': 0}).sort('n', 1)
-        return b''.join([stored_bytes(chunk.get('data')) or b'' async for chunk in cursor])
+        # A manifest without bytes, or chunks with a gap, give short bytes: verification reports them.
+        return b''.join([chunk async for chunk in self._chunk_data(digest, manifest)])
 
     async def _contains(self, digest: str, context: MediaContextLike) -> bool:
         return await self._manifests.find_one({'_id': digest}, {'_id': 1}) is not None
@@ -730,21 +743,55 @@ class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_p
             for piece in _split(stored_bytes(manifest['data']) or b'', piece_size):
                 yield piece
             return
+        async for chunk in self._chunk_data(digest, manifest):
+            for piece in _split(chunk, piece_size):
+                yield piece
+
+    async def _chunk_data(self, digest: str, manifest: Document) -> AsyncGenerator[bytes, None]:
+        """A chunked manifest's chunk bytes in order, about 16 MiB per round trip; ends at the first gap.
+
+        Our chunks are looked up by ``_id`` (the primary key, which every server
+        answers from its index), one batch of numbers per ``find``, and put in
+        order here, so the server neither scans nor sorts. The numbers run one
+        past ``chunk_count``: an extra chunk stored behind our back is read and
+        fails verification, as a missing one does. The harness's chunks are
+        found by ``files_id`` and sorted by ``n`` (its index serves that).
+        """
+        stored_chunk_size = manifest.get('chunk_size')
+        per_batch = _READ_BATCH_BYTES // stored_chunk_size if isinstance(stored_chunk_size, int) else 1
+        per_batch = max(1, min(per_batch, _LIST_PAGE))
+        span = chunk_span(manifest)
+        if span is None:
+            async for chunk in self._filtered_chunk_data(digest, manifest, per_batch):
+                yield chunk
+            return
+        chunk_set, count = span
+        for start in range(0, count + 1, per_batch):
+            numbers = range(start, min(start + per_batch, count + 1))
+            cursor = self._chunks.find(
+                {'_id': {'$in': [chunk_id(chunk_set, n) for n in numbers]}}, {'data': 1, 'n': 1, '_id': 0}
+            ).batch_size(len(numbers))
+            found = {chunk.get('n'): chunk.get('data') async for chunk in cursor}
+            for n in numbers:
+                if n not in found:
+                    return  # a gap (or the end): the digest check judges the bytes so far
+                yield stored_bytes(found.pop(n)) or b''
+
+    async def _filtered_chunk_data(
+        self, digest: str, manifest: Document, per_batch: int
+    ) -> AsyncGenerator[bytes, None]:
+        """Chunks found by ``chunk_filter`` (the harness's layout), sorted by ``n``; ends at the first gap."""
         query = chunk_filter(digest, manifest)
         if query is None:
             return
-        stored_chunk_size = manifest.get('chunk_size')
-        per_batch = _READ_BATCH_BYTES // stored_chunk_size if isinstance(stored_chunk_size, int) else 1
-        cursor = self._chunks.find(query, {'data': 1, 'n': 1, '_id': 0}).sort('n', 1)
-        cursor = cursor.batch_size(max(1, min(per_batch, 1000)))
+        cursor = self._chunks.find(query, {'data': 1, 'n': 1, '_id': 0}).sort('n', 1).batch_size(per_batch)
         try:
             expected = 0
             async for chunk in cursor:
                 if chunk.get('n') != expected:
                     return  # a gap: stop so the digest check fails on the bytes so far
                 expected += 1
-                for piece in _split(stored_bytes(chunk.get('data')) or b'', piece_size):
-                    yield piece
+                yield stored_bytes(chunk.get('data')) or b''
         finally:
             await cursor.close()
 
