@@ -4,12 +4,17 @@ Run from the repository root with the project venv active::
 
     python benchmarks/mongo.py              # full run: 5 runs per case, chunk sizes 1 and 8 MiB
     python benchmarks/mongo.py --quick      # smoke run: 2 runs, 16 MiB per case, 64 MiB stream
+    python benchmarks/mongo.py --chunk-mib 1 --no-stream --runs 7   # the gets issue 32 fixed, side by side
 
 The server is ``$MEDIASTASH_MONGO_URI`` or a SecantusDB started (and stopped)
 with ``scripts/mongo-server``. For each chunk size and blob size (1 MiB and
 8 MiB blobs, 100 MiB in all) both stores put every blob into empty collections,
-get every blob, and put every blob again (already stored). Runs alternate which
-store goes first; the table shows medians, ranges and throughput ratios.
+get every blob, and put every blob again (already stored); a last case does the
+same with 2,000 blobs of 1-4 KiB (``--small``). Runs alternate which store goes
+first; the table shows medians, ranges and throughput ratios. Each run starts
+from empty collections and fills them, so a get that scans the chunk collection
+instead of using an index shows as a low ratio (issue 32: 8 MiB blobs in 1 MiB
+chunks read at 0.22-0.40x of the harness).
 Round trips are the commands pymongo's command monitoring sees, per blob.
 The streaming case runs in a fresh subprocess and reports its peak RSS above
 the baseline taken just before the stream (Linux ``VmHWM`` after ``clear_refs``).
@@ -136,6 +141,10 @@ def throughput(total: int) -> Callable[[float], str]:
     return lambda seconds: f'{total / MiB / seconds:.0f} MiB/s'
 
 
+def per_second(count: int) -> Callable[[float], str]:
+    return lambda seconds: f'{count / seconds:.0f} blobs/s'
+
+
 # -- streaming memory (own process) ---------------------------------------------------
 
 
@@ -236,29 +245,35 @@ async def bench(uri: str, args: argparse.Namespace) -> list[str]:
     if 'secantusVersion' in info:
         server = f'SecantusDB {info["secantusVersion"]} (reports MongoDB {info.get("version")})'
     lines.insert(0, f'- server: {server}\n')
+    cases = [
+        (chunk_mib, f'{len(blobs)} x {blob_mib} MiB', blobs, throughput(total))
+        for chunk_mib in args.chunk_mib
+        for blob_mib in (1, 8)
+        for blobs in [blobs_of(blob_mib * MiB, total)]
+    ]
+    if args.small:  # many small blobs: one manifest (ours inline, the harness's plus one chunk) each
+        small = [os.urandom(1024 + n % 3072) for n in range(args.small)]
+        cases.append((args.chunk_mib[0], f'{len(small)} x 1-4 KiB', small, per_second(len(small))))
     try:
-        for chunk_mib in args.chunk_mib:
-            for blob_mib in (1, 8):
-                blobs = blobs_of(blob_mib * MiB, total)
-                results = {contender.name: Result() for contender in contenders}
-                for contender in contenders:  # untimed warm-up: connections, first collections
-                    await one_run(contender, blobs[:2], chunk_mib * MiB, Result(), -1)
-                for run in range(args.runs):
-                    order = contenders if run % 2 == 0 else contenders[::-1]
-                    for contender in order:
-                        await one_run(contender, blobs, chunk_mib * MiB, results[contender.name], run)
-                        if args.verbose:
-                            print(chunk_mib, blob_mib, contender.name, results[contender.name], file=sys.stderr)
-                ours, theirs = results['ours'], results['harness']
-                label = f'{len(blobs)} x {blob_mib} MiB'
-                for op in OPS:
-                    ratio = statistics.median(theirs.seconds[op]) / statistics.median(ours.seconds[op])
-                    our_trips, their_trips = (statistics.median(r.round_trips[op]) for r in (ours, theirs))
-                    trips = f'{our_trips:.2f} / {their_trips:.2f}'
-                    lines.append(
-                        f'| {chunk_mib} MiB | {label} | {op} | {fmt_range(ours.seconds[op], throughput(total))} '
-                        f'| {fmt_range(theirs.seconds[op], throughput(total))} | {ratio:.2f}x | {trips} |'
-                    )
+        for chunk_mib, label, blobs, unit in cases:
+            results = {contender.name: Result() for contender in contenders}
+            for contender in contenders:  # untimed warm-up: connections, first collections
+                await one_run(contender, blobs[:2], chunk_mib * MiB, Result(), -1)
+            for run in range(args.runs):
+                order = contenders if run % 2 == 0 else contenders[::-1]
+                for contender in order:
+                    await one_run(contender, blobs, chunk_mib * MiB, results[contender.name], run)
+                    if args.verbose:
+                        print(chunk_mib, label, contender.name, results[contender.name], file=sys.stderr)
+            ours, theirs = results['ours'], results['harness']
+            for op in OPS:
+                ratio = statistics.median(theirs.seconds[op]) / statistics.median(ours.seconds[op])
+                our_trips, their_trips = (statistics.median(r.round_trips[op]) for r in (ours, theirs))
+                trips = f'{our_trips:.2f} / {their_trips:.2f}'
+                lines.append(
+                    f'| {chunk_mib} MiB | {label} | {op} | {fmt_range(ours.seconds[op], unit)} '
+                    f'| {fmt_range(theirs.seconds[op], unit)} | {ratio:.2f}x | {trips} |'
+                )
     finally:
         for contender in contenders:
             await contender.client.close()
@@ -272,6 +287,8 @@ def main() -> None:
     parser.add_argument('--total-mib', type=int, default=100)
     parser.add_argument('--stream-mib', type=int, default=256)
     parser.add_argument('--chunk-mib', type=int, nargs='+', default=[1, 8], help='chunk sizes, both stores alike')
+    parser.add_argument('--small', type=int, default=2000, help='how many 1-4 KiB blobs (0: skip that case)')
+    parser.add_argument('--no-stream', action='store_true', help='skip the streaming memory case')
     parser.add_argument('--verbose', action='store_true')
     parser.add_argument('--stream-child', type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -279,13 +296,17 @@ def main() -> None:
         print(json.dumps(asyncio.run(stream_case(os.environ['MEDIASTASH_MONGO_URI'], args.stream_child, MiB))))
         return
     if args.quick:
-        args.runs, args.total_mib, args.stream_mib = 2, 16, 64
+        args.runs, args.total_mib, args.stream_mib, args.small = 2, 16, 64, min(args.small, 200)
     with (
         tempfile.TemporaryDirectory(prefix='mediastash-bench-mongo-') as state_dir,
         mongo_server(Path(state_dir)) as uri,
     ):
         table = asyncio.run(bench(uri, args))
-        streams = [run_stream_subprocess(uri, args.stream_mib * MiB) for _ in range(min(args.runs, 3))]
+        streams = (
+            []
+            if args.no_stream
+            else [run_stream_subprocess(uri, args.stream_mib * MiB) for _ in range(min(args.runs, 3))]
+        )
     source = '$MEDIASTASH_MONGO_URI' if os.environ.get('MEDIASTASH_MONGO_URI') else 'started by scripts/mongo-server'
     print(f'- machine: {platform.platform()}, {os.cpu_count()} CPUs; Python {platform.python_version()}')
     print(f'- pymongo {metadata.version("pymongo")}, pydantic-ai-harness {metadata.version("pydantic-ai-harness")}')
@@ -293,6 +314,8 @@ def main() -> None:
     print(table[0].rstrip('\n') + f', {source} on 127.0.0.1')
     print()
     print('\n'.join(table[1:]))
+    if not streams:
+        return
     print()
     limit = 64
     put_peak = statistics.median(s['put_peak_mib'] for s in streams)
