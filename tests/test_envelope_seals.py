@@ -399,3 +399,24 @@ async def test_openai_session_old_unsealed_envelopes_in_storage_still_restore(tm
     await SQLiteSession('old', tmp_path / 'sessions.db').add_items(old)
     session = OffloadingSession(SQLiteSession('old', tmp_path / 'sessions.db'), media_store=media)
     assert await session.get_items() == [user_item(ALICE_IMAGE)]
+
+
+@pytest.mark.parametrize('kind', sorted(STEP_STORES))
+async def test_step_store_a_references_restore_of_an_old_unsealed_envelope_saves_a_sealed_one(
+    kind: str, tmp_path: Path
+) -> None:
+    """Saving a history restored with references reuses the stored envelope (it knows the payload sizes) only when
+    it is sealed: an old unsealed one is written anew with a seal, so a plain read of it can be written back."""
+    inner, _, plain = await two_users(tmp_path, kind)
+    await inner.save_snapshot(snapshot('alice', unsealed(plain), 2))
+    store = OffloadingStepStore(inner, media_store=DiskMediaStore(tmp_path / 'media'), restore='references')
+    restored = await store.latest_snapshot(run_id='alice')
+    assert restored is not None
+    await store.save_snapshot(snapshot('alice', list(restored.messages), 3))
+    again = await inner.latest_snapshot(run_id='alice')
+    assert again is not None and 'seal' in again.messages[0].metadata[ENVELOPE_KEY]
+    await store.save_snapshot(snapshot('alice', list(again.messages), 4))  # the plain read written back
+    back = await OffloadingStepStore(inner, media_store=DiskMediaStore(tmp_path / 'media')).latest_snapshot(
+        run_id='alice'
+    )
+    assert back is not None and back.step_index == 4 and back.messages[0].parts[0].content[1].data == ALICE_IMAGE

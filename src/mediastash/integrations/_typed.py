@@ -20,6 +20,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MalformedMarker, MediaNotFoundError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope import (
+    ENVELOPE_KEY,
     EnvelopeError,
     OpenedEnvelope,
     Place,
@@ -33,7 +34,7 @@ from mediastash.integrations._envelope import (
     with_kept_stand_ins,
     written_back_lean,
 )
-from mediastash.integrations._envelope_seal import refuse_unvouched, seal_envelope
+from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope
 from mediastash.integrations._placeholders import DEFAULT_READER, Sizes
 from mediastash.integrations._references import (
     has_reference_parts,
@@ -83,6 +84,18 @@ class Offloader:
 
     def _seal(self, body: dict[str, Any]) -> str:
         return seal_envelope(self.reference_key, body, self._namespace)
+
+    def _with_seal(self, envelope: ModelMessage) -> ModelMessage:
+        """A stored envelope to save again as it is: one written before seals gets this offloader's seal
+        (storage is trusted), so a plain read of what is saved can be written back; a sealed one stays
+        byte for byte (its seal may be another process's key: only an application key carries across)."""
+        body, seal = envelope_seal(envelope)
+        if seal is not None:
+            return envelope
+        assert isinstance(envelope.metadata, dict)
+        sealed = {**envelope.metadata[ENVELOPE_KEY], SEAL_KEY: self._seal(body)}
+        resealed: ModelMessage = dataclasses.replace(envelope, metadata={ENVELOPE_KEY: sealed})
+        return resealed
 
     async def lean_json(self, messages: list[ModelMessage]) -> tuple[list[Any], list[bool]]:
         """Each message's lean JSON and whether it differs from the message's plain JSON."""
@@ -191,7 +204,7 @@ class Offloader:
             referenced = with_reference_parts(leans, media_store=self.media_store, reference_key=self.reference_key)
             for index, envelope, before, after in zip(places, opened, leans, referenced, strict=True):
                 if after is not before:
-                    self._restored.put(_lean_key(envelope.full), messages[index])
+                    self._restored.put(_lean_key(envelope.full), self._with_seal(messages[index]))
             leans = referenced
         first = places[0]
         try:
