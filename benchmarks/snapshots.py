@@ -16,6 +16,12 @@ tool returns 300-800 KB lists of dicts (search hits), saved by the harness's
 FileStepStore alone and by OffloadingStepStore with structured payloads off and
 on (the default). Targets: at least 10x fewer persisted bytes with them on, and
 a save time no worse than with them off.
+
+``--own-cost`` measures the wrapper's own cost on a save: the time
+``OffloadingStepStore.save_snapshot`` spends outside the inner FileStepStore's
+own ``save_snapshot``, on both 50-step series, against that inner time and
+against the harness's FileStepStore (with its DiskMediaStore) saving the same
+history alone (issue 32 target: at most 0.2x).
 """
 
 from __future__ import annotations
@@ -303,7 +309,14 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--only', default='', help='comma-separated row labels, e.g. 2,4b')
     parser.add_argument('--memory', type=int, metavar='MIB', help='measure typed-restore memory for one MIB payload')
     parser.add_argument('--structured', action='store_true', help='run the structured-output history (rows S1-S3)')
+    parser.add_argument(
+        '--own-cost', action='store_true', help="the wrapper's own share of a save (OffloadingStepStore(FileStepStore))"
+    )
+    parser.add_argument('--no-anchor', action='store_true', help='--own-cost without the harness-alone runs')
     args = parser.parse_args(argv)
+    if args.own_cost:
+        await own_cost_case(args.steps, args.repeats, args.image_mib, anchor=not args.no_anchor)
+        return
     if args.memory:
         await memory_case(args.memory)
         return
@@ -358,6 +371,71 @@ async def structured_case(steps_count: int, repeats: int) -> None:
         f'persisted bytes: {s1 / s3:,.0f}x fewer than (S1), {s2 / s3:,.0f}x fewer than (S2); '
         f'save time (S3)/(S2): {t3 / t2:.2f}, (S3)/(S1): {t3 / t1:.2f}'
     )
+
+
+class TimedFileStepStore(FileStepStore):
+    """The harness's FileStepStore, adding up the time its own ``save_snapshot`` takes."""
+
+    seconds = 0.0
+
+    async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
+        start = time.perf_counter()
+        try:
+            await super().save_snapshot(snapshot)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+async def own_cost_once(steps: list[list[ModelMessage]]) -> tuple[float, float]:
+    """One run of ``OffloadingStepStore(FileStepStore)`` on disk media: total save time and the inner store's part."""
+    tmp = Path(tempfile.mkdtemp(prefix='mediastash-bench-'))
+    try:
+        inner = TimedFileStepStore(tmp / 'steps', media_store=None)
+        store = OffloadingStepStore(inner, media_store=DiskMediaStore(tmp / 'media'))
+        history: list[ModelMessage] = []
+        gc.collect()
+        start = time.perf_counter()
+        for index, added in enumerate(steps):
+            history = [*history, *added]
+            await store.save_snapshot(ContinuableSnapshot(run_id='bench', step_index=index, messages=history))
+        return time.perf_counter() - start, inner.seconds
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def own_cost_case(steps_count: int, repeats: int, image_mib: float, anchor: bool) -> None:
+    """The wrapper's own cost on a save: ``OffloadingStepStore.save_snapshot`` time outside the inner store's,
+    against the inner store's time in the wrapper and (``anchor``) against the harness's FileStepStore with its
+    own DiskMediaStore saving the same history alone (row (S1) / (1))."""
+    series = {
+        'structured outputs (S3)': build_structured_steps(steps_count),
+        'images and logs (2)': build_steps(steps_count, image_mib),
+    }
+    print(f'{steps_count} steps per series; median of {repeats} rounds (each series once per round)')
+    print(
+        '| series | total save time (s) | inner store (s) | wrapper own (s) | own / inner '
+        '| harness FileStepStore alone (s) | own / harness alone |'
+    )
+    print('|---|---:|---:|---:|---:|---:|---:|')
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in series}
+    for round_index in range(repeats):
+        for name, steps in series.items():
+            total, inner = await own_cost_once(steps)
+            alone = (await run_once(harness_file, steps)).seconds if anchor else float('nan')
+            runs[name].append((total, inner, alone))
+            print(
+                f'  round {round_index + 1}: {name}: {total:.2f} s, inner {inner:.2f} s, harness alone {alone:.2f} s',
+                file=sys.stderr,
+                flush=True,
+            )
+    for name, measured in runs.items():
+        total, inner, alone = (statistics.median(run[i] for run in measured) for i in range(3))
+        own_inner = statistics.median((t - i) / i for t, i, _ in measured)
+        own_alone = statistics.median((t - i) / a for t, i, a in measured)
+        print(
+            f'| {name} | {total:.2f} | {inner:.2f} | {total - inner:.2f} | {own_inner:.2f}x '
+            f'| {alone:.2f} | {own_alone:.2f}x |'
+        )
 
 
 if __name__ == '__main__':

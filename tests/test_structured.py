@@ -516,6 +516,53 @@ def test_the_typed_walk_writes_what_the_json_walk_writes(content: Any) -> None:
     asyncio.run(scenario())
 
 
+def test_each_tool_output_is_checked_once_across_saves_unless_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32: every save repeats the history, and the plain-JSON check of every earlier tool output was most of
+    a save's own time. The walker remembers outputs that passed, by object and exact JSON: an unchanged history is
+    not checked again, an output changed in place (or a new object with the same JSON) is, and what it writes is
+    what the JSON walk of the dump writes."""
+    from mediastash.integrations._typed import Offloader
+    from mediastash.walker import _recognise
+
+    checked: list[int] = []
+    original = _recognise._plain_json
+
+    def counting(value: Any) -> bool:
+        checked.append(id(value))
+        return original(value)
+
+    monkeypatch.setattr(_recognise, '_plain_json', counting)
+    options = WalkOptions(threshold_bytes=1024, known_blobs=False, structured=True)
+    first, second = rows(200, seed=1), rows(200, seed=2)
+    history = [*conversation(first), *conversation(second)]
+    offloader = Offloader(MemoryMediaStore(), options=options)
+
+    async def lean_of(messages: list[ModelMessage]) -> list[Any]:
+        lean, _ = await offloader.lean_json(messages)
+        plain = await externalize_media(
+            ModelMessagesTypeAdapter.dump_python(messages, mode='json'), media_store=MemoryMediaStore(), options=options
+        )
+        assert json.dumps(lean) == json.dumps(plain)
+        return lean
+
+    async def scenario() -> None:
+        await lean_of(history)
+        assert sorted(checked) == sorted([id(first), id(second)])
+        checked.clear()
+        await lean_of(history)
+        await lean_of(history)
+        assert checked == []  # unchanged: no value walked again
+        first.append({'late': float('inf')})  # changed in place: checked again, and now left to the dump
+        await lean_of(history)
+        assert checked == [id(first)]
+        checked.clear()
+        copy = [*conversation(rows(200, seed=2)), *conversation(second)]  # same JSON, another object
+        await lean_of(copy)
+        assert len(checked) == 1 and checked[0] != id(second)
+
+    asyncio.run(scenario())
+
+
 def test_the_typed_pass_takes_plain_json_and_leaves_the_rest() -> None:
     from mediastash.walker.typed import typed_payloads
 

@@ -216,11 +216,7 @@ def with_reference_parts(
 
 def is_reference_part(item: object) -> TypeGuard[ReferencePart]:
     """Whether ``item`` is a URL part whose URL is a ``media+sha256://`` URI (sealed or not: vouching is separate)."""
-    cls = type(item)
-    url_class = _IS_URL_CLASS.get(cls)
-    if url_class is None:  # one subclass check per type: the URL parts are ABCs, slow to isinstance
-        url_class = _IS_URL_CLASS[cls] = issubclass(cls, _URL_CLASSES)
-    return url_class and split_reference_url(item.url) is not None  # type: ignore[attr-defined]
+    return _is_url_class(type(item)) and split_reference_url(item.url) is not None  # type: ignore[attr-defined]
 
 
 _IS_URL_CLASS: dict[type, bool] = {}
@@ -244,9 +240,22 @@ def has_reference_parts(message: ModelMessage) -> bool:
         content = getattr(part, 'content', None)
         if is_reference_part(content):
             return True
-        if isinstance(content, list) and any(is_reference_part(item) for item in content):
+        if isinstance(content, list) and _holds_url_class(content) and any(map(is_reference_part, content)):
             return True
     return False
+
+
+def _holds_url_class(items: list[Any]) -> bool:
+    """Whether any item of ``items`` is a URL part: its distinct types are looked at, not every item (a tool
+    output may be a list of thousands of dicts, and every save asks this of the whole history)."""
+    return any(_is_url_class(cls) for cls in set(map(type, items)))
+
+
+def _is_url_class(cls: type) -> bool:
+    url_class = _IS_URL_CLASS.get(cls)
+    if url_class is None:  # one subclass check per type: the URL parts are ABCs, slow to isinstance
+        url_class = _IS_URL_CLASS[cls] = issubclass(cls, _URL_CLASSES)
+    return url_class
 
 
 def refuse_unvouched(messages: list[ModelMessage], key: ReferenceKey, namespace: str | None) -> int:

@@ -43,6 +43,7 @@ __all__ = [
     'Found',
     'JsonPayloadFinder',
     'Path',
+    'PlainJsonMemo',
     'TypedPayload',
     'binary_size',
     'canonical_json',
@@ -325,22 +326,71 @@ def _plain_json(value: Any) -> bool:
 _INF: Final = float('inf')
 
 
-def _typed_structured(part: Any, threshold: int) -> bytes | None:
-    """A tool return's ``content`` as the JSON walk would store it from the dump, or ``None`` when it would not."""
+class PlainJsonMemo:
+    """Tool outputs a typed save took as structured payloads, so a save of an unchanged history checks each once.
+
+    The checks (no payload or marker text in its JSON, only plain JSON types:
+    ``_plain_json``, a Python pass over every value) were most of a typed
+    save's own time when every save repeats the history. An entry holds the
+    content object (so its ``id`` is not reused while remembered) and the
+    ``canonical_json`` it had when it passed; a later save takes the verdict
+    only for that very object with byte-for-byte the same JSON, so an output
+    whose JSON changed in place is checked again. A content refused is never
+    remembered. Entries a save does not meet are dropped after it, so the memo
+    holds the outputs of the latest history only (and their JSON, once more).
+    """
+
+    def __init__(self) -> None:
+        self._previous: dict[int, tuple[object, bytes]] = {}
+        self._current: dict[int, tuple[object, bytes]] = {}
+
+    def passed(self, content: object, raw: bytes) -> bool:
+        """Whether this very ``content``, with this very JSON, passed the checks before (kept for the next save)."""
+        key = id(content)
+        entry = self._current.get(key) or self._previous.get(key)
+        if entry is None or entry[0] is not content or entry[1] != raw:
+            return False
+        self._current[key] = entry
+        return True
+
+    def remember(self, content: object, raw: bytes) -> None:
+        """``content``, whose JSON is ``raw``, passed the checks."""
+        self._current[id(content)] = (content, raw)
+
+    def end_save(self) -> None:
+        """Forget the outputs the save that just ended did not meet."""
+        self._previous, self._current = self._current, {}
+
+
+def _typed_structured(part: Any, threshold: int, memo: PlainJsonMemo | None) -> bytes | None:
+    """A tool return's ``content`` as the JSON walk would store it from the dump, or ``None`` when it would not.
+
+    The cheap refusals come first; the checks over the whole JSON and every value run once per output object
+    when a ``memo`` is given.
+    """
     content = part.content
-    if type(content) not in _CONTAINER_TYPES or _holds_payload_near_top(content) or not _plain_json(content):
+    if type(content) not in _CONTAINER_TYPES or _holds_payload_near_top(content):
         return None
     raw = canonical_json(content)
-    if raw is None or len(raw) < threshold or any(marker in raw for marker in _EMBEDDED):
+    if raw is None or len(raw) < threshold:
         return None
+    if memo is not None and memo.passed(content, raw):
+        return raw
+    if any(marker in raw for marker in _EMBEDDED) or not _plain_json(content):
+        return None
+    if memo is not None:
+        memo.remember(content, raw)
     return raw
 
 
-def typed_payloads(messages: list[ModelMessage], threshold: int, *, structured: bool = False) -> list[TypedPayload]:
+def typed_payloads(
+    messages: list[ModelMessage], threshold: int, *, structured: bool = False, memo: PlainJsonMemo | None = None
+) -> list[TypedPayload]:
     """Every ``BinaryContent.data`` and string ``content`` at or above ``threshold``, the same places
     ``JsonPayloadFinder`` finds them in the messages' JSON dump. With ``structured``, also a
     tool return's JSON content, found here without the dump (``TypedPayload.structured``),
-    and a ``StructuredContent`` is left to the JSON walk (its text and value move as one)."""
+    and a ``StructuredContent`` is left to the JSON walk (its text and value move as one).
+    ``memo``: remembers which tool outputs passed the plain-JSON check, across the saves of one walker."""
     from pydantic_ai.messages import BinaryContent, StructuredContent, TextContent
 
     found: list[TypedPayload] = []
@@ -350,7 +400,7 @@ def typed_payloads(messages: list[ModelMessage], threshold: int, *, structured: 
                 continue
             content = getattr(part, 'content', None)
             if structured and getattr(part, 'part_kind', None) in STRUCTURED_PART_KINDS:
-                raw = _typed_structured(part, threshold)
+                raw = _typed_structured(part, threshold, memo)
                 if raw is not None:
                     found.append(TypedPayload(index, ('parts', j), False, raw, len(raw), JSON_MEDIA_TYPE, part, True))
                     continue
@@ -378,6 +428,8 @@ def typed_payloads(messages: list[ModelMessage], threshold: int, *, structured: 
                         text = text_size(item.content, threshold)
                         if text is not None:
                             found.append(TypedPayload(index, path, True, item.content, text, TEXT_MEDIA_TYPE, item))
+    if memo is not None:
+        memo.end_save()
     return found
 
 

@@ -28,7 +28,13 @@ from mediastash.walker._batch import Job, PayloadBatch, new_marker, settle, urls
 from mediastash.walker._common import select_cache
 from mediastash.walker._identifiers import IdentifierMemo
 from mediastash.walker._options import WalkOptions
-from mediastash.walker._recognise import TypedPayload, shallow_replace, typed_payloads, with_replaced_contents
+from mediastash.walker._recognise import (
+    PlainJsonMemo,
+    TypedPayload,
+    shallow_replace,
+    typed_payloads,
+    with_replaced_contents,
+)
 from mediastash.walker.externalize import externalize_emptied
 from mediastash.walker.restore import restore_collecting
 
@@ -51,13 +57,15 @@ class TypedWalker:
     """Typed messages to lean JSON and back, for one media store and one ``WalkOptions``.
 
     Remembers default ``BinaryContent`` identifiers by URI, so a history saved
-    again is not hashed for them again.
+    again is not hashed for them again, and which tool outputs hold only plain
+    JSON, so they are not checked again (``PlainJsonMemo``).
     """
 
     def __init__(self, media_store: MediaStore, options: WalkOptions) -> None:
         self.media_store = media_store
         self.options = options
         self._identifiers = IdentifierMemo()
+        self._plain = PlainJsonMemo()
 
     # -- saving ------------------------------------------------------------------------
 
@@ -71,7 +79,7 @@ class TypedWalker:
         """
         options = self.options
         structured = options.structured is True
-        found = typed_payloads(messages, options.threshold_bytes, structured=structured)
+        found = typed_payloads(messages, options.threshold_bytes, structured=structured, memo=self._plain)
         cache = select_cache(options.known_blobs, self.media_store)
         batch = PayloadBatch(self.media_store, cache, options.max_concurrency)
         jobs: list[Job | None] = [
