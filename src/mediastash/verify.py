@@ -15,9 +15,9 @@ from mediastash._checks import positive_int
 from mediastash._tasks import raise_first
 from mediastash.errors import IntegrityError, InvalidArgumentError, MediaNotFoundError
 from mediastash.stores._range import DigestRange, blobs_in_range
-from mediastash.stores.base import BaseMediaStore
 from mediastash.stores.protocols import (
     BlobCheck,
+    CheckableMediaStore,
     CollectableMediaStore,
     DeletableMediaStore,
     ListableMediaStore,
@@ -176,7 +176,7 @@ def _shard_range(shard: object) -> DigestRange:
 async def _check(store: MediaStore, uri: str, repair: bool) -> BlobCheck:
     """A mediastash store's ``check_blob`` (which also checks the further copies it keeps of the blob), else the
     whole blob read (verified by the store)."""
-    if isinstance(store, BaseMediaStore):
+    if isinstance(store, CheckableMediaStore):
         return await store.check_blob(uri, repair=repair)
     if isinstance(store, StreamingMediaStore):
         size = 0

@@ -11,6 +11,7 @@ from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import (
     BlobCheck,
     CacheAwareMediaStore,
+    CheckableMediaStore,
     CollectableMediaStore,
     DeletableMediaStore,
     ListableMediaStore,
@@ -43,6 +44,7 @@ _OPTIONAL = {
 __all__ = [
     'BaseMediaStore',
     'BlobCheck',
+    'CheckableMediaStore',
     'BlobInfo',
     'BlobStat',
     'CacheAwareMediaStore',

@@ -20,6 +20,7 @@ __all__ = [
     'BlobInfo',
     'BlobStat',
     'CacheAwareMediaStore',
+    'CheckableMediaStore',
     'CollectableMediaStore',
     'DeletableMediaStore',
     'ListableMediaStore',
@@ -95,6 +96,16 @@ class MediaStore(Protocol):
     async def public_url(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> str | None: ...
 
     async def get_metadata(self, uri: str, *, context: MediaContextLike = EMPTY_CONTEXT) -> Mapping[str, str]: ...
+
+
+@runtime_checkable
+class CheckableMediaStore(Protocol):
+    """A store that checks one blob and every further copy it keeps of it (what ``verify`` asks per blob).
+
+    ``BaseMediaStore`` has it; ``verify`` reads a store without it whole instead.
+    """
+
+    async def check_blob(self, uri: str, *, repair: bool = False) -> BlobCheck: ...
 
 
 @runtime_checkable
