@@ -11,15 +11,16 @@ marker layers keeps every blob it needs.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
 import sqlite3
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 from urllib.parse import unquote_plus
 
 from mediastash._path_kinds import NOT_ROOTS, PathKind, PathKindError, classify, walk_files
@@ -220,6 +221,10 @@ class FileStepStoreRoot(Root):
         return str(self.directory)
 
 
+_PageReader = Callable[[sqlite3.Cursor], set[str] | None]
+"""Reads the next page of a cursor's rows into the URIs they refer to; ``None`` when no rows are left."""
+
+
 class SqliteStepStoreRoot(Root):
     """The database of a pydantic-ai-harness ``SqliteStepStore``, read with SQL (read-only, no blob restored).
 
@@ -230,27 +235,38 @@ class SqliteStepStoreRoot(Root):
     def __init__(self, database: str | os.PathLike[str]) -> None:
         self.database = Path(database)
 
+    _reading: ClassVar[str] = 'the step store'
+    """What an SQLite error names as being read (``cannot read <this>``)."""
+
+    def _queries(self, tables: set[str]) -> list[tuple[str, _PageReader]]:
+        """The queries to run (each with the reader of its pages), given the database's tables; ``RootReadError``
+        when the database is not of this root's kind. Subclasses override it (the read loop stays here)."""
+        if 'snapshots' not in tables:
+            raise RootReadError(f'{self.database}: no snapshots table (not a SqliteStepStore database)')
+        queries = ['SELECT messages FROM snapshots']
+        if 'snapshot_messages' in tables:
+            queries.append('SELECT message FROM snapshot_messages')
+        return [(query, self._json_pages('snapshot')) for query in queries]
+
+    def _json_pages(self, what: str) -> _PageReader:
+        return functools.partial(_sqlite_page, database=self.database, what=what)
+
     async def reference_batches(self) -> AsyncIterator[set[str]]:
         opened = await asyncio.to_thread(self._connect)
         connection = opened.connection
         try:
-            tables = await asyncio.to_thread(_tables, connection)
-            if 'snapshots' not in tables:
-                raise RootReadError(f'{self.database}: no snapshots table (not a SqliteStepStore database)')
-            queries = ['SELECT messages FROM snapshots']
-            if 'snapshot_messages' in tables:
-                queries.append('SELECT message FROM snapshot_messages')
+            queries = self._queries(await asyncio.to_thread(_tables, connection))
             await asyncio.to_thread(connection.execute, 'BEGIN')
-            for query in queries:
+            for query, read_page in queries:
                 cursor = await asyncio.to_thread(connection.execute, query)
                 while True:
-                    page = await asyncio.to_thread(_sqlite_page, cursor, self.database)
+                    page = await asyncio.to_thread(read_page, cursor)
                     if page is None:
                         break
                     yield page
             _check_undisturbed(opened, self.database)
         except sqlite3.Error as error:
-            raise RootReadError(f'{self.database}: cannot read the step store ({error})') from None
+            raise RootReadError(f'{self.database}: cannot read {self._reading} ({error})') from None
         finally:
             await asyncio.to_thread(connection.close)
 
@@ -280,26 +296,14 @@ class SQLiteSessionRoot(SqliteStepStoreRoot):
             raise InvalidArgumentError('messages_table', 'a plain SQL table name (letters, digits, _)', messages_table)
         self.messages_table = messages_table
 
-    async def reference_batches(self) -> AsyncIterator[set[str]]:
-        opened = await asyncio.to_thread(self._connect)
-        connection = opened.connection
-        try:
-            if self.messages_table not in await asyncio.to_thread(_tables, connection):
-                raise RootReadError(
-                    f'{self.database}: no {self.messages_table} table (not an OpenAI Agents SQLiteSession database)'
-                )
-            await asyncio.to_thread(connection.execute, 'BEGIN')
-            cursor = await asyncio.to_thread(connection.execute, f'SELECT message_data FROM "{self.messages_table}"')
-            while True:
-                page = await asyncio.to_thread(_sqlite_page, cursor, self.database, 'session item')
-                if page is None:
-                    break
-                yield page
-            _check_undisturbed(opened, self.database)
-        except sqlite3.Error as error:
-            raise RootReadError(f'{self.database}: cannot read the session database ({error})') from None
-        finally:
-            await asyncio.to_thread(connection.close)
+    _reading: ClassVar[str] = 'the session database'
+
+    def _queries(self, tables: set[str]) -> list[tuple[str, _PageReader]]:
+        if self.messages_table not in tables:
+            raise RootReadError(
+                f'{self.database}: no {self.messages_table} table (not an OpenAI Agents SQLiteSession database)'
+            )
+        return [(f'SELECT message_data FROM "{self.messages_table}"', self._json_pages('session item'))]
 
 
 class LangGraphSQLiteRoot(SqliteStepStoreRoot):
@@ -314,27 +318,18 @@ class LangGraphSQLiteRoot(SqliteStepStoreRoot):
     (installed with LangGraph). Python objects: ``CheckpointerRoot(saver)``.
     """
 
-    async def reference_batches(self) -> AsyncIterator[set[str]]:
-        opened = await asyncio.to_thread(self._connect)
-        connection = opened.connection
-        try:
-            if not {'checkpoints', 'writes'} <= await asyncio.to_thread(_tables, connection):
-                raise RootReadError(
-                    f'{self.database}: no checkpoints and writes tables (not a LangGraph SqliteSaver database)'
-                )
-            await asyncio.to_thread(connection.execute, 'BEGIN')
-            for query in ('SELECT type, checkpoint FROM checkpoints', 'SELECT type, value FROM writes'):
-                cursor = await asyncio.to_thread(connection.execute, query)
-                while True:
-                    page = await asyncio.to_thread(_checkpoint_page, cursor, self.database)
-                    if page is None:
-                        break
-                    yield page
-            _check_undisturbed(opened, self.database)
-        except sqlite3.Error as error:
-            raise RootReadError(f'{self.database}: cannot read the checkpoint database ({error})') from None
-        finally:
-            await asyncio.to_thread(connection.close)
+    _reading: ClassVar[str] = 'the checkpoint database'
+
+    def _queries(self, tables: set[str]) -> list[tuple[str, _PageReader]]:
+        if not {'checkpoints', 'writes'} <= tables:
+            raise RootReadError(
+                f'{self.database}: no checkpoints and writes tables (not a LangGraph SqliteSaver database)'
+            )
+        read_page = functools.partial(_checkpoint_page, database=self.database)
+        return [
+            (query, read_page)
+            for query in ('SELECT type, checkpoint FROM checkpoints', 'SELECT type, value FROM writes')
+        ]
 
 
 class _PostgresTablesRoot(Root):
@@ -612,27 +607,21 @@ class SQLiteKVRoot(SqliteStepStoreRoot):
         self.table = table
         self.column = column
 
-    async def reference_batches(self) -> AsyncIterator[set[str]]:
-        opened = await asyncio.to_thread(self._connect)
-        connection = opened.connection
-        try:
-            if self.table not in await asyncio.to_thread(_tables, connection):
-                raise RootReadError(f'{self.database}: no {self.table} table (name the KV table with table=)')
-            await asyncio.to_thread(connection.execute, 'BEGIN')
-            cursor = await asyncio.to_thread(connection.execute, f'SELECT "{self.column}" FROM "{self.table}"')
-            while True:
-                rows = await asyncio.to_thread(cursor.fetchmany, _SQLITE_PAGE)
-                if not rows:
-                    break
-                found: set[str] = set()
-                for (data,) in rows:
-                    found |= _value_references(data, str(self.database))
-                yield found
-            _check_undisturbed(opened, self.database)
-        except sqlite3.Error as error:
-            raise RootReadError(f'{self.database}: cannot read the KV table ({error})') from None
-        finally:
-            await asyncio.to_thread(connection.close)
+    _reading: ClassVar[str] = 'the KV table'
+
+    def _queries(self, tables: set[str]) -> list[tuple[str, _PageReader]]:
+        if self.table not in tables:
+            raise RootReadError(f'{self.database}: no {self.table} table (name the KV table with table=)')
+        return [(f'SELECT "{self.column}" FROM "{self.table}"', self._kv_page)]
+
+    def _kv_page(self, cursor: sqlite3.Cursor) -> set[str] | None:
+        rows = cursor.fetchmany(_SQLITE_PAGE)
+        if not rows:
+            return None
+        found: set[str] = set()
+        for (data,) in rows:
+            found |= _value_references(data, str(self.database))
+        return found
 
 
 def _check_undisturbed(opened: ReadOnlyDatabase, database: Path) -> None:
