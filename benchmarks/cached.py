@@ -40,8 +40,7 @@ from benchmarks._servers import Server, latency_proxy, s3_server
 from mediastash import CachedMediaStore, DiskMediaStore, MediaContextLike, restore_media
 from mediastash.context import EMPTY_CONTEXT
 from mediastash.stores.s3 import S3MediaStore
-from mediastash.testing import CountingMediaStore
-from mediastash.testing.histories import MiB, agent_history
+from mediastash.testing import CountingMediaStore, MiB, agent_history
 from mediastash.testing.store import blob
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media
 

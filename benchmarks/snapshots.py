@@ -57,7 +57,7 @@ from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 
 from mediastash import DiskMediaStore, MediaStore, WalkOptions
 from mediastash.integrations import OffloadingKV, OffloadingStepStore
-from mediastash.testing.counting import CountingMediaStore
+from mediastash.testing import CountingMediaStore
 
 
 class CountingKV(InMemoryAsyncKV):

@@ -39,7 +39,7 @@ from pydantic_ai_harness.media import restore_media as harness_restore
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.stores.disk import DiskMediaStore
 from mediastash.stores.protocols import MediaStore
-from mediastash.testing.histories import MiB, agent_history, copy_tree, describe_history, json_size, small_parts_history
+from mediastash.testing import MiB, agent_history, copy_tree, describe_history, json_size, small_parts_history
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, externalize_media, restore_media
 
 THRESHOLD = DEFAULT_THRESHOLD_BYTES

@@ -30,9 +30,9 @@ from mediastash.keys import sharded_key_strategy
 from mediastash.markers import MARKER_KEY, URI_KEY
 from mediastash.stores import DigestRange
 from mediastash.stores.protocols import BlobInfo
+from mediastash.stores.verify import verify_store
 from mediastash.sync import BATCH, sync_stores
 from mediastash.uri import media_uri
-from mediastash.verify import verify_store
 from tests.memory_support import overwrite_blob, set_written_at
 
 REPO = Path(__file__).resolve().parents[1]

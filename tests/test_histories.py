@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from mediastash.testing.histories import (
+from mediastash.testing import (
     KiB,
     MiB,
     agent_history,

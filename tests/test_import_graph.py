@@ -238,3 +238,37 @@ def test_no_production_module_imports_the_test_kit(when: str) -> None:
         if edge.when == when and _inside(edge.imported, TEST_KIT) and not _inside(edge.importer, TEST_KIT)
     ]
     assert not outside, '\n'.join(outside)
+
+
+STORES = 'mediastash.stores'
+BELOW_THE_STORES = frozenset(
+    {
+        'mediastash._checks',
+        'mediastash._lru',
+        'mediastash._tasks',
+        'mediastash._units',
+        'mediastash.context',
+        'mediastash.errors',
+        'mediastash.keys',
+        'mediastash.known_blobs',
+        'mediastash.uri',
+        'mediastash.urls',
+    }
+)
+"""What ``mediastash.stores`` may import from outside itself: the layers below it (URIs, keys and URL resolvers,
+errors, the media context) and small helpers. The walker, the integrations, gc, verification's callers, the CLI
+and ``open_store`` sit above it."""
+
+
+@pytest.mark.parametrize('when', ['module', 'function', 'typing'])
+def test_the_stores_import_no_layer_above_them(when: str) -> None:
+    """``stores/base.py`` once imported ``mediastash.verify`` (in a function): an upward edge, now gone."""
+    upward = [
+        str(edge)
+        for edge in EDGES
+        if edge.when == when
+        and _inside(edge.importer, STORES)
+        and not _inside(edge.imported, STORES)
+        and edge.imported not in BELOW_THE_STORES
+    ]
+    assert not upward, '\n'.join(upward)

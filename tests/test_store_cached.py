@@ -31,8 +31,7 @@ from mediastash.errors import InvalidArgumentError, InvalidMediaURI, InvalidStor
 from mediastash.open_store import open_cached_store
 from mediastash.stores.protocols import StatableMediaStore
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
-from mediastash.testing import CountingMediaStore
-from mediastash.testing.histories import KiB, MiB, agent_history
+from mediastash.testing import CountingMediaStore, KiB, MiB, agent_history
 from mediastash.testing.store import StoreTests, blob, collect
 from mediastash.urls import PublicUrlResolver
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket

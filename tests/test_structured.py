@@ -474,7 +474,7 @@ def test_cli_externalize_moves_structured_payloads_unless_told_not_to(tmp_path: 
 
 
 async def test_saving_a_restored_history_again_costs_no_store_call() -> None:
-    from mediastash.testing.counting import CountingMediaStore
+    from mediastash.testing import CountingMediaStore
 
     media = CountingMediaStore(MemoryMediaStore())
     tree = tool_tree(rows(3000)) + prompt_tree(structured_item(rows(2000)))

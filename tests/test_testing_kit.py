@@ -32,7 +32,7 @@ from mediastash import (
 from mediastash.context import EMPTY_CONTEXT
 from mediastash.errors import InvalidMediaURI, StoreClosedError
 from mediastash.stores.protocols import StatableMediaStore
-from mediastash.testing.counting import CountingMediaStore
+from mediastash.testing import CountingMediaStore
 from mediastash.testing.store import StoreTests, chunked, collect
 from mediastash.uri import media_uri
 from tests.memory_support import drop_blob, overwrite_blob, raw_bytes, set_written_at
@@ -289,25 +289,27 @@ def test_counting_histories_and_the_demo_do_not_need_pytest() -> None:
     assert (
         _python("""
         import sys
-        import mediastash.demo, mediastash.testing, mediastash.testing.counting, mediastash.testing.histories
+        import mediastash.demo, mediastash.testing
         print('pytest' in sys.modules, 'mediastash.testing.store' in sys.modules)
     """)
         == 'False False'
     )
 
 
-def test_the_kit_re_exports_the_private_modules_unchanged() -> None:
-    """``mediastash.testing`` keeps its public names; the objects live in private modules production code uses."""
+def test_the_kit_exports_the_private_modules_names_without_shim_modules() -> None:
+    """``mediastash.testing`` holds the public names; the objects live in private modules production code uses,
+    and no ``testing.counting`` / ``testing.histories`` module re-exports them."""
+    import importlib.util
+
     import mediastash._counting
     import mediastash._histories
-    import mediastash.testing.counting
-    import mediastash.testing.histories
 
     assert mediastash.testing.CountingMediaStore is mediastash._counting.CountingMediaStore
-    assert mediastash.testing.counting.CountingMediaStore is mediastash._counting.CountingMediaStore
-    assert mediastash.testing.histories.__all__ == mediastash._histories.__all__
     for name in mediastash._histories.__all__:
-        assert getattr(mediastash.testing.histories, name) is getattr(mediastash._histories, name), name
+        assert name in mediastash.testing.__all__, name
+        assert getattr(mediastash.testing, name) is getattr(mediastash._histories, name), name
+    for shim in ('mediastash.testing.counting', 'mediastash.testing.histories'):
+        assert importlib.util.find_spec(shim) is None, shim
 
 
 def test_store_tests_is_loaded_on_first_use() -> None:

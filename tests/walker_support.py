@@ -11,7 +11,7 @@ from typing import Any
 
 from mediastash import MediaContextLike, MemoryMediaStore
 from mediastash.context import EMPTY_CONTEXT
-from mediastash.testing.counting import CountingMediaStore
+from mediastash.testing import CountingMediaStore
 
 
 class CountingStore(CountingMediaStore):

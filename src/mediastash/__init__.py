@@ -59,9 +59,9 @@ from mediastash.stores import (
     WrapperMediaStore,
 )
 from mediastash.stores.cached import CachedMediaStore
+from mediastash.stores.verify import VerifyReport
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_media_uri
 from mediastash.urls import PublicUrlResolver, make_static_public_url
-from mediastash.verify import VerifyReport
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES, WalkOptions, externalize_media, restore_media
 
 if TYPE_CHECKING:  # `X as X` re-exports them for type checkers without listing them in __all__

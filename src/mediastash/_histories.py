@@ -8,7 +8,7 @@ produces for such messages (``BinaryContent.data`` as URL-safe base64 with
 padding), deterministically from a seed, without importing pydantic-ai.
 Image bytes are random (incompressible) behind a PNG header. Private, so
 production code (the demo, tune) does not import the test kit;
-``mediastash.testing.histories`` re-exports it unchanged.
+``mediastash.testing`` exports its names for users.
 """
 
 from __future__ import annotations

@@ -17,11 +17,12 @@ from urllib.parse import unquote_plus
 
 from mediastash.errors import InvalidStoreConfiguration, NamespaceUnsupportedError
 from mediastash.stores._namespaces import check_namespace_name
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._url import SCHEME
 from mediastash.stores.base import BaseMediaStore, owning_view
 from mediastash.stores.cached import CachedMediaStore, WriteMode
 from mediastash.stores.protocols import MediaStore
-from mediastash.stores.registry import StorePlan, available_schemes, known_forms, scheme_form, store_class
+from mediastash.stores.registry import available_schemes, known_forms, scheme_form, store_class
 
 __all__ = ['open_cached_store', 'open_store']
 

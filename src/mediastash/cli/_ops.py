@@ -34,8 +34,8 @@ from mediastash.stores.protocols import (
     StatableMediaStore,
 )
 from mediastash.stores.registry import help_forms
+from mediastash.stores.verify import VerifyReport, verify_store
 from mediastash.uri import parse_media_uri
-from mediastash.verify import VerifyReport, verify_store
 from mediastash.walker import DEFAULT_THRESHOLD_BYTES
 
 __all__ = ['SIZE_BUCKETS', 'VerifyReport', 'register', 'size_histogram', 'verify_blobs']
@@ -301,7 +301,7 @@ async def verify_blobs(
 ) -> VerifyReport:
     """Read every blob in ``uris`` (``None``: every blob the store lists, as it lists them) (streamed when the
     store can), ``jobs`` at a time, checking its sha256; with ``repair`` delete the corrupt ones (see
-    ``mediastash.verify``)."""
+    ``mediastash.stores.verify``)."""
     total = None if uris is None else len(uris)
     progress = ui.progress('verifying', total=total) if ui is not None else contextlib.nullcontext(None)
     with progress as step:

@@ -9,10 +9,11 @@ the collector cannot know.
 
 from mediastash.gc import _roots
 from mediastash.gc._checkpointer import CheckpointerRoot
-from mediastash.gc._collect import DEFAULT_GRACE, GcPhase, GcProgress, StoreNotCollectable, collect_garbage
+from mediastash.gc._collect import DEFAULT_GRACE, StoreNotCollectable, collect_garbage
 from mediastash.gc._refs import referenced_uris
 from mediastash.gc._report import GcReport, GcUriOutcome
 from mediastash.gc._roots import *  # noqa: F403  (the root kinds: their __all__, listed once there)
+from mediastash.gc._sweep import GcPhase, GcProgress
 
 __all__ = [
     'CheckpointerRoot',

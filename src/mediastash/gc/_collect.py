@@ -15,34 +15,25 @@ import os
 import time
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final
 
 from mediastash._checks import positive_int
 from mediastash._digest_set import DigestSet
 from mediastash.errors import InvalidArgumentError, MediaStashError
 from mediastash.gc._report import GcReport
 from mediastash.gc._roots import Root, as_root
-from mediastash.gc._sweep import Sweeper, Tally, UriLog
+from mediastash.gc._sweep import GcProgress, Sweeper, Tally, UriLog
 from mediastash.stores._range import DigestRange, blobs_in_range
 from mediastash.stores.protocols import BlobInfo
 from mediastash.uri import MEDIA_URI_SCHEME
 
-__all__ = ['DEFAULT_GRACE', 'GcPhase', 'GcProgress', 'StoreNotCollectable', 'collect_garbage']
+__all__ = ['DEFAULT_GRACE', 'StoreNotCollectable', 'collect_garbage']
 
 DEFAULT_GRACE: Final = timedelta(hours=24)
 """Well above the default writer settings (600 s cache trust + 3600 s touch interval)."""
 
 _JUDGE_BATCH: Final = 5000
 """Listed blobs looked up in the mark set at once."""
-
-GcPhase = Literal['mark', 'list', 'delete']
-"""``mark``: root items read; ``list``: blobs listed; ``delete``: deletable blobs handled."""
-
-
-class GcProgress(Protocol):
-    """Called as work advances: the phase, how much of it is done, and its total when known."""
-
-    def __call__(self, phase: GcPhase, done: int, total: int | None) -> None: ...
 
 
 class StoreNotCollectable(MediaStashError, TypeError):

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import os
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Literal, Protocol
 
 from mediastash.stores.protocols import BlobInfo, exists_in
 from mediastash.uri import MEDIA_URI_SCHEME
 
-if TYPE_CHECKING:
-    from mediastash.gc._collect import GcPhase, GcProgress
+__all__ = ['GcPhase', 'GcProgress', 'Sweeper', 'Tally', 'UriLog']
 
-__all__ = ['Sweeper', 'Tally', 'UriLog']
+GcPhase = Literal['mark', 'list', 'delete']
+"""``mark``: root items read; ``list``: blobs listed; ``delete``: deletable blobs handled."""
+
+
+class GcProgress(Protocol):
+    """Called as work advances: the phase, how much of it is done, and its total when known."""
+
+    def __call__(self, phase: GcPhase, done: int, total: int | None) -> None: ...
+
 
 PROGRESS_EVERY = 256
 """Progress calls come once per this many items of a phase."""

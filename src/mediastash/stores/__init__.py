@@ -1,8 +1,12 @@
-"""Media stores: one module per backend, all implementing ``MediaStore``."""
+"""Media stores: the ``MediaStore`` protocol and its capability protocols, the base that enforces the rules,
+the wrappers, the registry of URL schemes, and one package per backend (``disk``, ``sqlite``, ``s3``, ``mongo``,
+``postgres``; ``memory`` is one module), each owning its store and its URL form.
+"""
 
 import importlib
 from typing import TYPE_CHECKING
 
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._range import DigestRange
 from mediastash.stores.base import BaseMediaStore, BlobInfo, BlobStat, DriverError, EraseReport, Ingest
 from mediastash.stores.cached import CachedMediaStore
@@ -21,7 +25,7 @@ from mediastash.stores.protocols import (
     StatableMediaStore,
     StreamingMediaStore,
 )
-from mediastash.stores.registry import StorePlan, available_schemes, register_store, store_class
+from mediastash.stores.registry import available_schemes, register_store, store_class
 from mediastash.stores.sqlite import SqliteMediaStore
 from mediastash.stores.wrapper import WrapperMediaStore
 

@@ -55,12 +55,12 @@ from mediastash.stores._namespaces import EraseReport, check_namespace_name, era
 from mediastash.stores._range import DigestRange
 from mediastash.stores._rules import AsyncClosing, StoreRules
 from mediastash.stores.protocols import BlobCheck, BlobInfo, BlobStat
+from mediastash.stores.verify import VerifyReport, verify_store
 from mediastash.uri import MEDIA_URI_SCHEME, media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
 if TYPE_CHECKING:
-    from mediastash.stores.registry import StorePlan
-    from mediastash.verify import VerifyReport
+    from mediastash.stores._plan import StorePlan
 
     UrlPlanner = Callable[[Any, Any, bool, dict[str, Any]], StorePlan[Any]]
     """``planner(cls, url, create, overrides)``: a backend's URL parser (see ``plan_from_url``)."""
@@ -1000,8 +1000,6 @@ class BaseMediaStore(StoreRules, ABC):
         sound from another copy is reported in ``damaged_copies`` and removed
         by a repair (``healed``); the blob stays.
         """
-        from mediastash.verify import verify_store  # imported here: verify builds on the store protocols
-
         self._check_open()
         return await verify_store(self, uris, repair=repair, max_concurrency=max_concurrency)
 

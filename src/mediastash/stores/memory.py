@@ -10,9 +10,9 @@ from typing import Any, Self
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
 from mediastash.errors import InvalidStoreConfiguration
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._url import merged_options, split_url, url_scheme
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, BlobInfo, BlobStat, Ingest
-from mediastash.stores.registry import StorePlan
 from mediastash.uri import media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 

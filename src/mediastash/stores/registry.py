@@ -13,19 +13,15 @@ same name. The contract a store class keeps (``from_url``, optionally
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import os
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Generic, TypeVar
 
 from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration
 from mediastash.stores.base import BaseMediaStore
 
-__all__ = ['ENTRY_POINT_GROUP', 'StorePlan', 'available_schemes', 'register_store', 'store_class']
+__all__ = ['ENTRY_POINT_GROUP', 'available_schemes', 'register_store', 'store_class']
 
 ENTRY_POINT_GROUP = 'mediastash.stores'
 """The entry-point group plug-in backends declare themselves in (name: URL scheme, value: ``module:Class``)."""
@@ -35,50 +31,8 @@ _SCHEME_NAME = re.compile(r'[a-z][a-z0-9+.-]+')
 _SHOWN_SCHEME = re.compile(r'[a-z][a-z0-9+.-]{0,19}')
 """Unknown schemes quoted in errors: short and lowercase, as a scheme is; anything else is not repeated."""
 
-S = TypeVar('S')
-
 _URL_OPENERS = ('from_url', 'plan_from_url')
 """What a backend class may write to be opened from a URL (else it names a ``url_planner``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StorePlan(Generic[S]):
-    """A store URL that was parsed and checked but not opened yet: ``open()`` makes the store.
-
-    ``plan_from_url`` returns one so that ``open_cached_store`` can check two
-    URLs before it creates anything. ``folders`` lists the local folders
-    ``build`` may create; if building fails, ``open()`` removes those of them
-    (and their parents) that it created and that are still empty.
-    """
-
-    build: Callable[[], S]
-    folders: tuple[str, ...] = ()
-
-    def open(self) -> S:
-        """Build the store; on failure, remove the empty folders the attempt created."""
-        with _undone_on_failure(self.folders):
-            return self.build()
-
-
-@contextlib.contextmanager
-def _undone_on_failure(folders: tuple[str, ...]) -> Iterator[None]:
-    """On an error in the block, remove the empty folders among ``folders`` (and parents) that it created."""
-    missing: list[str] = []
-    for folder in folders:
-        current = os.path.abspath(folder)
-        while not os.path.lexists(current) and current not in missing:
-            missing.append(current)
-            parent = os.path.dirname(current)
-            if parent == current:
-                break
-            current = parent
-    try:
-        yield
-    except BaseException:
-        for folder in sorted(missing, key=len, reverse=True):  # children before their parents
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)  # only ever an empty folder: nothing anyone wrote is removed
-        raise
 
 
 @dataclass(slots=True)

@@ -3,8 +3,10 @@
 ``StoreTests`` (in ``mediastash.testing.store``) is the conformance suite every
 store passes; it needs pytest, so install the ``testing`` extra
 (``pip install 'mediastash[testing]'``). It is loaded lazily: importing this
-package, ``mediastash.testing.counting`` or ``mediastash.testing.histories``
-does not import pytest. ``import mediastash`` never imports this package.
+package does not import pytest. ``CountingMediaStore`` and the synthetic
+histories (``agent_history`` ...) are defined in private modules that the demo
+and tune use too, so that no production module imports the test kit; this
+package is where users import them from. ``import mediastash`` never imports it.
 """
 
 from __future__ import annotations
@@ -13,11 +15,36 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from mediastash._counting import CountingMediaStore
+from mediastash._histories import (
+    HistoryStats,
+    KiB,
+    MiB,
+    agent_history,
+    copy_tree,
+    describe_history,
+    image_sizes,
+    json_size,
+    small_parts_history,
+    step_snapshots,
+)
 
 if TYPE_CHECKING:
     from mediastash.testing.store import StoreTests
 
-__all__ = ['CountingMediaStore', 'StoreTests']
+__all__ = [
+    'CountingMediaStore',
+    'HistoryStats',
+    'KiB',
+    'MiB',
+    'StoreTests',
+    'agent_history',
+    'copy_tree',
+    'describe_history',
+    'image_sizes',
+    'json_size',
+    'small_parts_history',
+    'step_snapshots',
+]
 
 if 'pytest' in sys.modules:  # under pytest: failed asserts in the suite show their values
     sys.modules['pytest'].register_assert_rewrite('mediastash.testing.store')

@@ -64,6 +64,7 @@ from mediastash import (
     media_uri_for,
     restore_media,
 )
+from mediastash._counting import CountingMediaStore
 from mediastash.context import METADATA_LIMIT_BYTES
 from mediastash.known_blobs import deletion_generation, storage_key_of
 from mediastash.markers import URI_KEY
@@ -77,9 +78,8 @@ from mediastash.stores.protocols import (
     ScratchableMediaStore,
     StatableMediaStore,
 )
-from mediastash.testing.counting import CountingMediaStore
+from mediastash.stores.verify import verify_store
 from mediastash.urls import PublicUrlResolver
-from mediastash.verify import verify_store
 
 __all__ = [
     'BAD_NAMESPACES',

@@ -73,7 +73,7 @@ from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, p
 from mediastash.urls import PublicUrlResolver
 
 if TYPE_CHECKING:
-    from mediastash.verify import VerifyReport
+    from mediastash.stores.verify import VerifyReport
 
 __all__ = [
     'MAX_KEY_DEPTH',

@@ -8,8 +8,8 @@ from urllib.parse import unquote
 from urllib.request import url2pathname
 
 from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._url import SCHEME, boolean, merged_options, query_parameters, split_url, unknown_parameter
-from mediastash.stores.registry import StorePlan
 
 if TYPE_CHECKING:
     from mediastash.stores.disk._store import DiskMediaStore

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import unquote_plus
 
 from mediastash.errors import InvalidStoreConfiguration
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._url import merged_options, shown, size, url_scheme
-from mediastash.stores.registry import StorePlan
 
 if TYPE_CHECKING:
     from mediastash.stores.mongo._store import MongoMediaStore

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import quote
 
 from mediastash.errors import InvalidStoreConfiguration
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._url import (
     integer,
     looks_secret,
@@ -26,7 +27,6 @@ from mediastash.stores._url import (
     url_scheme,
 )
 from mediastash.stores.postgres._address import DSN_SCHEMES
-from mediastash.stores.registry import StorePlan
 
 if TYPE_CHECKING:
     from mediastash.stores.postgres._store import PostgresMediaStore

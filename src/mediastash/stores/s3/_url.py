@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from mediastash.errors import InvalidStoreConfiguration
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._url import (
     boolean,
     integer,
@@ -20,7 +21,6 @@ from mediastash.stores._url import (
     unknown_parameter,
     url_scheme,
 )
-from mediastash.stores.registry import StorePlan
 
 if TYPE_CHECKING:
     from mediastash.stores.s3._store import S3MediaStore

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._url import merged_options, query_parameters, split_url, unknown_parameter, url_scheme
-from mediastash.stores.registry import StorePlan
 
 if TYPE_CHECKING:
     from mediastash.stores.sqlite._store import SqliteMediaStore
