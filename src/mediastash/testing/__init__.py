@@ -14,37 +14,14 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from mediastash import _histories
 from mediastash._counting import CountingMediaStore
-from mediastash._histories import (
-    HistoryStats,
-    KiB,
-    MiB,
-    agent_history,
-    copy_tree,
-    describe_history,
-    image_sizes,
-    json_size,
-    small_parts_history,
-    step_snapshots,
-)
+from mediastash._histories import *  # noqa: F403  (the history builders: their __all__, listed once there)
 
 if TYPE_CHECKING:
     from mediastash.testing.store import StoreTests
 
-__all__ = [
-    'CountingMediaStore',
-    'HistoryStats',
-    'KiB',
-    'MiB',
-    'StoreTests',
-    'agent_history',
-    'copy_tree',
-    'describe_history',
-    'image_sizes',
-    'json_size',
-    'small_parts_history',
-    'step_snapshots',
-]
+__all__ = ['CountingMediaStore', 'StoreTests', *_histories.__all__]
 
 if 'pytest' in sys.modules:  # under pytest: failed asserts in the suite show their values
     sys.modules['pytest'].register_assert_rewrite('mediastash.testing.store')
