@@ -386,7 +386,7 @@ async def test_openai_session_a_written_back_edit_is_looked_at_afresh_with_the_p
     assert OPENAI_KEY not in stored[0]['content'][1]  # the edit is plain text now: no slot left
     assert media_uri_for(new_image) in stored[1]['content'][1]['image_url']  # moved out under its own URI
     slots = stored[1]['content'][1][OPENAI_KEY]['slots']
-    assert [slot['marker']['uri'] for slot in slots] == [media_uri_for(new_image)]
+    assert [slot['lean']['uri'] for slot in slots] == [media_uri_for(new_image)]
     back = await session.get_items()
     assert back[0]['content'][1]['image_url'] == placeholder[:-1] + ' (seen by a reviewer)]'
     assert back[1] == user_item(new_image)

@@ -106,7 +106,7 @@ async def test_langgraph_an_edit_written_back_with_aupdate_state_is_kept(tmp_pat
         assert plain_ai.additional_kwargs == {}
         new_uri = media_uri_for(base64.b64decode(NEW_IMAGE))
         slots = plain_human.content[1][LANGGRAPH_KEY]['slots']
-        assert [slot['marker']['uri'] for slot in slots] == [new_uri]
+        assert [slot['lean']['uri'] for slot in slots] == [new_uri]
         assert new_uri in plain_human.content[1]['base64']
 
 
@@ -119,7 +119,7 @@ async def test_langgraph_an_edited_long_text_is_moved_out_again(media: DiskMedia
 
     plain_ai = (await graph_builder().compile(checkpointer=inner).aget_state(CONFIG)).values['messages'][1]
     ((slot,),) = [plain_ai.additional_kwargs[LANGGRAPH_KEY]['slots']]
-    assert slot['marker']['uri'] == media_uri_for(NEW_TEXT.encode())
+    assert slot['lean']['uri'] == media_uri_for(NEW_TEXT.encode())
     fresh = graph_builder().compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=media))
     assert (await fresh.aget_state(CONFIG)).values['messages'][1].content == NEW_TEXT
 

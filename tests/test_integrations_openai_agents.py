@@ -27,7 +27,7 @@ from openai import AsyncOpenAI
 from mediastash import DiskMediaStore
 from mediastash.errors import InvalidArgumentError, UnsupportedMarkerFormat
 from mediastash.gc import RootReadError, SQLiteSessionRoot, collect_garbage
-from mediastash.integrations.openai_agents import ENVELOPE_KEY, OffloadingSession, SessionRoot
+from mediastash.integrations.openai_agents import ENVELOPE_FORMAT, ENVELOPE_KEY, OffloadingSession, SessionRoot
 from mediastash.uri import media_uri_for
 from tests.provider_endpoint import ProviderEndpoint
 
@@ -148,7 +148,7 @@ async def test_a_plain_reader_sees_every_item_with_placeholders_naming_the_blobs
     image = user['content'][1]
     assert image['image_url'].startswith('[mediastash placeholder: image/png, 78.1 KiB stored as ')
     assert media_uri_for(IMAGES[0]) in image['image_url']
-    assert image[ENVELOPE_KEY]['format'] == 'mediastash-envelope-v1'
+    assert image[ENVELOPE_KEY]['format'] == ENVELOPE_FORMAT == 'mediastash-envelope-v2'
     assert image[ENVELOPE_KEY]['slots'][0]['prefix'] == 'data:image/png;base64,'
     pdf = user['content'][2]
     assert pdf['file_data'].startswith('[mediastash placeholder: application/pdf') and pdf['filename'] == 'report-0.pdf'

@@ -6,7 +6,7 @@ checkpoint then holds, garbage collection and the sync methods.
 """
 
 try:
-    from mediastash.integrations.langgraph._envelope import ENVELOPE_FORMAT, ENVELOPE_KEY
+    from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, ENVELOPE_KEY
     from mediastash.integrations.langgraph.saver import OffloadingCheckpointSaver, SyncCallError
 except ImportError as exc:
     if (exc.name or '').startswith('mediastash'):

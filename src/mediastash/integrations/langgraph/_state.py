@@ -24,31 +24,26 @@ from typing import Any, Final
 
 from langchain_core.messages import BaseMessage
 
-from mediastash._lru import BoundedLRU
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
-from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope, store_namespace
-from mediastash.integrations.langgraph._envelope import (
-    ENVELOPE_KEY,
-    Slot,
-    is_envelope,
-    make_envelope,
-    parse_envelope,
-    placeholder_text,
-    shows_placeholder,
-)
+from mediastash.integrations._payload_sites import payload_size
+from mediastash.integrations.kit.envelope import ENVELOPE_KEY, Slot, Step, is_envelope, make_envelope, parse_envelope
+from mediastash.integrations.kit.host_slots import Joined, Seals, joined_key, read_back
+from mediastash.integrations.kit.host_slots import where as _where
+from mediastash.integrations.kit.placeholders import how_to_open, is_placeholder, placeholder_text
 from mediastash.integrations.langgraph._sites import Site, dict_sites, message_text_site
-from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
+from mediastash.markers import MARKER_KEY
 from mediastash.reference_keys import ReferenceKey
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
-from mediastash.walker.internal import externalize_with, restore_collecting
+from mediastash.walker.internal import externalize_with
 
 __all__ = ['Joined', 'envelope_markers', 'lean_values', 'restore_values']
 
 MAX_DEPTH: Final = 200
 """Containers nested deeper than this in a state value raise ``TreeDepthError`` (a cycle ends here too)."""
 
-Step = str | int
+HOW_TO_OPEN: Final = how_to_open('checkpoint', 'OffloadingCheckpointSaver', to_get_it=False)
+
 Transform = Callable[[Any], Any]
 
 
@@ -70,14 +65,10 @@ class _Host:
     """The host's envelope must be rewritten even if nothing new moves (it named a stale slot)."""
 
 
-def _where(path: tuple[Step, ...]) -> str:
-    return '$' + ''.join(f'[{step}]' if isinstance(step, int) else f'[{step!r}]' for step in path)
-
-
 class _Finder:
     """Finds hosts: payload sites when saving, envelopes when restoring."""
 
-    def __init__(self, threshold: int, *, saving: bool, every_slot: bool = False, seals: _Seals | None = None) -> None:
+    def __init__(self, threshold: int, *, saving: bool, every_slot: bool = False, seals: Seals | None = None) -> None:
         self.threshold = threshold
         self.saving = saving
         self.seals = seals
@@ -168,7 +159,7 @@ class _Finder:
                 self.seals.vouch(envelope, where)
         else:
             slots = _checked_slots(host, envelope, where)
-        live = [slot for slot in slots if self.every_slot or shows_placeholder(_value_at(host, slot.path), slot)]
+        live = [slot for slot in slots if self.every_slot or _holds_placeholder(slot, _value_at(host, slot.path))]
         if not self.saving:
             self.hosts.append(_Host(path, host, slots=live))
         return live, len(live) < len(slots)
@@ -177,14 +168,19 @@ class _Finder:
 # -- slots and their places ----------------------------------------------------------------------
 
 
+def _holds_placeholder(slot: Slot, value: object) -> bool:
+    """Whether ``value`` (the string now at the slot's place) is still the slot's placeholder, not an edit."""
+    return is_placeholder(value, slot.what, slot.uri, HOW_TO_OPEN)
+
+
 def _checked_slots(host: object, envelope: object, where: str) -> list[Slot]:
-    slots = parse_envelope(envelope, where)
+    slots = parse_envelope(envelope, where, markers=True)
     if isinstance(host, BaseMessage) and (len(slots) != 1 or slots[0].path != ('content',)):
         raise MalformedMarker("a message's envelope holds one slot for its own content", path=where)
     return slots
 
 
-def _value_at(host: object, path: tuple[str, ...]) -> object:
+def _value_at(host: object, path: tuple[Step, ...]) -> object:
     """The value at a slot's ``path`` inside ``host`` (``None`` where the path no longer leads)."""
     if isinstance(host, BaseMessage):
         return host.content if path == ('content',) else None
@@ -241,7 +237,7 @@ def _apply(values: Sequence[object], trie: dict[Any, Any]) -> list[Any]:
     return out
 
 
-def _set_at(host: dict[str, Any], path: tuple[str, ...], value: object) -> None:
+def _set_at(host: dict[Any, Any], path: tuple[Step, ...], value: object) -> None:
     """Set ``value`` at ``path`` inside a (copied) host, copying the nested dicts on the way."""
     node = host
     for step in path[:-1]:
@@ -261,29 +257,11 @@ def _with_kwarg(message: BaseMessage, content: object, key: str, value: object) 
     return message.model_copy(update={'content': content, 'additional_kwargs': kwargs})
 
 
-Joined = BoundedLRU[tuple[str, str, str], str]
-"""Restored payload strings (``data:`` head included) by ``(uri, head, form)``: a repeated read skips the walk."""
-
-
-def _form(slot: Slot) -> str:
-    """Which string a slot's blob is restored as: text, standard or URL-safe base64."""
-    if slot.text:
-        return 'text'
-    return 'urlsafe' if slot.marker.get(URLSAFE_KEY) == URLSAFE_STAMP else 'standard'
-
-
 # -- saving --------------------------------------------------------------------------------------
 
 
-def _size(site: Site) -> int:
-    if site.text:
-        return len(site.payload.encode('utf-8', 'surrogatepass'))
-    padding = 2 if site.payload.endswith('==') else 1 if site.payload.endswith('=') else 0
-    return len(site.payload) // 4 * 3 - padding
-
-
 def _placeholder(site: Site, slot: Slot) -> str:
-    return placeholder_text(slot.what, slot.uri, _size(site))
+    return placeholder_text(slot.what, slot.uri, payload_size(site), HOW_TO_OPEN)
 
 
 def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot], seal: Callable[[dict[str, Any]], str]) -> Transform:
@@ -308,22 +286,6 @@ def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot], seal: Callable[
     return transform
 
 
-@dataclass(frozen=True, slots=True)
-class _Seals:
-    """Seals envelopes written under ``key`` for ``namespace``, and checks those met in data to save."""
-
-    key: ReferenceKey
-    namespace: str | None
-
-    def seal(self, envelope: dict[str, Any]) -> str:
-        return seal_envelope(self.key, envelope, self.namespace)
-
-    def vouch(self, envelope: object, where: str) -> None:
-        assert isinstance(envelope, dict)
-        named = {k: v for k, v in envelope.items() if k != SEAL_KEY}
-        refuse_unvouched(self.key, named, self.namespace, envelope.get(SEAL_KEY), where)
-
-
 async def lean_values(
     values: Sequence[object],
     media_store: MediaStore,
@@ -339,7 +301,7 @@ async def lean_values(
     in ``values`` (a plain read written back) must carry such a seal for
     ``media_store``'s namespace, else ``UnvouchedEnvelopeError`` (nothing moves).
     """
-    seals = _Seals(reference_key, store_namespace(media_store))
+    seals = Seals.for_store(reference_key, media_store)
     hosts = _Finder(options.threshold_bytes, saving=True, seals=seals).roots(values)
     if not hosts:
         return list(values)
@@ -351,10 +313,10 @@ async def lean_values(
         for site in host.sites:
             marker = next(results)
             if marker.get(MARKER_KEY) is True:  # else the walker kept it inline (small, or not canonical base64)
-                slot = Slot(site.path, site.prefix, marker)
+                slot = Slot(site.path, marker, site.prefix)
                 moved.append((site, slot))
                 if joined is not None:
-                    joined.put((slot.uri, slot.prefix, _form(slot)), site.whole, len(site.whole))
+                    joined.put(joined_key(slot), site.whole, len(site.whole))
         if moved or host.rewrite:
             _plant(trie, host.path, _lean_host(moved, host.slots, seals.seal))
     return _apply(values, trie) if trie else list(values)
@@ -388,31 +350,10 @@ async def restore_values(
     hosts = _Finder(options.threshold_bytes, saving=False).roots(values)
     if not hosts:
         return list(values)
-    keys = [(slot.uri, slot.prefix, _form(slot)) for host in hosts for slot in host.slots]
-    known = [None if joined is None else joined.get(key) for key in keys]
-    markers = [slot.marker for host in hosts for slot in host.slots]
-    wanted = [marker for marker, hit in zip(markers, known, strict=True) if hit is None]
-    restored: list[Any] = []
-    if wanted:
-        restored, _ = await restore_collecting(wanted, media_store, options)
-    results = iter(restored)
-    found = iter(zip(keys, known, strict=True))
+    payloads = await read_back([(host.path, host.slots) for host in hosts], media_store, options, joined)
     trie: dict[Any, Any] = {}
-    for host in hosts:
-        payloads: list[str] = []
-        for slot in host.slots:
-            key, hit = next(found)
-            if hit is None:
-                payload = next(results).get('content' if slot.text else 'data')
-                if not isinstance(payload, str):
-                    raise MalformedMarker(
-                        'an envelope slot marker did not restore to a payload', path=_where(host.path)
-                    )
-                hit = slot.prefix + payload
-                if joined is not None:
-                    joined.put(key, hit, len(hit))
-            payloads.append(hit)
-        _plant(trie, host.path, _full_host(host.slots, payloads))
+    for host, strings in zip(hosts, payloads, strict=True):
+        _plant(trie, host.path, _full_host(host.slots, strings))
     return _apply(values, trie)
 
 

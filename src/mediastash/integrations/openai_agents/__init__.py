@@ -6,7 +6,7 @@ describes what is recognised, what a session then holds and garbage collection
 """
 
 try:
-    from mediastash.integrations._host_envelope import ENVELOPE_FORMAT, ENVELOPE_KEY
+    from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, ENVELOPE_KEY
     from mediastash.integrations.openai_agents._roots import SessionRoot
     from mediastash.integrations.openai_agents.session import OffloadingSession
 except ImportError as exc:

@@ -13,7 +13,7 @@ finds the hosts, dicts at any depth of an item, whose payloads may move:
 Every candidate goes into one ``externalize_with`` call (inline-or-store
 decided once per distinct payload, each stored once); the items are rebuilt
 copy-on-write with a placeholder in each moved payload's place and a host
-envelope (``integrations._host_envelope``). Nothing here imports the SDK.
+envelope (``integrations.kit.envelope``). Nothing here imports the SDK.
 """
 
 from __future__ import annotations
@@ -22,37 +22,27 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mediastash._lru import BoundedLRU
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
-from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope, store_namespace
-from mediastash.integrations._host_envelope import (
-    ENVELOPE_KEY,
-    Slot,
-    is_envelope,
-    make_envelope,
-    parse_envelope,
-    placeholder_text,
-)
 from mediastash.integrations._payload_sites import PayloadSites, Site, payload_size
-from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
+from mediastash.integrations.kit.envelope import ENVELOPE_KEY, Slot, Step, is_envelope, make_envelope, parse_envelope
+from mediastash.integrations.kit.host_slots import Joined, Seals, joined_key, read_back
+from mediastash.integrations.kit.host_slots import where as _where
+from mediastash.integrations.kit.placeholders import how_to_open, is_placeholder, placeholder_text
+from mediastash.markers import MARKER_KEY
 from mediastash.reference_keys import ReferenceKey
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
-from mediastash.walker.internal import externalize_with, restore_collecting
+from mediastash.walker.internal import externalize_with
 
 __all__ = ['HOW_TO_OPEN', 'Joined', 'item_markers', 'lean_items', 'restore_items']
 
 MAX_DEPTH: Final = 200
 """Containers nested deeper than this in an item raise ``TreeDepthError`` (a cycle ends here too)."""
 
-HOW_TO_OPEN: Final = "not included here: read this session through mediastash's OffloadingSession"
+HOW_TO_OPEN: Final = how_to_open('session', 'OffloadingSession', to_get_it=False)
 
 _TEXT_PARTS: Final = frozenset({'input_text', 'output_text'})
 _IMAGE_URLS: Final = frozenset({'input_image', 'computer_screenshot'})
-
-Step = str | int
-Joined = BoundedLRU[tuple[str, str, str], str]
-"""Restored payload strings (``data:`` head included) by ``(uri, head, form)``: a repeated read skips the store."""
 
 
 @dataclass(slots=True)
@@ -65,23 +55,9 @@ class _Host:
     """Saving: the host's envelope named a slot whose place was edited, so it is rewritten without it."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Seals:
-    """Seals envelopes written under ``key`` for ``namespace``, and checks those met in items to save."""
-
-    key: ReferenceKey
-    namespace: str | None
-
-    def seal(self, envelope: dict[str, Any]) -> str:
-        return seal_envelope(self.key, envelope, self.namespace)
-
-    def vouch(self, envelope: dict[str, Any], where: str) -> None:
-        named = {k: v for k, v in envelope.items() if k != SEAL_KEY}
-        refuse_unvouched(self.key, named, self.namespace, envelope.get(SEAL_KEY), where)
-
-
-def _where(path: tuple[Step, ...]) -> str:
-    return '$' + ''.join(f'[{step}]' if isinstance(step, int) else f'[{step!r}]' for step in path)
+def _holds_placeholder(slot: Slot, value: object) -> bool:
+    """Whether ``value`` (the string now at the slot's place) is still the slot's placeholder, not an edit."""
+    return is_placeholder(value, slot.what, slot.uri, HOW_TO_OPEN)
 
 
 def _sites(node: dict[str, Any], threshold: int) -> list[Site]:
@@ -110,7 +86,7 @@ def _sites(node: dict[str, Any], threshold: int) -> list[Site]:
 class _Finder:
     """Finds hosts: payload sites when saving, envelopes when restoring."""
 
-    def __init__(self, threshold: int, *, saving: bool, seals: _Seals | None = None) -> None:
+    def __init__(self, threshold: int, *, saving: bool, seals: Seals | None = None) -> None:
         self.threshold = threshold
         self.saving = saving
         self.seals = seals
@@ -141,7 +117,7 @@ class _Finder:
             skip.add(ENVELOPE_KEY)
             where = _where((*path, ENVELOPE_KEY))
             if not self.saving:
-                self.hosts.append(_Host(path, slots=parse_envelope(node[ENVELOPE_KEY], where)))
+                self.hosts.append(_Host(path, slots=parse_envelope(node[ENVELOPE_KEY], where, markers=True)))
             else:
                 found = self.written_back(node, where)
                 if found is None:
@@ -175,16 +151,16 @@ class _Finder:
                 envelope,
             )
         try:
-            slots = parse_envelope(envelope, where)
+            slots = parse_envelope(envelope, where, markers=True)
         except (MalformedMarker, UnsupportedMarkerFormat):
             return None
         if self.seals is not None:
             self.seals.vouch(envelope, where)
-        live = [slot for slot in slots if slot.holds_placeholder(_get_at(node, slot.path), HOW_TO_OPEN)]
+        live = [slot for slot in slots if _holds_placeholder(slot, _get_at(node, slot.path))]
         return live, len(live) < len(slots)
 
 
-def _set_at(host: dict[str, Any], path: tuple[str, ...], value: str) -> None:
+def _set_at(host: dict[Any, Any], path: tuple[Step, ...], value: str) -> None:
     """Set ``value`` at ``path`` inside a (copied) host, copying the nested dicts on the way."""
     node = host
     for step in path[:-1]:
@@ -195,7 +171,7 @@ def _set_at(host: dict[str, Any], path: tuple[str, ...], value: str) -> None:
     node[path[-1]] = value
 
 
-def _get_at(host: dict[str, Any], path: tuple[str, ...]) -> object:
+def _get_at(host: dict[Any, Any], path: tuple[Step, ...]) -> object:
     node: object = host
     for step in path:
         if type(node) is not dict:
@@ -222,13 +198,6 @@ def _replaced(items: Sequence[Any], changes: dict[tuple[Step, ...], Any]) -> lis
     return out
 
 
-def _form(slot: Slot) -> str:
-    """Which string a slot's blob is restored as: text, standard or URL-safe base64."""
-    if slot.text:
-        return 'text'
-    return 'urlsafe' if slot.marker.get(URLSAFE_KEY) == URLSAFE_STAMP else 'standard'
-
-
 def _placeholder(site: Site, uri: str) -> str:
     what = 'text' if site.text else site.media_type or 'binary data'
     return placeholder_text(what, uri, payload_size(site), HOW_TO_OPEN)
@@ -251,7 +220,7 @@ async def lean_items(
     placeholder are kept, edited ones dropped, and a large payload the edit
     put in moves out like any other.
     """
-    seals = _Seals(reference_key, store_namespace(media_store))
+    seals = Seals.for_store(reference_key, media_store)
     hosts = _Finder(options.threshold_bytes, saving=True, seals=seals).items(items)
     if not hosts:
         return list(items)
@@ -263,10 +232,10 @@ async def lean_items(
         for site in host.sites:
             marker = next(results)
             if marker.get(MARKER_KEY) is True:  # else the walker kept it inline (small, or not canonical base64)
-                slot = Slot(site.path, site.prefix, marker)
+                slot = Slot(site.path, marker, site.prefix)
                 moved.append((site, slot))
                 if joined is not None:
-                    joined.put((slot.uri, slot.prefix, _form(slot)), site.whole, len(site.whole))
+                    joined.put(joined_key(slot), site.whole, len(site.whole))
         if moved or host.rewrite:
             new = dict(_host_at(items, host.path))
             for site, slot in moved:
@@ -293,41 +262,19 @@ async def restore_items(
         return list(items)
     live = [
         (
-            host,
-            [
-                slot
-                for slot in host.slots
-                if slot.holds_placeholder(_get_at(_host_at(items, host.path), slot.path), HOW_TO_OPEN)
-            ],
+            host.path,
+            [slot for slot in host.slots if _holds_placeholder(slot, _get_at(_host_at(items, host.path), slot.path))],
         )
         for host in hosts
     ]
-    keys = [(slot.uri, slot.prefix, _form(slot)) for _, slots in live for slot in slots]
-    known = [None if joined is None else joined.get(key) for key in keys]
-    markers = [slot.marker for _, slots in live for slot in slots]
-    wanted = [marker for marker, hit in zip(markers, known, strict=True) if hit is None]
-    restored: list[Any] = []
-    if wanted:
-        restored, _ = await restore_collecting(wanted, media_store, options)
-    results = iter(restored)
-    found = iter(zip(keys, known, strict=True))
+    payloads = await read_back(live, media_store, options, joined)
     changes: dict[tuple[Step, ...], dict[str, Any]] = {}
-    for host, slots in live:
-        new = dict(_host_at(items, host.path))
+    for (path, slots), strings in zip(live, payloads, strict=True):
+        new = dict(_host_at(items, path))
         del new[ENVELOPE_KEY]
-        for slot in slots:
-            key, hit = next(found)
-            if hit is None:
-                payload = next(results).get('content' if slot.text else 'data')
-                if not isinstance(payload, str):
-                    raise MalformedMarker(
-                        'an envelope slot marker did not restore to a payload', path=_where(host.path)
-                    )
-                hit = slot.prefix + payload
-                if joined is not None:
-                    joined.put(key, hit, len(hit))
-            _set_at(new, slot.path, hit)
-        changes[host.path] = new
+        for slot, string in zip(slots, strings, strict=True):
+            _set_at(new, slot.path, string)
+        changes[path] = new
     return _replaced(items, _nested_last(changes))
 
 
