@@ -52,7 +52,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from _servers import Server, ServerName, latency_proxy, s3_server
 from mediastash import media_uri_for
 from mediastash.integrations import MediaUrls
-from mediastash.integrations.media_urls import MediaUrlSwapper
+from mediastash.integrations.pydantic_ai.media_urls import MediaUrlSwapper
 from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import MediaStore
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore

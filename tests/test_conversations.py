@@ -40,7 +40,7 @@ from mediastash import MediaNotFoundError, MemoryMediaStore, make_static_public_
 from mediastash.errors import InvalidArgumentError
 from mediastash.gc import ConversationStoreRoot, as_root, collect_garbage
 from mediastash.integrations import EnvelopeError, MediaUrls, OffloadingConversationStore
-from mediastash.integrations._placeholders import PLACEHOLDER_PREFIX
+from mediastash.integrations.pydantic_ai._placeholders import PLACEHOLDER_PREFIX
 from mediastash.testing import CountingMediaStore
 from tests.conversation_support import SqliteConversationStore, scripted_agent
 

@@ -37,6 +37,7 @@ MODULES: dict[str, frozenset[str]] = {
     'langgraph.checkpoint': LANGGRAPH,
     'langgraph': frozenset({'pkg:langgraph'}),  # StateGraph and friends: the langgraph package, not in the extra
     'langchain_core': LANGGRAPH,
+    'mediastash.integrations.pydantic_ai': PYDANTIC_AI,
     'mediastash.integrations.langgraph': LANGGRAPH,
     'mediastash.integrations.openai_agents': frozenset({'extra:openai-agents'}),
     'agents': frozenset({'extra:openai-agents', 'pkg:openai-agents'}),

@@ -272,3 +272,151 @@ def test_the_stores_import_no_layer_above_them(when: str) -> None:
         and edge.imported not in BELOW_THE_STORES
     ]
     assert not upward, '\n'.join(upward)
+
+
+# -- frameworks: the walker and the core import none; each integration subpackage only its own (issue 30) --------
+
+INTEGRATIONS = 'mediastash.integrations'
+FRAMEWORK_HOMES = {
+    'pydantic_ai': 'mediastash.integrations.pydantic_ai',
+    'pydantic_ai_harness': 'mediastash.integrations.pydantic_ai',
+    'pydantic_ai_persistence': 'mediastash.integrations.pydantic_ai',
+    'langgraph': 'mediastash.integrations.langgraph',
+    'langchain_core': 'mediastash.integrations.langgraph',
+    'langchain': 'mediastash.integrations.langgraph',
+    'agents': 'mediastash.integrations.openai_agents',
+}
+"""Each agent framework's top-level package, and the one integration subpackage that may import it."""
+
+FRAMEWORK_FREE_PACKAGES = ('mediastash.walker', 'mediastash.stores', 'mediastash.cli', 'mediastash.testing')
+"""Packages that must import no framework at all (with every module outside ``integrations``; see below)."""
+
+NOT_YET_FRAMEWORK_FREE = {
+    'mediastash.gc._roots': 'framework roots still live in gc (issue 30 item 1c moves them to their integrations)',
+    'mediastash.tuning._inputs': "tune reads pydantic-ai-harness step stores and their messages (issue 33's area)",
+}
+"""Core modules that still import a framework, each with the work that removes it; a test keeps this list exact."""
+
+
+@dataclass(frozen=True)
+class ExternalImport:
+    importer: str
+    package: str  # the top-level package named
+    when: str
+    line: int
+
+    def __str__(self) -> str:
+        return f'{self.importer}:{self.line} imports {self.package} ({self.when})'
+
+
+def external_imports(name: str, source: str) -> list[ExternalImport]:
+    """Every absolute import of a package outside mediastash in module ``name`` (its ``source``), each tagged
+    with when it runs as ``edges_of`` tags edges."""
+    found: list[ExternalImport] = []
+
+    def visit(nodes: Iterable[ast.stmt], when: str) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and _is_type_checking(node.test):
+                visit(node.body, 'typing')
+                visit(node.orelse, when)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                visit(node.body, 'function' if when == 'module' else when)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                if isinstance(node, ast.Import):
+                    named = [alias.name for alias in node.names]
+                else:
+                    named = [node.module] if node.level == 0 and node.module else []
+                for module in named:
+                    top = module.split('.')[0]
+                    if top != PACKAGE:
+                        found.append(ExternalImport(name, top, when, node.lineno))
+            else:
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, ast.stmt):
+                        visit([child], when)
+                for handler in getattr(node, 'handlers', []):
+                    visit(handler.body, when)
+
+    visit(ast.parse(source).body, 'module')
+    return found
+
+
+EXTERNAL = [found for name, (path, _) in MODULES.items() for found in external_imports(name, path.read_text())]
+FRAMEWORK_IMPORTS = [found for found in EXTERNAL if found.package in FRAMEWORK_HOMES]
+
+
+def test_the_reader_sees_framework_imports() -> None:
+    """The check below is not empty by accident: each integration's known framework imports are found, of each kind."""
+    seen = {(found.importer, found.package) for found in FRAMEWORK_IMPORTS}
+    assert ('mediastash.integrations.pydantic_ai._typed_walk', 'pydantic_ai') in seen
+    assert ('mediastash.integrations.pydantic_ai.step_store', 'pydantic_ai_harness') in seen
+    assert ('mediastash.integrations.langgraph.saver', 'langgraph') in seen
+    assert ('mediastash.integrations.openai_agents.session', 'agents') in seen
+    assert {found.when for found in FRAMEWORK_IMPORTS} >= {'module', 'function'}
+    made_up = (
+        'import os\nfrom . import sibling\nfrom mediastash.uri import is_media_uri\n'
+        'if TYPE_CHECKING:\n    from langgraph.types import Send\n'
+        'def f():\n    try:\n        import agents.items\n    except ImportError:\n        import pydantic_ai\n'
+    )
+    assert [(found.package, found.when) for found in external_imports('mediastash.x', made_up)] == [
+        ('os', 'module'),
+        ('langgraph', 'typing'),
+        ('agents', 'function'),
+        ('pydantic_ai', 'function'),
+    ]
+
+
+@pytest.mark.parametrize('when', ['module', 'function', 'typing'])
+def test_the_walker_and_the_core_import_no_framework(when: str) -> None:
+    """Issue 30 item 2: nothing outside ``mediastash.integrations`` imports an agent framework, not even for typing
+    (``walker/`` above all: the typed pydantic-ai walk lives in ``integrations/pydantic_ai/``)."""
+    outside = [
+        str(found)
+        for found in FRAMEWORK_IMPORTS
+        if found.when == when
+        and not _inside(found.importer, INTEGRATIONS)
+        and found.importer not in NOT_YET_FRAMEWORK_FREE
+    ]
+    assert not outside, '\n'.join(outside)
+    in_free_packages = [
+        str(found)
+        for found in FRAMEWORK_IMPORTS
+        if found.when == when and any(_inside(found.importer, package) for package in FRAMEWORK_FREE_PACKAGES)
+    ]
+    assert not in_free_packages, '\n'.join(in_free_packages)
+
+
+def test_the_known_exceptions_are_still_needed() -> None:
+    """Each core module allowed a framework import still has one: an exception is dropped once its work is done."""
+    importing = {found.importer for found in FRAMEWORK_IMPORTS}
+    assert set(NOT_YET_FRAMEWORK_FREE) <= importing, sorted(set(NOT_YET_FRAMEWORK_FREE) - importing)
+    assert not any(_inside(name, package) for name in NOT_YET_FRAMEWORK_FREE for package in FRAMEWORK_FREE_PACKAGES)
+
+
+@pytest.mark.parametrize('when', ['module', 'function', 'typing'])
+def test_each_integration_imports_only_its_own_framework(when: str) -> None:
+    """``integrations/pydantic_ai/`` imports pydantic-ai (and its harness and persistence packages) only,
+    ``langgraph/`` LangGraph and langchain-core only, ``openai_agents/`` the Agents SDK only; the modules every
+    integration shares (``integrations/_*.py``, the kit) import none."""
+    wrong = [
+        f'{found} (only {FRAMEWORK_HOMES[found.package]} may)'
+        for found in FRAMEWORK_IMPORTS
+        if found.when == when
+        and _inside(found.importer, INTEGRATIONS)
+        and not _inside(found.importer, FRAMEWORK_HOMES[found.package])
+    ]
+    assert not wrong, '\n'.join(wrong)
+
+
+def test_no_integration_imports_another() -> None:
+    """An integration subpackage never reaches into another one (that would pull in the other's framework)."""
+    homes = sorted(set(FRAMEWORK_HOMES.values()))
+    crossing = [
+        str(edge)
+        for edge in EDGES
+        for home in homes
+        if _inside(edge.importer, home)
+        and _inside(edge.imported, INTEGRATIONS)
+        and any(_inside(edge.imported, other) for other in homes if other != home)
+    ]
+    assert not crossing, '\n'.join(crossing)

@@ -35,9 +35,9 @@ from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 from mediastash import DiskMediaStore, MemoryMediaStore
 from mediastash.gc import CheckpointerRoot, collect_garbage
 from mediastash.integrations import ENVELOPE_KEY, OffloadingKV, OffloadingStepStore
-from mediastash.integrations._placeholders import PLACEHOLDER_PREFIX
 from mediastash.integrations.langgraph import ENVELOPE_KEY as LANGGRAPH_KEY
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
+from mediastash.integrations.pydantic_ai._placeholders import PLACEHOLDER_PREFIX
 from mediastash.uri import media_uri_for
 from tests.integration_support import history, roundtrip
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -110,6 +111,36 @@ except ImportError as error:
 )
 
 
+JSON_WALK_WITHOUT_PYDANTIC_AI = blocking(
+    AGENT_PACKAGES,
+    """
+import asyncio, base64, tempfile
+from mediastash import DiskMediaStore, WalkOptions, externalize_media, restore_media
+from mediastash.walker.internal import payload_sizes
+
+tree = {
+    'messages': [
+        {'kind': 'binary', 'media_type': 'image/png', 'data': base64.b64encode(bytes(range(256)) * 400).decode()},
+        {'part_kind': 'user-prompt', 'content': 'long text ' * 2000},
+        {'part_kind': 'tool-return', 'content': {'rows': list(range(5000))}},
+    ]
+}
+
+async def main():
+    with tempfile.TemporaryDirectory() as folder:
+        store = DiskMediaStore(folder)
+        options = WalkOptions(threshold_bytes=4096, structured=True)
+        lean = await externalize_media(tree, media_store=store, options=options)
+        stored = [name for name in lean['messages'] if 'content' not in name and 'data' not in name]
+        back = await restore_media(lean, media_store=store, options=options)
+        print('json-walk', len(stored), back == tree, sorted(payload_sizes(tree)))
+
+asyncio.run(main())
+assert not any(m.split('.')[0].startswith('pydantic_ai') for m in sys.modules), sorted(sys.modules)
+""",
+)
+
+
 def printed(script: str) -> str:
     """What ``script`` prints in a fresh interpreter (it must exit cleanly)."""
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120, check=False)
@@ -121,6 +152,14 @@ def test_core_imports_without_the_agent_packages() -> None:
     output = printed(BLOCKER)
     assert 'integrations-need-extra' in output
     assert 'pip install "mediastash[harness]"' in output
+
+
+def test_the_json_walk_runs_without_pydantic_ai() -> None:
+    """Issue 30 item 2: the walker imports no framework, so a whole JSON round trip (binary, text and structured
+    payloads, on a disk store) runs in a process where every import of pydantic-ai fails."""
+    (line,) = printed(JSON_WALK_WITHOUT_PYDANTIC_AI).splitlines()
+    structured = len(json.dumps({'rows': list(range(5000))}, separators=(',', ':')))
+    assert line == f'json-walk 3 True {sorted([102400, 20000, structured])}'
 
 
 def test_the_langgraph_integration_imports_without_pydantic_ai() -> None:

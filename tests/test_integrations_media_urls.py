@@ -46,7 +46,7 @@ from mediastash import (
     media_uri_for,
 )
 from mediastash.integrations import MediaUrls, MediaUrlSwapper
-from mediastash.integrations._model_kinds import fetches_by_url
+from mediastash.integrations.pydantic_ai._model_kinds import fetches_by_url
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
 from tests.s3_servers import S3Endpoint, free_port, unique_bucket

@@ -43,7 +43,7 @@ from pydantic_ai_harness.step_persistence import (
 from mediastash import MemoryMediaStore, WalkOptions, externalize_media
 from mediastash.gc import FileStepStoreRoot, SqliteStepStoreRoot, collect_garbage
 from mediastash.integrations import ENVELOPE_KEY, EnvelopeError, OffloadingStepStore
-from mediastash.integrations._placeholders import PLACEHOLDER_KEY, PLACEHOLDER_PREFIX
+from mediastash.integrations.pydantic_ai._placeholders import PLACEHOLDER_KEY, PLACEHOLDER_PREFIX
 from tests.integration_support import big_strings, history, roundtrip
 from tests.memory_support import set_written_at
 
@@ -351,7 +351,7 @@ async def test_gc_keeps_every_blob_a_version_2_snapshot_needs(kind: str, tmp_pat
 
 
 async def test_a_resave_hands_over_the_same_envelopes_and_rebuilds_changed_ones() -> None:
-    from mediastash.integrations._typed import Offloader
+    from mediastash.integrations.pydantic_ai._typed import Offloader
 
     offloader = Offloader(MemoryMediaStore(), options=WalkOptions(threshold_bytes=64 * 1024, max_concurrency=4))
     messages = history()
@@ -378,7 +378,7 @@ def binary_marker(uri: str) -> dict[str, Any]:
 
 def test_shapes_pydantic_ai_refuses_fall_back_to_text_parts_and_still_restore() -> None:
     """A marker where pydantic-ai accepts no text: the part (else the message) becomes text parts, one per part."""
-    from mediastash.integrations._envelope import SnapshotPlace, envelopes_for, lean_json_of
+    from mediastash.integrations.pydantic_ai._envelope import SnapshotPlace, envelopes_for, lean_json_of
     from mediastash.uri import media_uri_for
 
     uri = media_uri_for(b'x')

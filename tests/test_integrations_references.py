@@ -251,7 +251,7 @@ async def test_a_save_without_the_url_safe_stamp_in_memory_reads_the_blob_once()
     restored = await restored_messages(steps_over(inner, media, restore='references'))
 
     # Hand-made references (no restore in this process told the stamp) for a store with an empty cache.
-    from mediastash.integrations import _references
+    from mediastash.integrations.pydantic_ai import _references
 
     _references._urlsafe_by_uri.clear()
     fresh = steps_over(InMemoryStepStore(), media, known_blobs=False)

@@ -18,7 +18,7 @@ from pydantic_ai.messages import (
 
 import mediastash.walker._batch as payloads_module
 from mediastash import MemoryMediaStore, WalkOptions, externalize_media
-from mediastash.integrations._typed import Offloader
+from mediastash.integrations.pydantic_ai._typed import Offloader
 from mediastash.markers import MARKER_KEY
 from mediastash.walker._batch import urlsafe_alphabet_used
 from tests.integration_support import THRESHOLD, history, roundtrip

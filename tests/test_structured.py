@@ -40,7 +40,7 @@ from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 from mediastash import MemoryMediaStore, UnsupportedMarkerFormat, WalkOptions, markers
 from mediastash.gc import referenced_uris
 from mediastash.integrations import OffloadingKV, OffloadingStepStore
-from mediastash.integrations._placeholders import PLACEHOLDER_PREFIX
+from mediastash.integrations.pydantic_ai._placeholders import PLACEHOLDER_PREFIX
 from mediastash.markers import (
     ESCAPED_KEYS,
     FORMAT_KEY,
@@ -52,7 +52,7 @@ from mediastash.markers import (
     marker_shape,
 )
 from mediastash.walker import externalize_media, restore_media
-from mediastash.walker._recognise import _EMBEDDED, canonical_json
+from mediastash.walker._recognise import EMBEDDED_MARKERS, canonical_json
 from tests.integration_support import roundtrip
 
 # -- strict equality ------------------------------------------------------------------------------
@@ -127,7 +127,9 @@ def test_json_tree_round_trip_is_exact(content: Any, threshold: int) -> None:
         raw = canonical_json(content)
         assert raw is not None
         part = part_of(lean)
-        if threshold <= 2 and not any(marker in raw for marker in _EMBEDDED):  # compact JSON has at least 2 bytes
+        if threshold <= 2 and not any(
+            marker in raw for marker in EMBEDDED_MARKERS
+        ):  # compact JSON has at least 2 bytes
             assert 'content' not in part and is_structured_marker(part)
         for known in (True, False):
             back = await restore_media(lean, media_store=media, known_blobs=known, structured=True)
@@ -299,7 +301,7 @@ async def step_store_round_trip(kind: str, content: Any, threshold: int) -> None
         plain = await harness_store(kind, Path(tmp)).latest_snapshot(run_id='r')  # a reader without mediastash
         shown = plain.messages[2].parts[0].content
         raw = canonical_json(content)
-        if raw is not None and any(marker in raw for marker in _EMBEDDED):
+        if raw is not None and any(marker in raw for marker in EMBEDDED_MARKERS):
             # JSON that may hold a payload or marker of its own (a key named part_kind...) is left to the
             # ordinary walk: with no media inside, the plain reader sees it as it was.
             assert exact(shown) == exact(json.loads(json.dumps(content)))
@@ -503,7 +505,7 @@ _typed_values = st.recursive(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(content=st.lists(_typed_values, max_size=5) | st.dictionaries(_typed_strings, _typed_values, max_size=5))
 def test_the_typed_walk_writes_what_the_json_walk_writes(content: Any) -> None:
-    from mediastash.integrations._typed import Offloader
+    from mediastash.integrations.pydantic_ai._typed import Offloader
 
     async def scenario() -> None:
         messages = conversation(content)
@@ -521,17 +523,17 @@ def test_each_tool_output_is_checked_once_across_saves_unless_it_changes(monkeyp
     a save's own time. The walker remembers outputs that passed, by object and exact JSON: an unchanged history is
     not checked again, an output changed in place (or a new object with the same JSON) is, and what it writes is
     what the JSON walk of the dump writes."""
-    from mediastash.integrations._typed import Offloader
-    from mediastash.walker import _recognise
+    from mediastash.integrations.pydantic_ai import _typed_payloads
+    from mediastash.integrations.pydantic_ai._typed import Offloader
 
     checked: list[int] = []
-    original = _recognise._plain_json
+    original = _typed_payloads._plain_json
 
     def counting(value: Any) -> bool:
         checked.append(id(value))
         return original(value)
 
-    monkeypatch.setattr(_recognise, '_plain_json', counting)
+    monkeypatch.setattr(_typed_payloads, '_plain_json', counting)
     options = WalkOptions(threshold_bytes=1024, known_blobs=False, structured=True)
     first, second = rows(200, seed=1), rows(200, seed=2)
     history = [*conversation(first), *conversation(second)]
@@ -564,7 +566,7 @@ def test_each_tool_output_is_checked_once_across_saves_unless_it_changes(monkeyp
 
 
 def test_the_typed_pass_takes_plain_json_and_leaves_the_rest() -> None:
-    from mediastash.walker.typed import typed_payloads
+    from mediastash.integrations.pydantic_ai._typed_payloads import typed_payloads
 
     plain = typed_payloads(conversation(rows(3000)), 64 * 1024, structured=True)
     assert [item.structured for item in plain] == [True]

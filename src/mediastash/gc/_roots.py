@@ -822,7 +822,7 @@ class StepStoreRoot(Root):
     """
 
     def __init__(self, store: Any) -> None:
-        inner = _unwrap(store, 'mediastash.integrations.step_store', 'OffloadingStepStore')
+        inner = _unwrap(store, 'mediastash.integrations.pydantic_ai.step_store', 'OffloadingStepStore')
         if not callable(getattr(inner, 'list_runs', None)):
             raise TypeError(f'{type(inner).__name__} has no list_runs(): it cannot be read as a step store root')
         if not callable(getattr(inner, 'list_snapshots', None)):
@@ -837,7 +837,7 @@ class StepStoreRoot(Root):
                 'SqliteStepStoreRoot instead'
             )
         kv = getattr(inner, 'kv', None)
-        if kv is not None and _is_instance(kv, 'mediastash.integrations.kv', 'OffloadingKV'):
+        if kv is not None and _is_instance(kv, 'mediastash.integrations.pydantic_ai.kv', 'OffloadingKV'):
             raise TypeError(
                 f'{type(inner).__name__} reads through an OffloadingKV, which restores every value: '
                 'pass the OffloadingKV itself (KVRoot) as the root instead'
@@ -936,7 +936,7 @@ class ConversationStoreRoot(Root):
         return type(self.store).__name__
 
 
-_CONVERSATION_MODULE: Final = 'mediastash.integrations.conversation_store'
+_CONVERSATION_MODULE: Final = 'mediastash.integrations.pydantic_ai.conversation_store'
 
 
 def _is_conversation_store(value: object) -> bool:
@@ -968,7 +968,7 @@ class KVRoot(Root):
     """
 
     def __init__(self, kv: Any, *, partitions: Iterable[str] | None = None) -> None:
-        inner = _unwrap(kv, 'mediastash.integrations.kv', 'OffloadingKV')
+        inner = _unwrap(kv, 'mediastash.integrations.pydantic_ai.kv', 'OffloadingKV')
         if partitions is None:
             if not isinstance(inner, ScannableKV):
                 raise TypeError(
@@ -1050,11 +1050,11 @@ def as_root(value: object) -> Root:
         return UriRoot(value)
     if isinstance(value, dict | list | tuple):
         return JsonTreeRoot(value)
-    if _is_instance(value, 'mediastash.integrations.kv', 'OffloadingKV') or isinstance(value, ScannableKV):
+    if _is_instance(value, 'mediastash.integrations.pydantic_ai.kv', 'OffloadingKV') or isinstance(value, ScannableKV):
         return KVRoot(value)
     if _is_conversation_store(value):
         return ConversationStoreRoot(value)
-    if _is_instance(value, 'mediastash.integrations.step_store', 'OffloadingStepStore') or callable(
+    if _is_instance(value, 'mediastash.integrations.pydantic_ai.step_store', 'OffloadingStepStore') or callable(
         getattr(value, 'list_runs', None)
     ):
         return _step_store_root(value)
@@ -1071,7 +1071,7 @@ def _own_media_store(store: object) -> object:
 
 def _step_store_root(store: object) -> Root:
     """A step store's root: from storage when the store externalizes on its own and its storage is known."""
-    inner = _unwrap(store, 'mediastash.integrations.step_store', 'OffloadingStepStore')
+    inner = _unwrap(store, 'mediastash.integrations.pydantic_ai.step_store', 'OffloadingStepStore')
     if _own_media_store(inner) is not None:
         directory = getattr(inner, '_root', None)
         if type(inner).__name__ == 'FileStepStore' and isinstance(directory, Path):

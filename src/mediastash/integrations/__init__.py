@@ -1,79 +1,32 @@
-"""What users plug in, each name imported on first use so the others import without its framework.
+"""What users plug in: one subpackage per framework, each importing only its own framework.
 
-- extra ``pydantic-ai``: ``MediaUrls`` / ``MediaUrlSwapper``, the envelope
-  names, ``OffloadingKV`` (for any pydantic-ai-persistence ``AsyncKV``) and
-  ``OffloadingConversationStore`` (which needs pydantic-ai 2.66 or later, for
-  ``pydantic_ai.conversation_store``);
-- extra ``harness``: ``OffloadingStepStore`` (pydantic-ai-harness, with
-  pydantic-ai-persistence for its KV step stores);
-- ``mediastash.integrations.langgraph`` (extra ``langgraph``) needs neither.
+- ``mediastash.integrations.pydantic_ai`` (extras ``pydantic-ai`` and
+  ``harness``): ``OffloadingStepStore``, ``OffloadingKV``,
+  ``OffloadingConversationStore``, ``MediaUrls`` / ``MediaUrlSwapper``, the
+  envelope names and ``provider_files``. This package re-exports those names,
+  each imported on first use, so the others import without its framework;
+  ``mediastash.integrations.provider_files`` is the same module as
+  ``mediastash.integrations.pydantic_ai.provider_files``;
+- ``mediastash.integrations.langgraph`` (extra ``langgraph``) and
+  ``mediastash.integrations.openai_agents`` (extra ``openai-agents``) need no
+  pydantic-ai.
 
 The core ``mediastash`` package never imports this package.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
+
+from mediastash.integrations import pydantic_ai as _pydantic_ai
+from mediastash.integrations.pydantic_ai import __all__ as __all__
 
 if TYPE_CHECKING:
-    from mediastash.integrations._envelope import ENVELOPE_KEY, ENVELOPE_VERSION, EnvelopeError
-    from mediastash.integrations.kv import OffloadingKV
-    from mediastash.integrations.media_urls import MediaUrls, MediaUrlSwapper
-    from mediastash.integrations.step_store import OffloadingStepStore
-
-    # OffloadingConversationStore is left out here: the harness stack's pydantic-ai has no ConversationStore
-    # (.ci/run type-checks its module on the latest stack). ``__getattr__`` serves it all the same.
-
-__all__ = [
-    'ENVELOPE_KEY',
-    'ENVELOPE_VERSION',
-    'EnvelopeError',
-    'MediaUrlSwapper',
-    'MediaUrls',
-    'OffloadingConversationStore',
-    'OffloadingKV',
-    'OffloadingStepStore',
-]
-
-_HOMES: Final = {
-    'ENVELOPE_KEY': '_envelope',
-    'ENVELOPE_VERSION': '_envelope',
-    'EnvelopeError': '_envelope',
-    'OffloadingKV': 'kv',
-    'MediaUrls': 'media_urls',
-    'MediaUrlSwapper': 'media_urls',
-    'OffloadingConversationStore': 'conversation_store',
-    'OffloadingStepStore': 'step_store',
-}
-
-_HARNESS_HOMES: Final = frozenset({'step_store'})
-
-
-def _install_hint(home: str, missing: str) -> str:
-    """What to install for the names of ``home``, whose import failed on the module ``missing``."""
-    if home in _HARNESS_HOMES:
-        return 'needs pydantic-ai-harness: pip install "mediastash[harness]"'
-    if home == 'conversation_store' and missing.startswith('pydantic_ai.'):
-        return (
-            "needs pydantic-ai 2.66 or later (pydantic_ai.conversation_store), which the harness's pin does not "
-            'allow: pip install --upgrade "mediastash[pydantic-ai]" "pydantic-ai-slim>=2.66" without the harness'
-        )
-    return 'needs pydantic-ai: pip install "mediastash[pydantic-ai]"'
+    from mediastash.integrations.pydantic_ai import *  # noqa: F403  (for type checkers; served by ``__getattr__``)
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    try:
-        module = importlib.import_module(f'{__name__}.{home}')
-    except ImportError as exc:
-        missing = exc.name or ''
-        if missing.startswith('mediastash'):
-            raise  # our own module is broken: no install hint
-        raise ImportError(f'mediastash.integrations.{name} {_install_hint(home, missing)}') from exc
-    value = getattr(module, name)
+    value = _pydantic_ai.load(name, __name__)
     globals()[name] = value
     return value
 

@@ -1,8 +1,9 @@
 """The two walks over JSON-shaped message histories: ``externalize_media`` and ``restore_media``.
 
-``WalkOptions`` holds the settings they share. ``mediastash.walker.internal``
-and ``mediastash.walker.typed`` are the walker's interface for mediastash's own
-integrations (not public API).
+``WalkOptions`` holds the settings they share. ``mediastash.walker.internal`` is
+the walker's interface for mediastash's own integrations (not public API). The
+walker imports no agent framework: typed messages are walked by their
+integration (``mediastash.integrations.pydantic_ai``).
 """
 
 from mediastash.walker._options import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions

@@ -1,6 +1,6 @@
 """The job batch: the one route from a found payload to the store, and the markers waiting for it.
 
-Both input forms (JSON trees, typed messages; see ``_recognise``) feed one
+Both input forms (JSON trees, see ``_recognise``; typed messages, found by their integration) feed one
 ``PayloadBatch``, which decides once per distinct payload whether it is
 already stored (known-blob cache, re-checked with the store when older than
 the cache's trust age), must be stored, or must stay inline, and runs the

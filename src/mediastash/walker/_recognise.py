@@ -1,23 +1,21 @@
-"""Payload recognition: what counts as a payload, in a JSON tree and in typed pydantic-ai messages.
+"""Payload recognition in JSON trees: what counts as a payload, and the one threshold rule.
 
-The rules for the two input forms sit side by side so they cannot drift:
-``JsonPayloadFinder`` finds payload dicts while copying a JSON tree, and
-``typed_payloads`` finds the same payloads on typed messages (where
-``with_replaced_contents`` later swaps them). Both measure size with the one
-threshold rule (``text_size``, ``binary_size``, ``canonical_json``). What
-happens to a payload once found is ``_batch``'s job.
+``JsonPayloadFinder`` finds payload dicts while copying a JSON tree; sizes are
+measured by the one threshold rule (``text_size``, ``binary_size``,
+``canonical_json``). Typed messages of a framework are recognised by that
+framework's integration with these same rules (``mediastash.walker.internal``
+exports them), so the two input forms cannot drift. What happens to a payload
+once found is ``_batch``'s job.
 
 Structured payloads (a tool return's non-string JSON ``content``) are found in
-the JSON form only; the typed walk dumps its messages and meets them there.
+the JSON form only; a typed walk dumps its messages and meets them there.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import pydantic_core
 
@@ -25,7 +23,6 @@ from mediastash.codec import max_decoded_size, text_to_bytes
 from mediastash.known_blobs import PayloadKind
 from mediastash.markers import (
     JSON_FIELDS,
-    JSON_MEDIA_TYPE,
     LITERAL_KEY,
     MARKER_KEY,
     RESERVED_KEY_PREFIX,
@@ -36,23 +33,17 @@ from mediastash.markers import (
 )
 from mediastash.walker._common import TreeCopier
 
-if TYPE_CHECKING:
-    from pydantic_ai.messages import ModelMessage
-
 __all__ = [
+    'CONTAINER_TYPES',
+    'EMBEDDED_MARKERS',
     'Found',
     'JsonPayloadFinder',
-    'Path',
-    'PlainJsonMemo',
-    'TypedPayload',
     'binary_size',
     'canonical_json',
+    'holds_payload_near_top',
     'parse_json',
     'payload_sizes',
-    'shallow_replace',
     'text_size',
-    'typed_payloads',
-    'with_replaced_contents',
 ]
 
 
@@ -76,10 +67,10 @@ def binary_size(data: str, threshold: int) -> int | None:
     return size if size >= threshold else None
 
 
-_CONTAINER_TYPES: Final = (dict, list)
+CONTAINER_TYPES: Final = (dict, list)
 STRUCTURED_CONTENT_KIND: Final = 'structured-content'
 
-_EMBEDDED: Final = tuple(
+EMBEDDED_MARKERS: Final = tuple(
     marker.encode()
     for marker in (
         '"kind":"binary"',
@@ -101,11 +92,11 @@ def _is_payload_dict(node: Any) -> bool:
     )
 
 
-def _holds_payload_near_top(content: Any) -> bool:
+def holds_payload_near_top(content: Any) -> bool:
     """Whether ``content``, or a value of it when it is a dict, is a payload or marker of its own.
 
     A cheap pre-check for the common case of a tool returning media (a
-    ``BinaryContent``, or a dict of them) without serializing it; ``_EMBEDDED``
+    ``BinaryContent``, or a dict of them) without serializing it; ``EMBEDDED_MARKERS``
     on the serialized JSON is the complete check.
     """
     if type(content) is not dict:
@@ -187,10 +178,10 @@ class JsonPayloadFinder(TreeCopier):
         checks every value is JSON before it is stored (skipped for ``json_only`` trees). A content holding
         something the walk treats itself (a payload, a marker) is left to it.
         """
-        if _holds_payload_near_top(content):
+        if holds_payload_near_top(content):
             return None  # the common case of a content that is media (a BinaryContent), found without serializing it
         raw = canonical_json(content)
-        if raw is None or len(raw) < self.threshold or any(marker in raw for marker in _EMBEDDED):
+        if raw is None or len(raw) < self.threshold or any(marker in raw for marker in EMBEDDED_MARKERS):
             return None
         if not self.json_only:
             deferred = len(self._deferred)
@@ -231,7 +222,7 @@ class JsonPayloadFinder(TreeCopier):
                     return replaced
         elif (
             self.structured
-            and type(content) in _CONTAINER_TYPES
+            and type(content) in CONTAINER_TYPES
             and node.get('part_kind') in STRUCTURED_PART_KINDS
             and (replaced := self._structured(node, content, depth)) is not None
         ):
@@ -271,226 +262,3 @@ def payload_sizes(tree: object, *, structured: bool = True) -> list[int]:
     finder = _Sizes(structured)
     finder.walk(tree)
     return finder.sizes
-
-
-# -- recognition: typed pydantic-ai messages ---------------------------------------------
-
-Path = tuple[int | str, ...]
-
-
-@dataclass(slots=True)
-class TypedPayload:
-    """A large payload of a typed message, and where its dict sits in that message's JSON."""
-
-    message: int
-    path: Path
-    text: bool
-    source: bytes | str
-    size: int
-    media_type: str | None
-    original: object
-    structured: bool = False
-    """A tool return's JSON ``content`` (``source`` is its ``canonical_json``); ``text`` is then ``False``."""
-
-
-_JSON_SCALARS: Final = (str, int, bool, type(None))
-
-
-def _plain_json(value: Any) -> bool:
-    """Whether ``value`` holds only the exact JSON types, str keys and finite floats: what its JSON-mode
-    dump would hold unchanged, so ``canonical_json`` of it equals that of the dump."""
-    stack = [value]
-    seen: set[int] = set()  # a container met twice (shared, or a cycle) is left to the dump
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is dict or kind is list:
-            if id(node) in seen:
-                return False
-            seen.add(id(node))
-        if kind is dict:
-            for key, item in node.items():
-                if type(key) is not str:
-                    return False
-                stack.append(item)
-        elif kind is list:
-            stack.extend(node)
-        elif kind is float:
-            if node != node or node in (_INF, -_INF):
-                return False
-        elif kind not in _JSON_SCALARS:
-            return False
-    return True
-
-
-_INF: Final = float('inf')
-
-
-class PlainJsonMemo:
-    """Tool outputs a typed save took as structured payloads, so a save of an unchanged history checks each once.
-
-    The checks (no payload or marker text in its JSON, only plain JSON types:
-    ``_plain_json``, a Python pass over every value) were most of a typed
-    save's own time when every save repeats the history. An entry holds the
-    content object (so its ``id`` is not reused while remembered) and the
-    ``canonical_json`` it had when it passed; a later save takes the verdict
-    only for that very object with byte-for-byte the same JSON, so an output
-    whose JSON changed in place is checked again. A content refused is never
-    remembered. Entries a save does not meet are dropped after it, so the memo
-    holds the outputs of the latest history only (and their JSON, once more).
-    """
-
-    def __init__(self) -> None:
-        self._previous: dict[int, tuple[object, bytes]] = {}
-        self._current: dict[int, tuple[object, bytes]] = {}
-
-    def passed(self, content: object, raw: bytes) -> bool:
-        """Whether this very ``content``, with this very JSON, passed the checks before (kept for the next save)."""
-        key = id(content)
-        entry = self._current.get(key) or self._previous.get(key)
-        if entry is None or entry[0] is not content or entry[1] != raw:
-            return False
-        self._current[key] = entry
-        return True
-
-    def remember(self, content: object, raw: bytes) -> None:
-        """``content``, whose JSON is ``raw``, passed the checks."""
-        self._current[id(content)] = (content, raw)
-
-    def end_save(self) -> None:
-        """Forget the outputs the save that just ended did not meet."""
-        self._previous, self._current = self._current, {}
-
-
-def _typed_structured(part: Any, threshold: int, memo: PlainJsonMemo | None) -> bytes | None:
-    """A tool return's ``content`` as the JSON walk would store it from the dump, or ``None`` when it would not.
-
-    The cheap refusals come first; the checks over the whole JSON and every value run once per output object
-    when a ``memo`` is given.
-    """
-    content = part.content
-    if type(content) not in _CONTAINER_TYPES or _holds_payload_near_top(content):
-        return None
-    raw = canonical_json(content)
-    if raw is None or len(raw) < threshold:
-        return None
-    if memo is not None and memo.passed(content, raw):
-        return raw
-    if any(marker in raw for marker in _EMBEDDED) or not _plain_json(content):
-        return None
-    if memo is not None:
-        memo.remember(content, raw)
-    return raw
-
-
-def typed_payloads(
-    messages: list[ModelMessage], threshold: int, *, structured: bool = False, memo: PlainJsonMemo | None = None
-) -> list[TypedPayload]:
-    """Every ``BinaryContent.data`` and string ``content`` at or above ``threshold``, the same places
-    ``JsonPayloadFinder`` finds them in the messages' JSON dump. With ``structured``, also a
-    tool return's JSON content, found here without the dump (``TypedPayload.structured``),
-    and a ``StructuredContent`` is left to the JSON walk (its text and value move as one).
-    ``memo``: remembers which tool outputs passed the plain-JSON check, across the saves of one walker."""
-    from pydantic_ai.messages import BinaryContent, StructuredContent, TextContent
-
-    found: list[TypedPayload] = []
-    for index, message in enumerate(messages):
-        for j, part in enumerate(message.parts):
-            if not _content_is_field(type(part)):
-                continue
-            content = getattr(part, 'content', None)
-            if structured and getattr(part, 'part_kind', None) in STRUCTURED_PART_KINDS:
-                raw = _typed_structured(part, threshold, memo)
-                if raw is not None:
-                    found.append(TypedPayload(index, ('parts', j), False, raw, len(raw), JSON_MEDIA_TYPE, part, True))
-                    continue
-            if isinstance(content, str):
-                text = text_size(content, threshold)
-                if text is not None:
-                    found.append(TypedPayload(index, ('parts', j), True, content, text, TEXT_MEDIA_TYPE, part))
-            elif isinstance(content, BinaryContent):
-                if len(content.data) >= threshold:
-                    path: Path = ('parts', j, 'content')
-                    size = len(content.data)
-                    found.append(TypedPayload(index, path, False, content.data, size, content.media_type, content))
-            elif isinstance(content, list):
-                for k, item in enumerate(content):
-                    path = ('parts', j, 'content', k)
-                    if isinstance(item, BinaryContent):
-                        if len(item.data) >= threshold:
-                            size = len(item.data)
-                            found.append(TypedPayload(index, path, False, item.data, size, item.media_type, item))
-                    elif (
-                        isinstance(item, TextContent | StructuredContent)
-                        and isinstance(item.content, str)
-                        and not (structured and isinstance(item, StructuredContent))
-                    ):
-                        text = text_size(item.content, threshold)
-                        if text is not None:
-                            found.append(TypedPayload(index, path, True, item.content, text, TEXT_MEDIA_TYPE, item))
-    if memo is not None:
-        memo.end_save()
-    return found
-
-
-def with_replaced_contents(
-    messages: list[ModelMessage], replacements: Iterable[tuple[TypedPayload, object]]
-) -> list[ModelMessage]:
-    """A new message list where each found payload is replaced (the input is not changed).
-
-    ``replacements`` pairs a ``TypedPayload`` with what takes its place: the
-    part's new ``content`` for a part's own string, else the new item (a
-    content object) at the payload's path. Messages and parts on the way are
-    shallow copies with public fields set; untouched messages are the same objects.
-    """
-    by_message: dict[int, list[tuple[TypedPayload, object]]] = {}
-    for item, value in replacements:
-        by_message.setdefault(item.message, []).append((item, value))
-    out = list(messages)
-    for index, items in by_message.items():
-        parts: list[Any] = list(messages[index].parts)
-        changes: dict[int, dict[str, Any]] = {}
-        for item, value in items:
-            j = item.path[1]
-            assert isinstance(j, int)
-            change = changes.setdefault(j, {})
-            if len(item.path) <= 3:
-                change['content'] = value
-            else:
-                k = item.path[3]
-                assert isinstance(k, int)
-                content = change.get('content')
-                if content is None:
-                    content = change['content'] = list(parts[j].content)
-                content[k] = value
-        for j, change in changes.items():
-            parts[j] = shallow_replace(parts[j], **change)
-        out[index] = shallow_replace(messages[index], parts=parts)
-    return out
-
-
-def shallow_replace(obj: Any, **changes: Any) -> Any:
-    """A shallow copy of a part, message or content object with public fields set (no re-validation)."""
-    state = getattr(obj, '__dict__', None)
-    if type(state) is dict and not hasattr(type(obj), '__slots__'):
-        clone = object.__new__(type(obj))  # what copy.copy does for a plain instance, without its detours
-        clone.__dict__.update(state)
-    else:
-        clone = copy.copy(obj)
-    for name, value in changes.items():
-        setattr(clone, name, value)
-    return clone
-
-
-_CONTENT_FIELD: dict[type, bool] = {}
-
-
-def _content_is_field(cls: type) -> bool:
-    """Whether ``content`` is a dataclass field of the part class (not, say, a derived property)."""
-    answer = _CONTENT_FIELD.get(cls)
-    if answer is None:
-        import dataclasses
-
-        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
-        answer = _CONTENT_FIELD[cls] = any(f.name == 'content' for f in fields)
-    return answer

@@ -40,24 +40,24 @@ from mediastash._lru import BoundedLRU
 from mediastash._tasks import for_each
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration, StoreClosedError, UnsafeKeyError
-from mediastash.integrations._model_kinds import ALL_KINDS, URL_CLASS, MediaKind, fetches_by_url, kind_of
 from mediastash.integrations._outage import DEFAULT_STORE_COOLDOWN, StoreOutage, cooldown_seconds
-from mediastash.integrations._references import REFERENCE_PART_KINDS, ReferencePart, namespace_of, refuse_unvouched
-from mediastash.integrations._sent_parts import BlobAnswer, BlobKey, Place, StoredBlob, reference_places
-from mediastash.integrations.provider_files import ProviderFiles, UploadRegistry, streaming_request
+from mediastash.integrations.pydantic_ai._identifiers import IdentifierMemo
+from mediastash.integrations.pydantic_ai._model_kinds import ALL_KINDS, URL_CLASS, MediaKind, fetches_by_url, kind_of
+from mediastash.integrations.pydantic_ai._references import (
+    REFERENCE_PART_KINDS,
+    ReferencePart,
+    namespace_of,
+    refuse_unvouched,
+)
+from mediastash.integrations.pydantic_ai._sent_parts import BlobAnswer, BlobKey, Place, StoredBlob, reference_places
+from mediastash.integrations.pydantic_ai._typed_payloads import TypedPayload, typed_payloads, with_replaced_contents
+from mediastash.integrations.pydantic_ai._typed_walk import TypedBinaries, read_blobs
+from mediastash.integrations.pydantic_ai.provider_files import ProviderFiles, UploadRegistry, streaming_request
 from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
 from mediastash.walker.internal import WalkSetting, resolve_options
-from mediastash.walker.typed import (
-    IdentifierMemo,
-    TypedBinaries,
-    TypedPayload,
-    read_blobs,
-    typed_payloads,
-    with_replaced_contents,
-)
 
 __all__ = [
     'DEFAULT_MIN_VALIDITY',
@@ -70,7 +70,7 @@ __all__ = [
     'StoredBlob',
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('mediastash.integrations.media_urls')  # the name docs/logging.md gives
 
 DEFAULT_MIN_VALIDITY: Final = 600.0
 """Seconds a reused URL must still be valid for; a URL with less left is replaced by a fresh one."""

@@ -13,8 +13,8 @@ from pydantic_ai.conversation_store import (
 )
 
 from mediastash.errors import InvalidArgumentError
-from mediastash.integrations._envelope import EntriesPlace
-from mediastash.integrations._typed import RESTORE_MODES, Offloader, RestoreMode
+from mediastash.integrations.pydantic_ai._envelope import EntriesPlace
+from mediastash.integrations.pydantic_ai._typed import RESTORE_MODES, Offloader, RestoreMode
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore

@@ -10,8 +10,8 @@ from typing import Any, Final
 from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaNotFoundError, TreeDepthError
-from mediastash.integrations._references import references_to_markers
 from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
+from mediastash.integrations.pydantic_ai._references import references_to_markers
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.reference_keys import ReferenceKey, reference_key_of

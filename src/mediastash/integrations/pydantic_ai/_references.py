@@ -32,14 +32,14 @@ from pydantic_ai.messages import AudioUrl, DocumentUrl, ImageUrl, ModelMessage, 
 
 from mediastash._lru import BoundedLRU
 from mediastash.errors import UnvouchedReferenceError
-from mediastash.integrations._model_kinds import MediaKind, kind_of_media_type
+from mediastash.integrations.pydantic_ai._model_kinds import MediaKind, kind_of_media_type
+from mediastash.integrations.pydantic_ai._typed_walk import binary_marker, known_urlsafe, read_blobs, urlsafe_of
 from mediastash.markers import MARKER_KEY, URI_KEY, URLSAFE_KEY, URLSAFE_STAMP, marker_shape
 from mediastash.reference_keys import ReferenceKey, SealCheck
 from mediastash.stores.protocols import MediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri
 from mediastash.walker import WalkOptions
 from mediastash.walker.internal import TreeCopier
-from mediastash.walker.typed import binary_marker, known_urlsafe, read_blobs, urlsafe_of
 
 __all__ = [
     'REFERENCE_PART_KINDS',

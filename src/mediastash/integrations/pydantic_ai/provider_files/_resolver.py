@@ -34,8 +34,9 @@ from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, Uplo
 from mediastash._lru import BoundedLRU
 from mediastash.context import MediaContext
 from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration
-from mediastash.integrations._model_kinds import MediaKind, kind_of
-from mediastash.integrations._references import (
+from mediastash.integrations.pydantic_ai._identifiers import IdentifierMemo
+from mediastash.integrations.pydantic_ai._model_kinds import MediaKind, kind_of
+from mediastash.integrations.pydantic_ai._references import (
     REFERENCE_PART_KINDS,
     is_reference_part,
     kind_of_reference,
@@ -43,12 +44,17 @@ from mediastash.integrations._references import (
     reference_uri,
     refuse_unvouched,
 )
-from mediastash.integrations.provider_files._registry import MemoryUploadRegistry, UploadRecord, UploadRegistry
-from mediastash.integrations.provider_files._targets import FILE_GONE_STATUSES, Target, target_for
+from mediastash.integrations.pydantic_ai._typed_payloads import TypedPayload, typed_payloads, with_replaced_contents
+from mediastash.integrations.pydantic_ai._typed_walk import TypedBinaries
+from mediastash.integrations.pydantic_ai.provider_files._registry import (
+    MemoryUploadRegistry,
+    UploadRecord,
+    UploadRegistry,
+)
+from mediastash.integrations.pydantic_ai.provider_files._targets import FILE_GONE_STATUSES, Target, target_for
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
-from mediastash.walker.typed import IdentifierMemo, TypedBinaries, TypedPayload, typed_payloads, with_replaced_contents
 
 __all__ = ['DEFAULT_FILE_MIN_VALIDITY', 'ProviderFiles']
 

@@ -22,21 +22,27 @@ from typing import Any, Final
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import TreeDepthError
-from mediastash.markers import MARKER_KEY, URI_KEY
-from mediastash.stores.protocols import MediaStore
-from mediastash.walker._batch import Job, PayloadBatch, new_marker, settle, urlsafe_alphabet_used
-from mediastash.walker._common import select_cache
-from mediastash.walker._identifiers import IdentifierMemo
-from mediastash.walker._options import WalkOptions
-from mediastash.walker._recognise import (
+from mediastash.integrations.pydantic_ai._identifiers import IdentifierMemo
+from mediastash.integrations.pydantic_ai._typed_payloads import (
     PlainJsonMemo,
     TypedPayload,
     shallow_replace,
     typed_payloads,
     with_replaced_contents,
 )
-from mediastash.walker.externalize import externalize_emptied
-from mediastash.walker.restore import restore_collecting
+from mediastash.markers import MARKER_KEY, URI_KEY
+from mediastash.stores.protocols import MediaStore
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import (
+    Job,
+    PayloadBatch,
+    externalize_emptied,
+    new_marker,
+    restore_collecting,
+    select_cache,
+    settle,
+    urlsafe_alphabet_used,
+)
 
 __all__ = ['LeanMessages', 'TypedBinaries', 'TypedWalker', 'binary_marker', 'known_urlsafe', 'read_blobs', 'urlsafe_of']
 
@@ -192,7 +198,7 @@ class TypedBinaries:
         return uris
 
 
-# -- blobs by reference (``integrations._references``) ------------------------------------
+# -- blobs by reference (``_references``) --------------------------------------------------
 
 
 def binary_marker(fields: dict[str, Any], uri: str, urlsafe: bool) -> dict[str, Any]:

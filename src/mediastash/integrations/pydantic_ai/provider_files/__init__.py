@@ -9,7 +9,7 @@ which model takes what, expiry, recovery and data retention.
 """
 
 try:
-    from mediastash.integrations.provider_files._registry import (
+    from mediastash.integrations.pydantic_ai.provider_files._registry import (
         DEFAULT_REGISTRY_PARTITION,
         KVUploadRegistry,
         MemoryUploadRegistry,
@@ -17,12 +17,12 @@ try:
         UploadRegistry,
         UploadRegistryError,
     )
-    from mediastash.integrations.provider_files._resolver import (
+    from mediastash.integrations.pydantic_ai.provider_files._resolver import (
         DEFAULT_FILE_MIN_VALIDITY,
         ProviderFiles,
         streaming_request,
     )
-    from mediastash.integrations.provider_files._targets import GEMINI_FILE_LIFETIME
+    from mediastash.integrations.pydantic_ai.provider_files._targets import GEMINI_FILE_LIFETIME
 except ImportError as exc:
     if (exc.name or '').startswith('mediastash'):
         raise  # our own module is broken: no install hint

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot
 
 from mediastash.errors import InvalidArgumentError
-from mediastash.integrations._typed import RESTORE_MODES, Offloader, RestoreMode
+from mediastash.integrations.pydantic_ai._typed import RESTORE_MODES, Offloader, RestoreMode
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore

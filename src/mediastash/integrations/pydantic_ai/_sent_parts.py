@@ -16,15 +16,16 @@ from typing import Any
 
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest
 
-from mediastash.integrations._model_kinds import MediaKind
-from mediastash.integrations._references import (
+from mediastash.integrations.pydantic_ai._identifiers import IdentifierMemo
+from mediastash.integrations.pydantic_ai._model_kinds import MediaKind
+from mediastash.integrations.pydantic_ai._references import (
     REFERENCE_PART_KINDS,
     ReferencePart,
     is_reference_part,
     kind_of_reference,
     reference_uri,
 )
-from mediastash.walker.typed import IdentifierMemo, TypedPayload
+from mediastash.integrations.pydantic_ai._typed_payloads import TypedPayload
 
 __all__ = ['BlobAnswer', 'BlobKey', 'Place', 'StoredBlob', 'UrlPartMaker', 'reference_places']
 

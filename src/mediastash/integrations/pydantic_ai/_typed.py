@@ -1,7 +1,7 @@
 """Snapshot messages to envelopes and back, for ``OffloadingStepStore``.
 
-The walk itself is the walker's (``mediastash.walker.typed.TypedWalker``: typed
-messages in, lean JSON out, in one call each way). This module only adapts its
+The walk itself is ``_typed_walk.TypedWalker`` (typed messages in, lean JSON
+out, in one call each way, through the walker's one payload route). This module only adapts its
 results to the step store: a message whose lean JSON differs becomes an
 envelope (``_envelope``), reused when the same message object is saved again
 unchanged, and an envelope read back is turned into the message it stands for,
@@ -19,7 +19,8 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MalformedMarker, MediaNotFoundError, UnsupportedMarkerFormat
-from mediastash.integrations._envelope import (
+from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope
+from mediastash.integrations.pydantic_ai._envelope import (
     ENVELOPE_KEY,
     EnvelopeError,
     OpenedEnvelope,
@@ -34,19 +35,18 @@ from mediastash.integrations._envelope import (
     with_kept_stand_ins,
     written_back_lean,
 )
-from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope
-from mediastash.integrations._placeholders import DEFAULT_READER, Sizes
-from mediastash.integrations._references import (
+from mediastash.integrations.pydantic_ai._placeholders import DEFAULT_READER, Sizes
+from mediastash.integrations.pydantic_ai._references import (
     has_reference_parts,
     namespace_of,
     references_to_markers,
     with_reference_parts,
 )
+from mediastash.integrations.pydantic_ai._typed_walk import LeanMessages, TypedWalker
 from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
-from mediastash.walker.typed import LeanMessages, TypedWalker
 
 __all__ = ['RESTORE_MODES', 'Offloader', 'RestoreMode']
 

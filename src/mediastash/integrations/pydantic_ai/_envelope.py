@@ -27,7 +27,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import MediaStashError
 from mediastash.integrations._envelope_seal import SEAL_KEY
-from mediastash.integrations._placeholders import (
+from mediastash.integrations.pydantic_ai._placeholders import (
     DEFAULT_READER,
     Sizes,
     merged_edit,

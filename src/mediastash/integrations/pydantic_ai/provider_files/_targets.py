@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from mediastash.integrations._model_kinds import MediaKind
+from mediastash.integrations.pydantic_ai._model_kinds import MediaKind
 from mediastash.stores.protocols import S3AddressableMediaStore
 
 __all__ = ['FILE_GONE_STATUSES', 'GEMINI_FILE_LIFETIME', 'Target', 'Uploader', 'target_for']
