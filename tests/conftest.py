@@ -14,6 +14,14 @@ from tests.stacks import LATEST_MARKS, SKIPPED_MARKS, current_stack, module_mark
 pytest_plugins = ['tests.s3_servers', 'tests.mongo_support', 'tests.postgres_support']
 
 
+@pytest.fixture(autouse=True)
+def _private_state_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own ``XDG_STATE_HOME`` (where ``mediastash tune`` keeps its run journal), never the user's."""
+    folder = tmp_path_factory.mktemp('state')
+    monkeypatch.setenv('XDG_STATE_HOME', str(folder))
+    return folder
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skipped = SKIPPED_MARKS[current_stack()]
     for item in items:

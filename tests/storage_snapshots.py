@@ -2,7 +2,7 @@
 
 Each capture changes when anything is written: a file's bytes or mtime, a row or
 document, an object's ETag or Last-Modified. Used to check that reads change
-nothing and that a scratch namespace leaves nothing behind.
+nothing and that an erased namespace leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ __all__ = ['bucket_state', 'folder_state', 'mongo_state', 'sqlite_state']
 def folder_state(folder: Path) -> list[tuple[Any, ...]]:
     """Every entry under ``folder``: folders by path, files by path, size, mtime and sha256 of their bytes.
 
-    A folder's own mtime is left out (creating and removing an entry in it changes it, and a scratch
-    namespace does both)."""
+    A folder's own mtime is left out (creating and removing an entry in it changes it, and a namespace
+    that is erased does both)."""
     if not folder.exists():
         return []
     found: list[tuple[Any, ...]] = []
@@ -56,7 +56,7 @@ async def bucket_state(client: Any, bucket: str) -> list[tuple[Any, ...]]:
 
 def sqlite_state(database: Path) -> tuple[list[str], list[tuple[str, list[Any]]]]:
     """The files beside the database (by name; its journal and shared memory left out) and every row of every
-    table, read through a read-only connection of its own. Rows rather than bytes: dropping an emptied scratch
+    table, read through a read-only connection of its own. Rows rather than bytes: dropping an emptied namespace
     table leaves free pages behind, which is no data."""
     journal = ('-wal', '-shm', '-journal')
     names = sorted(path.name for path in database.parent.iterdir() if not path.name.endswith(journal))

@@ -288,8 +288,8 @@ def test_a_plugin_scheme_without_its_slashes_is_a_typo(tmp_path: Path, url: str)
     assert os.listdir(tmp_path) == []
 
 
-def test_tune_measures_in_scratch_namespaces_of_a_plugin_store(tmp_path: Path) -> None:
-    """The plug-in's own ``scratch_namespace`` (the ``ScratchableMediaStore`` capability) is all tune needs."""
+def test_tune_measures_in_a_namespace_of_a_plugin_store(tmp_path: Path) -> None:
+    """The plug-in's namespaces (its ``_open_namespace``) are all tune needs; the folder is as it was after."""
     from pydantic_ai.messages import BinaryContent, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
     pictures = [BinaryContent(data=os.urandom(size), media_type='image/png') for size in (8 << 10, 32 << 10)]
@@ -305,7 +305,7 @@ def test_tune_measures_in_scratch_namespaces_of_a_plugin_store(tmp_path: Path) -
     rows = {row['threshold_bytes']: row for row in json_of(result)['rows']}
     assert {threshold: row['blobs'] for threshold, row in rows.items()} == {4 << 10: 2, 16 << 10: 1, 64 << 10: 0}
     assert rows[4 << 10]['media_bytes'] == (8 << 10) + (32 << 10)
-    assert sorted(path.name for path in kept.folder.iterdir()) == before  # every scratch folder is gone
+    assert sorted(path.name for path in kept.folder.iterdir()) == before  # the scratch namespace's folder is gone
 
 
 async def test_ls_long_stats_and_sync_use_the_media_types_the_plugin_records(tmp_path: Path) -> None:

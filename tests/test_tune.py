@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import sqlite3
 import struct
 import subprocess
@@ -527,32 +526,6 @@ def test_bad_inputs_give_one_line_errors(known_answer_file: Path, tmp_path: Path
     result = tune(known_answer_file, '--store', secret, cwd=tmp_path)
     assert 'hunter2' not in bad(result) and 'hunter2' not in result.stdout
     assert list(tmp_path.glob('mediastash-tune-*')) == []
-
-
-async def test_cleanup_failures_are_reported_without_hiding_the_sweeps_error(tmp_path: Path) -> None:
-    from mediastash.tuning import NamespaceCleanupError, UrlNamespaces
-
-    def sabotage(store: Any) -> None:
-        """Put a file where the namespace's folder was: nothing can be listed or removed there."""
-        directory = Path(store.directory)
-        shutil.rmtree(directory)
-        directory.write_text('not a folder')
-
-    async def failing_sweep(namespaces: UrlNamespaces) -> None:
-        async with namespaces.namespace('1') as store:
-            sabotage(store)
-            raise ValueError('the sweep failed')
-
-    async with UrlNamespaces(str(tmp_path / 'store')) as namespaces:
-        with pytest.raises(ValueError, match='the sweep failed'):
-            await failing_sweep(namespaces)
-        assert len(namespaces.leftovers) == 1
-        assert 'could not remove the scratch namespace mediastash-tune-' in namespaces.leftovers[0]
-        namespace = namespaces.namespace('2')
-        store = await namespace.__aenter__()
-        sabotage(store)
-        with pytest.raises(NamespaceCleanupError, match='could not remove the scratch namespace'):
-            await namespace.__aexit__(None, None, None)
 
 
 def test_a_store_folder_created_for_a_failed_run_is_removed(tmp_path: Path) -> None:

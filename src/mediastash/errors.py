@@ -274,10 +274,10 @@ class StorePermissionError(StoreOperationError):
 
 
 class NamespaceCleanupError(MediaStashError):
-    """A scratch namespace (``scratch_namespace``, what ``tune`` measures in) could not be emptied or removed.
+    """``tune``'s scratch namespace could not be erased after a threshold (the store failed meanwhile).
 
-    The message names the namespace and where it lives (folder, table, key
-    prefix, collections), so what is left can be removed by hand.
+    The message names the namespace and the store; the run's record stays in
+    the run journal, so the next ``tune`` on the store erases it (``docs/tuning.md``).
     """
 
 

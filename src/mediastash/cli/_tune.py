@@ -1,9 +1,10 @@
 """``mediastash tune``: choose ``threshold_bytes`` on your own histories and store.
 
 Replays each history as a step store saves it (a snapshot after every step)
-at every threshold, each threshold in a fresh namespace of the store, and
-prints what was measured, the recommended threshold and the rule behind it.
-See ``docs/tuning.md``.
+at every threshold in a scratch namespace of the store (``store.namespace``,
+erased after each threshold and at the end; ``mediastash.tuning`` holds the
+clean-up rule), and prints what was measured, the recommended threshold and
+the rule behind it. See ``docs/tuning.md``.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help='measure several thresholds on your histories and store, and recommend one',
         description=(
             'Replay message histories as a step store saves them (a snapshot after every step) at each threshold, '
-            'each threshold in a fresh namespace of the store (removed afterwards), and report persisted snapshot '
+            'in a scratch namespace of the store (erased after each threshold), and report persisted snapshot '
             'bytes, blobs, store calls and save/restore times, with a recommended threshold and its rule.'
         ),
     )
@@ -177,7 +178,7 @@ async def run_tune(args: argparse.Namespace, ui: Ui) -> int:
     try:
         rows, histories, snapshots, seconds = await _sweep(args, ui, namespaces)
     finally:
-        for leftover in namespaces.leftovers:
+        for leftover in [*namespaces.warnings, *namespaces.leftovers]:
             ui.err.print(f'mediastash: warning: {leftover}', markup=False, highlight=False)
 
     sizes = history_payload_sizes(histories)
@@ -230,6 +231,8 @@ async def _sweep(args: argparse.Namespace, ui: Ui, namespaces: Any) -> tuple[lis
     from mediastash.tuning import History, count_snapshots, load_inputs, sweep, synthetic_history
 
     async with namespaces, _media_store(args.media) as media:
+        if namespaces.cleaned:
+            ui.info(f'erased {len(namespaces.cleaned)} scratch namespace(s) left by interrupted tune runs')
         histories: list[History] = await load_inputs(list(args.histories), media_store=media)
         if args.synthetic:
             ui.info('building the synthetic history ...')

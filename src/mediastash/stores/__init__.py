@@ -21,7 +21,6 @@ from mediastash.stores.protocols import (
     ListableMediaStore,
     MediaStore,
     S3AddressableMediaStore,
-    ScratchableMediaStore,
     StatableMediaStore,
     StreamingMediaStore,
 )
@@ -64,7 +63,6 @@ __all__ = [
     'MediaStore',
     'MemoryMediaStore',
     'S3AddressableMediaStore',
-    'ScratchableMediaStore',
     'SqliteMediaStore',
     'StatableMediaStore',
     'StorePlan',

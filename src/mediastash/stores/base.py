@@ -686,7 +686,9 @@ class BaseMediaStore(StoreRules, ABC):
         """
         raise NamespaceUnsupportedError(f'{type(self).__name__} has no namespaces')
 
-    async def erase(self, *, progress: Callable[[int, int], None] | None = None) -> EraseReport:
+    async def erase(
+        self, *, progress: Callable[[int, int], None] | None = None, exclusive: bool = False
+    ) -> EraseReport:
         """Delete every blob of this namespace view and report how many and how many bytes (``EraseReport``).
 
         Only on a view (``store.namespace(name).erase()``); the store itself
@@ -695,8 +697,10 @@ class BaseMediaStore(StoreRules, ABC):
         cache like any other; an interrupted erase is finished by running it
         again. Then what is left of the namespace's storage is removed when it
         is empty (a disk folder, a SQLite table), so not even the tenant's name
-        stays. ``progress(count, bytes)`` is called after each batch. Needs a
-        backend that lists and deletes.
+        stays. ``exclusive=True`` says no other process uses the namespace (a
+        ``tune`` run's own): storage a backend otherwise keeps for such users
+        goes too (PostgreSQL's tables). ``progress(count, bytes)`` is called
+        after each batch. Needs a backend that lists and deletes.
         """
         self._check_open()
         name = self._namespace_name
@@ -716,6 +720,8 @@ class BaseMediaStore(StoreRules, ABC):
 
         report = await erase_all(name, self.iter_blobs, delete_batch, where=self._describe(), progress=progress)
         await self._remove_namespace_storage()
+        if exclusive:
+            await self._remove_kept_namespace_storage()
         return report
 
     async def _remove_namespace_storage(self) -> None:
@@ -725,6 +731,14 @@ class BaseMediaStore(StoreRules, ABC):
         is empty, so a blob a writer put meanwhile survives and the namespace's
         next write makes the storage again. Default: nothing to remove (a key
         prefix leaves nothing behind).
+        """
+
+    async def _remove_kept_namespace_storage(self) -> None:
+        """Remove what ``_remove_namespace_storage`` keeps because other processes may still use it.
+
+        Called by ``erase(exclusive=True)`` only, after the namespace was
+        emptied: the caller vouches that nobody else uses it. Default: nothing
+        is kept, nothing to do.
         """
 
     def __repr__(self) -> str:

@@ -444,9 +444,11 @@ class CachedMediaStore(WrapperMediaStore):
             clock=self.clock,
         )
 
-    async def erase(self, *, progress: Callable[[int, int], None] | None = None) -> EraseReport:
+    async def erase(
+        self, *, progress: Callable[[int, int], None] | None = None, exclusive: bool = False
+    ) -> EraseReport:
         """Erase the namespace in the backing store (its report), then its cached copies (best effort)."""
-        report = await super().erase(progress=progress)
+        report = await super().erase(progress=progress, exclusive=exclusive)
         cache: Any = self.cache
         await _best_effort(cache.erase, 'the cache could not erase namespace %s', self.namespace_name)
         self._lru = None  # rebuilt from the (now emptied) cache on next use; the backing store's deletions

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import MappingProxyType
@@ -56,16 +55,6 @@ class MemoryMediaStore(BaseMediaStore):
         view._blobs, view._metadata = first._blobs, first._metadata
         view._media_types, view._written_at = first._media_types, first._written_at
         return view
-
-    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[MemoryMediaStore]:
-        """A new, empty ``MemoryMediaStore`` for ``label``, emptied and closed after the block.
-
-        The ``ScratchableMediaStore`` capability (what ``mediastash tune`` measures in).
-        """
-        from mediastash.stores._scratch import scratch_lifecycle, scratch_name
-
-        name = scratch_name(label)
-        return scratch_lifecycle(MemoryMediaStore(), name=name, where='a MemoryMediaStore of its own')
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
         now = time.time()

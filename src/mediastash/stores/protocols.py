@@ -8,7 +8,6 @@ Optional capabilities are separate protocols; test for them with ``isinstance``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -26,7 +25,6 @@ __all__ = [
     'ListableMediaStore',
     'MediaStore',
     'S3AddressableMediaStore',
-    'ScratchableMediaStore',
     'StatableMediaStore',
     'StreamingMediaStore',
     'confirm_in',
@@ -201,22 +199,6 @@ class CollectableMediaStore(Protocol):
     async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]: ...
 
     async def touch_many(self, uris: Iterable[str], *, touch_after: float = ...) -> frozenset[str]: ...
-
-
-@runtime_checkable
-class ScratchableMediaStore(Protocol):
-    """A store that can hand out throw-away namespaces on its own kind of storage (what ``tune`` needs).
-
-    ``scratch_namespace(label)`` yields a fresh, empty store of the same backend
-    with the same connection options, on storage that no other namespace and no
-    user data shares (a sub-folder, a table, a key prefix, collections); ``label``
-    is a short name such as a threshold. When the block ends every blob written is
-    deleted through the store (so known-blob caches learn of it) and the namespace's
-    storage is removed; nothing that existed before is touched. Cleanup that fails
-    raises ``NamespaceCleanupError`` naming what is left.
-    """
-
-    def scratch_namespace(self, label: str) -> contextlib.AbstractAsyncContextManager[MediaStore]: ...
 
 
 @runtime_checkable

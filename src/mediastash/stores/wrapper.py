@@ -173,13 +173,16 @@ class WrapperMediaStore(StoreRules):
         origin: type[Self] = getattr(type(self), _ORIGIN, type(self))
         return origin(inner_view)
 
-    async def erase(self, *, progress: Callable[[int, int], None] | None = None) -> EraseReport:
+    async def erase(
+        self, *, progress: Callable[[int, int], None] | None = None, exclusive: bool = False
+    ) -> EraseReport:
         """The wrapped view's ``erase`` (see ``BaseMediaStore.erase``)."""
         self._check_open()
         erase: Any = getattr(self.inner, 'erase', None)
         if erase is None:
             raise NamespaceUnsupportedError(f'{self._describe()} wraps a store that cannot erase')
-        report: EraseReport = await erase(progress=progress)
+        extra = {'exclusive': True} if exclusive else {}  # a wrapped store of before ``exclusive`` still erases
+        report: EraseReport = await erase(progress=progress, **extra)
         return report
 
     # -- MediaStore ---------------------------------------------------------------------

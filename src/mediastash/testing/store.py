@@ -66,16 +66,14 @@ from mediastash import (
 )
 from mediastash._counting import CountingMediaStore
 from mediastash.context import METADATA_LIMIT_BYTES
-from mediastash.known_blobs import deletion_generation, storage_key_of
+from mediastash.known_blobs import deletion_generation
 from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
 from mediastash.stores._range import DigestRange, blobs_in_range
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BlobInfo
 from mediastash.stores.protocols import (
     BlobStat,
-    CacheAwareMediaStore,
     CollectableMediaStore,
-    ScratchableMediaStore,
     StatableMediaStore,
 )
 from mediastash.stores.verify import verify_store
@@ -1181,61 +1179,14 @@ class StoreTests:
         assert first == data[:1000]
         assert await store.get(uri) == data
 
-    # -- optional: scratch namespaces (what tune measures in) -----------------------------
+    # -- storage snapshots ---------------------------------------------------------------
 
     async def raw_storage_snapshot(self, store: Any) -> object | None:
         """Everything the backend holds around ``store`` (files under its folder, tables of its database, keys of
-        its bucket, collections of its database), compared before and after a scratch namespace and around reads
-        (which must write nothing); ``None`` (the default) when it cannot be read: those checks are skipped."""
+        its bucket, collections of its database), compared before and after an exclusive erase of a namespace
+        and around reads (which must write nothing); ``None`` (the default) when it cannot be read: those checks
+        are skipped."""
         return None
-
-    async def test_scratch_namespace_is_fresh_isolated_and_removed(self, store: Any) -> None:
-        store = _capable(store, ScratchableMediaStore, 'make scratch namespaces')
-        kept = await store.put(b'user data, there before', context=MediaContext(media_type='text/plain'))
-        before = await self.raw_storage_snapshot(store)
-        async with store.scratch_namespace('1') as first, store.scratch_namespace('2') as second:
-            one: Any = first
-            two: Any = second
-            assert _has(one, MediaStore) and _has(two, MediaStore)
-            assert one is not store and two is not one
-            for scratch in (one, two):
-                assert not await scratch.exists(kept)  # fresh: nothing of the store's is visible
-                if _has(scratch, ListableMediaStore):
-                    assert [uri async for uri in scratch.iter_uris()] == []
-            mine = await one.put(b'written in namespace 1')
-            theirs = await two.put(blob(70_000, seed=50))
-            assert await one.get(mine) == b'written in namespace 1'
-            assert not await two.exists(mine) and not await one.exists(theirs)
-            assert not await store.exists(mine) and not await store.exists(theirs)
-            generations = None
-            if _has(one, CacheAwareMediaStore):
-                keys = {storage_key_of(one), storage_key_of(two), storage_key_of(store)}
-                assert len(keys) == 3, 'each namespace is storage of its own (its own storage_key)'
-                generations = {storage_key_of(scratch): scratch.deletion_generation for scratch in (one, two)}
-        if generations is not None:  # blobs were deleted through the store, so known-blob caches forget them
-            assert all(deletion_generation(key) > seen for key, seen in generations.items())
-        assert await store.get(kept) == b'user data, there before'
-        assert not await store.exists(mine) and not await store.exists(theirs)
-        if _has(store, ListableMediaStore):
-            assert [uri async for uri in store.iter_uris()] == [kept]
-        if before is not None:
-            assert await self.raw_storage_snapshot(store) == before, 'a namespace left something behind'
-
-    async def test_scratch_namespace_is_removed_after_a_failed_block(self, store: Any) -> None:
-        store = _capable(store, ScratchableMediaStore, 'make scratch namespaces')
-        kept = await store.put(b'kept through a failed sweep')
-        before = await self.raw_storage_snapshot(store)
-
-        async def failing_block() -> None:
-            async with store.scratch_namespace('3') as scratch:
-                await scratch.put(b'written before the failure')
-                raise LookupError('the block failed')
-
-        with pytest.raises(LookupError, match='the block failed'):
-            await failing_block()
-        assert await store.get(kept) == b'kept through a failed sweep'
-        if before is not None:
-            assert await self.raw_storage_snapshot(store) == before, 'a namespace left something behind'
 
     # -- tenant namespaces ----------------------------------------------------------------
 
@@ -1438,6 +1389,30 @@ class StoreTests:
         with pytest.raises(NamespaceUnsupportedError):
             await store.erase()
         assert await store.get(kept_root) == blob(2000, seed=91)
+
+    async def test_exclusive_erase_leaves_the_storage_as_it_was(self, store: Any) -> None:
+        """What ``mediastash tune`` relies on: a namespace used and then ``erase(exclusive=True)``-ed leaves no
+        trace (no folder, table, key or collection), and the store's own blobs stay; its next write works."""
+        store = self._namespaced(store)
+        store = _capable(store, CollectableMediaStore, 'list and delete blobs')
+        kept = await store.put(b'user data, there before', context=MediaContext(media_type='text/plain'))
+        before = await self.raw_storage_snapshot(store)
+        view = store.namespace('mediastash-tune-0123456789ab')
+        written = [await view.put(b'small', context=MediaContext(media_type='text/plain'))]
+        written.append(await view.put(blob(300_000, seed=60)))
+        if _has(view, StreamingMediaStore):
+            written.append(await view.put_stream(chunked(blob(200_000, seed=61), 7000)))
+        report = await view.erase(exclusive=True)
+        assert report.count == len(written)
+        assert await view.exists_many(written) == frozenset()
+        assert await store.get(kept) == b'user data, there before'
+        if before is not None:
+            assert await self.raw_storage_snapshot(store) == before, 'an erased namespace left something behind'
+        again = await view.put(b'the namespace works again')
+        assert await view.get(again) == b'the namespace works again'
+        await view.erase(exclusive=True)
+        if before is not None:
+            assert await self.raw_storage_snapshot(store) == before, 'an erased namespace left something behind'
 
     async def test_garbage_collection_of_the_store_never_reaches_a_namespace(self, store: Any) -> None:
         from mediastash.gc import collect_garbage

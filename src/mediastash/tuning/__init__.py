@@ -22,12 +22,14 @@ from mediastash.tuning._inputs import (
     synthetic_history,
 )
 from mediastash.tuning._namespaces import (
+    SCRATCH_PREFIX,
+    STALE_AFTER,
     MemoryNamespaces,
     NamespaceCleanupError,
     Namespaces,
-    NamespacesUnsupportedError,
     StoreNamespaces,
     UrlNamespaces,
+    journal_folder,
 )
 from mediastash.tuning._plot import PlotError, check_plot_target, plot_sweep
 from mediastash.tuning._results import (
@@ -68,13 +70,14 @@ __all__ = [
     'FEW_STEPS',
     'KNOWN_LIMITS',
     'MONGODB_DOCUMENT_LIMIT',
+    'SCRATCH_PREFIX',
+    'STALE_AFTER',
     'History',
     'HistoryInputError',
     'Limit',
     'MemoryNamespaces',
     'NamespaceCleanupError',
     'Namespaces',
-    'NamespacesUnsupportedError',
     'PlotError',
     'Recommendation',
     'RoundTripMismatch',
@@ -88,6 +91,7 @@ __all__ = [
     'format_seconds',
     'format_threshold',
     'history_payload_sizes',
+    'journal_folder',
     'load_history_file',
     'load_inputs',
     'load_step_store',

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import secrets
-import shutil
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ __all__ = ['PlugMediaStore']
 
 
 class PlugMediaStore(BaseMediaStore):
-    """Blobs as files in one folder; listing, deleting and garbage collection."""
+    """Blobs as files in one folder; listing, deleting, garbage collection and namespaces (sub-folders)."""
 
     def __init__(self, folder: str | os.PathLike[str], *, public_url: PublicUrlResolver | None = None) -> None:
         super().__init__(public_url=public_url)
@@ -65,6 +64,7 @@ class PlugMediaStore(BaseMediaStore):
         return self.folder / f'{digest}.json'
 
     def _replace(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)  # an erased namespace's folder is made again
         temporary = path.with_name(f'.{path.name}.{secrets.token_hex(4)}.tmp')
         temporary.write_bytes(data)
         os.replace(temporary, path)
@@ -144,15 +144,10 @@ class PlugMediaStore(BaseMediaStore):
                     deleted.append(digest)
         return deleted
 
-    @contextlib.asynccontextmanager
-    async def scratch_namespace(self, label: str) -> AsyncIterator[PlugMediaStore]:
-        """A fresh store in a new sub-folder (``mediastash tune``); emptied through the store and removed after."""
-        folder = self.folder / f'scratch-{secrets.token_hex(4)}-{label}'
-        store = type(self)(folder)
-        try:
-            yield store
-        finally:
-            uris = [uri async for uri in store.iter_uris()]
-            await store.delete_many(uris)
-            await store.aclose()
-            shutil.rmtree(folder)
+    def _open_namespace(self, name: str) -> PlugMediaStore:
+        """Namespace ``name`` in the sub-folder ``ns.<name>`` (the store's own listing reads ``*.blob`` only)."""
+        return type(self)(self.folder / f'ns.{name}')
+
+    async def _remove_namespace_storage(self) -> None:
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()

@@ -57,7 +57,6 @@ from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strat
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json, metadata_object
 from mediastash.stores._namespaces import namespace_segment
 from mediastash.stores._range import DigestRange
-from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     BaseMediaStore,
@@ -121,7 +120,7 @@ _CANNOT_TOUCH = frozenset({errno.EPERM, errno.EACCES, errno.EROFS})
 _T = TypeVar('_T')
 
 
-class DiskMediaStore(BaseMediaStore, ScratchInPackage['DiskMediaStore'], url_planner=plan_disk):
+class DiskMediaStore(BaseMediaStore, url_planner=plan_disk):
     """Content-addressed blobs as files under ``directory`` (created if missing; ``~`` is expanded).
 
     ``key_strategy`` maps a URI to a relative path; the result is refused with

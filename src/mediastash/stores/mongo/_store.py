@@ -46,7 +46,6 @@ from mediastash.errors import (
     StoreUnavailableError,
 )
 from mediastash.stores._range import DigestRange
-from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import ObjectToken, token_for
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
@@ -116,7 +115,7 @@ _NAMESPACE_INFIX: Final = '.ns.'
 namespace's collection is a store's, and the name comes last, so two namespaces never share a collection."""
 
 
-class MongoMediaStore(BaseMediaStore, ScratchInPackage['MongoMediaStore'], url_planner=plan_mongo):
+class MongoMediaStore(BaseMediaStore, url_planner=plan_mongo):
     """Content-addressed blobs in the MongoDB collections ``collection`` and ``<collection>_chunks``.
 
     Pass exactly one of ``client`` (your ``AsyncMongoClient``; never closed by

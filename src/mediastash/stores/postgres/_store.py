@@ -18,7 +18,6 @@ from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreNo
 from mediastash.stores._blob import OFFLOAD_BYTES, sha256_hex, verify_digest
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
 from mediastash.stores._range import DigestRange
-from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import token_for
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
@@ -62,7 +61,7 @@ class PostgresPool(Protocol):
     def acquire(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
 
 
-class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'], url_planner=plan_postgres):
+class PostgresMediaStore(BaseMediaStore, url_planner=plan_postgres):
     """Content-addressed blobs in the table ``table`` (schema ``schema``) of a PostgreSQL database.
 
     Pass exactly one of ``pool`` (an asyncpg pool you own: the store never
@@ -84,7 +83,7 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
     Capabilities: listing, deleting, streaming in bounded memory (no size cap),
     garbage collection (rows the harness wrote have no age and are never
     collected until a writer's ``put`` or ``touch_many`` dates them), ``stat``
-    without reading bytes, scratch namespaces. ``storage_key``: host, port,
+    without reading bytes, namespaces. ``storage_key``: host, port,
     database, schema and table.
     """
 
@@ -171,6 +170,20 @@ class PostgresMediaStore(BaseMediaStore, ScratchInPackage['PostgresMediaStore'],
         view._layouts = self._layouts
         view._releasing = self._releasing
         return view
+
+    async def _remove_kept_namespace_storage(self) -> None:
+        """Drop the emptied namespace's three tables (``erase(exclusive=True)``: nobody else uses them), under
+        the advisory lock writers take to create them; a row put meanwhile keeps them."""
+        async with self._connection() as connection, connection.transaction():
+            await connection.execute('SELECT pg_advisory_xact_lock(hashtext($1))', self.table)
+            layout = await self._read_layout(connection)
+            for present, name in ((layout.main, self._tables.main), (layout.chunked, self._tables.chunked)):
+                if present and await connection.fetchval(f'SELECT EXISTS (SELECT 1 FROM {name})'):
+                    return
+            await connection.execute(
+                f'DROP TABLE IF EXISTS {self._tables.chunks}, {self._tables.chunked}, {self._tables.main}'
+            )
+        self._layout = None
 
     @property
     def table(self) -> str:

@@ -41,7 +41,6 @@ from mediastash.errors import (
 )
 from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
 from mediastash.stores._range import DigestRange
-from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     VERIFY_ON_PUT_BYTES,
@@ -136,7 +135,7 @@ class _Credentials:
         return '<credentials hidden>'
 
 
-class S3MediaStore(BaseMediaStore, ScratchInPackage['S3MediaStore'], url_planner=plan_s3):
+class S3MediaStore(BaseMediaStore, url_planner=plan_s3):
     """Content-addressed blobs as objects ``<key_prefix><key_strategy(uri)>`` in one bucket.
 
     Pass ``client=`` (an aiobotocore S3 client you own and close) or connection

@@ -39,7 +39,6 @@ from mediastash.stores._blob import OFFLOAD_BYTES
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
 from mediastash.stores._namespaces import namespace_segment
 from mediastash.stores._range import DigestRange
-from mediastash.stores._scratch import ScratchInPackage
 from mediastash.stores._tokens import ObjectToken, token_for
 from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
@@ -82,7 +81,7 @@ _HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 """``DELETE ... RETURNING`` (SQLite 3.35+); older builds select and delete in one transaction instead."""
 
 
-class SqliteMediaStore(BaseMediaStore, ScratchInPackage['SqliteMediaStore'], url_planner=plan_sqlite):
+class SqliteMediaStore(BaseMediaStore, url_planner=plan_sqlite):
     """Content-addressed blobs in the table ``table`` of a SQLite database.
 
     Pass exactly one of ``database`` (a path; the store opens it with a 30 s
