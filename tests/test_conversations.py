@@ -285,7 +285,7 @@ async def test_a_missing_blob_and_a_damaged_envelope_raise_errors_naming_the_ent
     envelope = first.message.metadata
     assert isinstance(envelope, dict)
     (key,) = envelope
-    damaged = {key: {**envelope[key], 'v': 99}}
+    damaged = {key: {**envelope[key], 'format': 'mediastash-envelope-v99'}}
     if isinstance(inner, SqliteConversationStore):
         body = json.loads(
             sqlite3.connect(inner.path).execute('SELECT message FROM entries WHERE id = ?', (first.id,)).fetchone()[0]
@@ -299,7 +299,7 @@ async def test_a_missing_blob_and_a_damaged_envelope_raise_errors_naming_the_ent
         await store.load('chat')
     assert damaged_error.value.entry_id == first.id
     assert str(damaged_error.value).startswith(
-        f'conversation entry {first.id!r}: mediastash envelope has unsupported version 99'
+        f"conversation entry {first.id!r}: mediastash envelope has unsupported format 'mediastash-envelope-v99'"
     )
 
 

@@ -24,7 +24,7 @@ from pydantic_ai_harness.step_persistence.recovery import inspect_recovery
 from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 
 from mediastash import MediaNotFoundError, MemoryMediaStore
-from mediastash.integrations import ENVELOPE_KEY, EnvelopeError, OffloadingKV, OffloadingStepStore
+from mediastash.integrations import ENVELOPE_KEY, ENVELOPE_VERSION, EnvelopeError, OffloadingKV, OffloadingStepStore
 from tests.integration_support import (
     ALL_MEDIA_STORES,
     THRESHOLD,
@@ -92,7 +92,7 @@ async def test_round_trip_over_every_inner_store(inner: Any, media_store: Any) -
         assert big_strings(dumped) == []
         assert lean.messages[1] == messages[1]  # no payload: handed over untouched
         assert set(lean.messages[0].metadata) == {ENVELOPE_KEY}
-        assert lean.messages[0].metadata[ENVELOPE_KEY]['v'] == 2
+        assert lean.messages[0].metadata[ENVELOPE_KEY]['format'] == ENVELOPE_VERSION == 'mediastash-envelope-v2'
         # Every part is still there for a plain reader; each payload is a short placeholder naming its URI.
         assert [len(m.parts) for m in lean.messages] == [len(m.parts) for m in messages]
         shown = lean.messages[0].parts[0].content
@@ -172,8 +172,8 @@ async def test_tampered_envelope_names_run_and_step() -> None:
     store = OffloadingStepStore(inner, media_store=MemoryMediaStore())
     await store.save_snapshot(snapshot(history(), step=7, run_id='run-t'))
     stored = inner._snapshots['run-t'][0]
-    stored.messages[0].metadata[ENVELOPE_KEY]['v'] = 99
-    with pytest.raises(EnvelopeError, match=r"run 'run-t' at step 7, message 0: .*unsupported version 99"):
+    stored.messages[0].metadata[ENVELOPE_KEY]['format'] = 'mediastash-envelope-v99'
+    with pytest.raises(EnvelopeError, match=r"run 'run-t' at step 7, message 0: .*unsupported format"):
         await store.latest_snapshot(run_id='run-t')
     stored.messages[0].metadata[ENVELOPE_KEY] = {'v': 1, 'message': 'nope'}
     with pytest.raises(EnvelopeError, match="run 'run-t' at step 7"):

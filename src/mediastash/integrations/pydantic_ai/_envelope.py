@@ -1,31 +1,38 @@
 """The per-message envelope: how a lean message travels through an unchanged step store.
 
 A message with at least one externalized payload is replaced by an envelope: a
-message of the same kind whose ``metadata`` holds exactly one reserved key with
-a version and what restoring needs (``docs/integrations.md``). Every other
-message is handed to the inner store untouched.
+message of the same kind that keeps every part, each payload shown as a
+stand-in text (``_placeholders``), so a reader without mediastash sees the
+whole history; its ``metadata`` holds exactly one reserved key, and under it
+the kit's envelope (``kit.envelope``, format ``mediastash-envelope-v2``) with
+one slot for the original ``metadata``, one for each other top-level field
+whose lean value differs from the envelope's own, and one per part that does
+(path ``['parts', index]``), each holding that place's lean JSON
+(``docs/integrations.md``). Every other message is handed to the inner store
+untouched.
 
-Version 2 (written) keeps every part, each payload shown as a stand-in text
-(``_placeholders``), so a reader without mediastash sees the whole history; the
-body holds the lean JSON of whatever differs from the envelope's own JSON.
-Version 1 (still read) had no parts and the whole lean JSON in the body.
+Still read: the bodies written before the kit (``{'v': 2, 'message': ...}``:
+``kind``, ``metadata``, the differing fields and one entry per part, ``null``
+where the envelope's part is the lean part; ``v: 1``: no parts, the whole
+lean JSON). Each is turned into the same body and opened the same way.
 
-A place of a version 2 envelope (a part, or another top-level field) that no
-longer shows exactly the stand-ins written for it was edited after a plain
-read: the edit is kept as the envelope holds it, and the body's entry for that
-place is stale and never restored over it (``docs/integrations.md``).
+A place (a part, or another top-level field) that no longer shows exactly the
+stand-ins written for it was edited after a plain read: the edit is kept as
+the envelope holds it, and the slot for that place is stale and never
+restored over it (``docs/integrations.md``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
-from mediastash.errors import MediaStashError
+from mediastash.errors import MalformedMarker, MediaStashError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope_seal import SEAL_KEY
 from mediastash.integrations.pydantic_ai._placeholders import (
     DEFAULT_READER,
@@ -36,6 +43,7 @@ from mediastash.integrations.pydantic_ai._placeholders import (
     shows_stand_ins,
     visible_messages,
 )
+from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, Slot, make_envelope, parse_envelope
 from mediastash.markers import RESERVED_KEY_PREFIX
 
 __all__ = [
@@ -61,14 +69,18 @@ __all__ = [
 ENVELOPE_KEY: Final = '__mediastash_envelope__'
 """The one ``metadata`` key of an envelope message."""
 
-ENVELOPE_VERSION: Final = 2
-"""Value of ``v`` in the envelopes written."""
+ENVELOPE_VERSION: Final = ENVELOPE_FORMAT
+"""The ``format`` of the envelopes written: the kit's one format (``'mediastash-envelope-v2'``)."""
 
 READ_VERSIONS: Final = (1, 2)
-"""Values of ``v`` readers accept; any other is refused."""
+"""Values of ``v`` of the bodies written before the kit that readers accept; any other is refused."""
 
 _SAME: Final = None
-"""A ``parts`` entry of a version 2 body: the envelope's own part is the lean part."""
+"""A ``parts`` entry of a body: the envelope's own part is the lean part (no slot for it)."""
+_FORMAT_STAMP: Final = re.compile(r'mediastash-envelope-v[0-9]{1,6}')
+"""A ``format`` an error may name (anything else is not echoed)."""
+_FIELDS: Final = ('kind', 'metadata', 'parts')
+"""Top-level keys no field slot may name (``kind`` is the envelope's own; the others have their own slots)."""
 _MISSING: Final = object()
 
 
@@ -151,29 +163,30 @@ def envelopes_for(
     *,
     reader: str = DEFAULT_READER,
 ) -> list[ModelMessage]:
-    """Version 2 envelopes for the lean message JSONs (``sizes``: known payload sizes per message).
+    """Envelopes for the lean message JSONs (``sizes``: known payload sizes per message).
 
     Each envelope is the lean message with stand-ins (``_placeholders``); its
-    body keeps ``kind``, the original ``metadata``, every other top-level key
-    whose lean value differs from the envelope's own JSON, and per part the
-    lean part, or ``null`` where the envelope's part dumps to exactly that.
-    Only the lean JSON decides the envelope, so it is the same at every save.
-    ``seal`` gives the seal of a body (``_envelope_seal``): a save honours an
-    envelope in its input only when its seal verifies.
+    slots hold the original ``metadata``, every other top-level value whose
+    lean JSON differs from the envelope's own, and each lean part the
+    envelope's part does not dump to exactly. Only the lean JSON decides the
+    envelope, so it is the same at every save. ``seal`` gives the seal of an
+    envelope (``_envelope_seal``): a save honours an envelope in its input
+    only when its seal verifies.
     """
     shown = visible_messages(leans, list(sizes), reader=reader)
     dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(shown, mode='json')
     for lean, visible, own in zip(leans, shown, dumped, strict=True):
-        body: dict[str, Any] = {'kind': lean['kind'], 'metadata': lean.get('metadata')}
-        for key, value in lean.items():
-            if key not in ('parts', 'kind', 'metadata') and own.get(key, _MISSING) != value:
-                body[key] = value
+        slots = [Slot(('metadata',), lean.get('metadata'))]
+        slots.extend(
+            Slot((key,), value) for key, value in lean.items() if key not in _FIELDS and own.get(key, _MISSING) != value
+        )
         own_parts = own['parts']
-        body['parts'] = [
-            _SAME if index < len(own_parts) and own_parts[index] == part else part
+        slots.extend(
+            Slot(('parts', index), part)
             for index, part in enumerate(lean.get('parts', []))
-        ]
-        visible.metadata = {ENVELOPE_KEY: {'v': ENVELOPE_VERSION, 'message': body, SEAL_KEY: seal(body)}}
+            if not (index < len(own_parts) and own_parts[index] == part)
+        )
+        visible.metadata = {ENVELOPE_KEY: make_envelope(slots, seal)}
     return shown
 
 
@@ -212,8 +225,10 @@ def open_envelope(message: ModelMessage, *, place: Place, message_index: int) ->
     if not isinstance(metadata, dict) or set(metadata) != {ENVELOPE_KEY}:
         raise fail(f'metadata must hold only the {ENVELOPE_KEY!r} key')
     body = metadata[ENVELOPE_KEY]
+    if isinstance(body, dict) and 'format' in body and 'v' not in body:
+        return _opened(message, _slots_body(message, body, fail), fail)
     if not isinstance(body, dict) or set(body) - {SEAL_KEY} != {'v', 'message'}:
-        raise fail(f"must be a mapping with the keys 'v' and 'message' (and {SEAL_KEY!r}), nothing else")
+        raise fail(f"must be a kit envelope, or a mapping with the keys 'v' and 'message' (and {SEAL_KEY!r})")
     version = body['v']
     if isinstance(version, bool) or version not in READ_VERSIONS:
         known = ' and '.join(str(v) for v in READ_VERSIONS)
@@ -231,11 +246,54 @@ def open_envelope(message: ModelMessage, *, place: Place, message_index: int) ->
     return _opened(message, lean, fail)
 
 
+def _slots_body(
+    message: ModelMessage, envelope: dict[str, Any], fail: Callable[[str], EnvelopeError]
+) -> dict[str, Any]:
+    """The body a kit envelope stands for: ``kind``, ``metadata``, the fields it names, one entry per part."""
+    stamp = envelope['format']
+    if stamp != ENVELOPE_FORMAT:
+        named = repr(stamp) if isinstance(stamp, str) and _FORMAT_STAMP.fullmatch(stamp) else 'that is not one'
+        raise fail(
+            f'has unsupported format {named} (this reader knows {ENVELOPE_FORMAT!r} and the versions 1 and 2);'
+            ' upgrade mediastash'
+        )
+    try:
+        slots = parse_envelope(envelope, 'metadata', markers=False)
+    except (MalformedMarker, UnsupportedMarkerFormat) as error:
+        raise fail(f'is damaged ({error})') from None
+    body: dict[str, Any] = {'kind': message.kind}
+    parts: list[Any] = [_SAME] * len(message.parts)
+    filled: set[int] = set()
+    for slot in slots:
+        path = slot.path
+        if path == ('metadata',) and 'metadata' not in body:
+            body['metadata'] = slot.lean
+        elif len(path) == 2 and path[0] == 'parts' and type(path[1]) is int and path[1] not in filled:
+            index = path[1]
+            if not 0 <= index < len(parts):
+                raise fail(f'names part {index}; the message has {len(parts)} part(s): one entry per part is needed')
+            if not isinstance(slot.lean, dict):
+                raise fail('must hold a mapping for each part it names')
+            parts[index] = slot.lean
+            filled.add(index)
+        elif len(path) == 1 and type(path[0]) is str and path[0] not in _FIELDS and path[0] not in body:
+            body[path[0]] = slot.lean
+        else:
+            raise fail('has a slot naming a place twice, or a place a message has not')
+    if 'metadata' not in body:
+        raise fail("must hold the message's 'metadata'")
+    body['parts'] = parts
+    return body
+
+
 def envelope_seal(message: ModelMessage) -> tuple[Any, object]:
-    """What an opened envelope's seal covers (its body's message) and the seal (``None`` when it has none)."""
+    """What an opened envelope's seal covers (the envelope without its seal, or an older body's message)
+    and the seal (``None`` when it has none)."""
     assert isinstance(message.metadata, dict)
     envelope: dict[str, Any] = message.metadata[ENVELOPE_KEY]
-    return envelope['message'], envelope.get(SEAL_KEY)
+    if 'v' in envelope:
+        return envelope['message'], envelope.get(SEAL_KEY)
+    return {key: value for key, value in envelope.items() if key != SEAL_KEY}, envelope.get(SEAL_KEY)
 
 
 def lean_json_of(message: ModelMessage, *, place: Place, message_index: int) -> dict[str, Any]:
@@ -244,7 +302,7 @@ def lean_json_of(message: ModelMessage, *, place: Place, message_index: int) -> 
 
 
 def _opened(message: ModelMessage, body: dict[str, Any], fail: Callable[[str], EnvelopeError]) -> OpenedEnvelope:
-    """A version 2 body laid over the envelope's own JSON, each stale entry left out."""
+    """A body (of a kit envelope, or of version 2) laid over the envelope's own JSON, each stale entry left out."""
     parts = body.get('parts')
     if not isinstance(parts, list) or len(parts) != len(message.parts):
         raise fail(f'must list one entry per part of the message ({len(message.parts)})')

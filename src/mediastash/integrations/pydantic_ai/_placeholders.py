@@ -19,8 +19,14 @@ from typing import Any, Final, Literal
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequestPart, ModelResponsePart
 
-from mediastash._units import format_bytes
 from mediastash.errors import UnsupportedMarkerFormat
+from mediastash.integrations.kit.placeholders import (
+    PLACEHOLDER_PREFIX,
+    SIZE_LABEL,
+    how_to_open,
+    part_placeholder_text,
+)
+from mediastash.integrations.kit.placeholders import placeholder_text as _kit_placeholder_text
 from mediastash.markers import (
     FORMAT_KEY,
     LITERAL_KEY,
@@ -45,9 +51,6 @@ __all__ = [
     'visible_messages',
 ]
 
-PLACEHOLDER_PREFIX: Final = '[mediastash placeholder: '
-"""How every stand-in text starts."""
-
 PLACEHOLDER_KEY: Final = 'mediastash_placeholder'
 """``vendor_metadata`` key of an empty ``BinaryContent`` stand-in (where only binary content is valid)."""
 
@@ -56,11 +59,10 @@ DEFAULT_READER: Final = 'OffloadingStepStore'
 
 _READER_NAME: Final = re.compile(r"(?<=read this history through mediastash's )[A-Za-z]+(?= to get it\])")
 """The wrapper a stand-in names: any wrapper's stand-in is the same stand-in (see ``_canonical``)."""
-_MAX_MEDIA_TYPE: Final = 80
 # Where pydantic-ai accepts only binary content, so a text stand-in would not validate.
 _BINARY_ONLY: Final = {'speech': 'audio'}
 
-_SIZE_LABEL: Final = re.compile(r', (?:[0-9]+ B|[0-9]+\.[0-9] (?:KiB|MiB|GiB))(?= stored as media\+sha256://)')
+_SIZE_LABEL: Final = re.compile(SIZE_LABEL + r'(?= stored as media\+sha256://)')
 """A stand-in's size (``format_bytes`` after a comma): the one part a reader cannot recompute without the blob."""
 
 Sizes = Mapping[str, int]
@@ -68,22 +70,14 @@ Sizes = Mapping[str, int]
 
 
 def placeholder_text(what: str, uri: str, size: int | None, reader: str = DEFAULT_READER) -> str:
-    """The stand-in for one stored payload: what it was, its size when known, its URI, how to open it."""
-    amount = '' if size is None else f', {format_bytes(size)}'
-    return f'{PLACEHOLDER_PREFIX}{what[:_MAX_MEDIA_TYPE]}{amount} stored as {uri}; {_how_to_open(reader)}'
-
-
-def _how_to_open(reader: str) -> str:
-    return f"not included here: read this history through mediastash's {reader} to get it]"
+    """The stand-in for one stored payload (the kit's placeholder, naming ``reader`` as the way to read it)."""
+    return _kit_placeholder_text(what, uri, size, how_to_open('history', reader))
 
 
 def _part_text(part_kind: object, uris: list[str], reader: str) -> str:
     """The stand-in for a whole part that could not keep its shape."""
     kind = part_kind if isinstance(part_kind, str) else 'message'
-    listed = ', '.join(dict.fromkeys(uris)) or 'no media reference'
-    return (
-        f'{PLACEHOLDER_PREFIX}a {kind[:_MAX_MEDIA_TYPE]} part holding stored media ({listed}); {_how_to_open(reader)}'
-    )
+    return part_placeholder_text(kind, uris, how_to_open('history', reader))
 
 
 @functools.cache
