@@ -34,6 +34,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mediastash.errors import MalformedMarker, MediaStashError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope_seal import SEAL_KEY
+from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, Slot, make_envelope, parse_envelope
 from mediastash.integrations.pydantic_ai._placeholders import (
     DEFAULT_READER,
     Sizes,
@@ -43,7 +44,6 @@ from mediastash.integrations.pydantic_ai._placeholders import (
     shows_stand_ins,
     visible_messages,
 )
-from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, Slot, make_envelope, parse_envelope
 from mediastash.markers import RESERVED_KEY_PREFIX
 
 __all__ = [
