@@ -25,11 +25,11 @@ from typing import Any, Final
 from langchain_core.messages import BaseMessage
 
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
-from mediastash.integrations._payload_sites import payload_size
 from mediastash.integrations.kit.envelope import ENVELOPE_KEY, Slot, Step, is_envelope, make_envelope, parse_envelope
 from mediastash.integrations.kit.host_slots import Joined, Seals, joined_key, read_back
 from mediastash.integrations.kit.host_slots import where as _where
 from mediastash.integrations.kit.placeholders import how_to_open, is_placeholder, placeholder_text
+from mediastash.integrations.kit.recognisers import payload_size
 from mediastash.integrations.langgraph._sites import Site, dict_sites, message_text_site
 from mediastash.markers import MARKER_KEY
 from mediastash.reference_keys import ReferenceKey

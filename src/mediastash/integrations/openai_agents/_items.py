@@ -1,14 +1,17 @@
 """Session items to lean items and back: OpenAI Responses payloads through the walker's one payload route.
 
 Session items are JSON (``TResponseInputItem`` dicts). A synchronous pass
-finds the hosts, dicts at any depth of an item, whose payloads may move:
+finds the hosts, dicts at any depth of an item, whose payloads may move, with
+the kit's recognisers (``SITES``, from ``integrations.kit.recognisers``):
 
 * ``input_image`` (and ``computer_screenshot``) ``image_url`` as a ``data:`` URL;
 * ``input_file`` ``file_data``, a ``data:`` URL or bare base64;
 * ``input_audio`` ``input_audio.data`` (base64, media type from ``format``);
 * ``input_text`` / ``output_text`` ``text``, a message's string ``content``
   and a tool call output's string ``output`` (``function_call_output`` and
-  the other ``*_output`` items), as text.
+  the other ``*_output`` items), as text;
+* Anthropic ``source: {type: base64}`` and Google ``inline_data`` /
+  ``inlineData`` blocks, and a ``data:`` URL under any key.
 
 Every candidate goes into one ``externalize_with`` call (inline-or-store
 decided once per distinct payload, each stored once); the items are rebuilt
@@ -23,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
-from mediastash.integrations._payload_sites import PayloadSites, Site, payload_size
 from mediastash.integrations.kit.envelope import ENVELOPE_KEY, Slot, Step, is_envelope, make_envelope, parse_envelope
 from mediastash.integrations.kit.host_slots import Joined, Seals, joined_key, read_back
 from mediastash.integrations.kit.host_slots import where as _where
 from mediastash.integrations.kit.placeholders import how_to_open, is_placeholder, placeholder_text
+from mediastash.integrations.kit.recognisers import Site, compose, payload_size
 from mediastash.markers import MARKER_KEY
 from mediastash.reference_keys import ReferenceKey
 from mediastash.stores.protocols import MediaStore
@@ -40,9 +43,6 @@ MAX_DEPTH: Final = 200
 """Containers nested deeper than this in an item raise ``TreeDepthError`` (a cycle ends here too)."""
 
 HOW_TO_OPEN: Final = how_to_open('session', 'OffloadingSession', to_get_it=False)
-
-_TEXT_PARTS: Final = frozenset({'input_text', 'output_text'})
-_IMAGE_URLS: Final = frozenset({'input_image', 'computer_screenshot'})
 
 
 @dataclass(slots=True)
@@ -60,27 +60,13 @@ def _holds_placeholder(slot: Slot, value: object) -> bool:
     return is_placeholder(value, slot.what, slot.uri, HOW_TO_OPEN)
 
 
+SITES: Final = compose('openai-responses', 'chat-messages', 'anthropic', 'google', 'data-url')
+"""The recognisers of a session item's dicts, in order (the first one to name a string wins)."""
+
+
 def _sites(node: dict[str, Any], threshold: int) -> list[Site]:
     """The payload sites of one dict of a session item (empty for a dict that holds none)."""
-    sites = PayloadSites(threshold)
-    kind = node.get('type')
-    if kind in _IMAGE_URLS:
-        sites.data_url(('image_url',), node.get('image_url'))
-    elif kind == 'input_file':
-        sites.binary(('file_data',), node.get('file_data'), None)
-    elif kind == 'input_audio':
-        audio = node.get('input_audio')
-        if isinstance(audio, dict):
-            audio_format = audio.get('format')
-            media_type = f'audio/{audio_format}' if isinstance(audio_format, str) and audio_format else None
-            sites.binary(('input_audio', 'data'), audio.get('data'), media_type)
-    elif kind in _TEXT_PARTS:
-        sites.text(('text',), node.get('text'))
-    elif isinstance(kind, str) and kind.endswith('_output'):
-        sites.text(('output',), node.get('output'))
-    if isinstance(node.get('role'), str):
-        sites.text(('content',), node.get('content'))
-    return sites.found
+    return SITES.sites(node, threshold)
 
 
 class _Finder:
