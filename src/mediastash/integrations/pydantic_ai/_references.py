@@ -25,7 +25,7 @@ read of the blob) when it is not.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeGuard
 
 from pydantic_ai.messages import AudioUrl, DocumentUrl, ImageUrl, ModelMessage, ModelRequest, VideoUrl
@@ -49,6 +49,7 @@ __all__ = [
     'kind_of_reference',
     'namespace_of',
     'reference_check',
+    'reference_items',
     'reference_uri',
     'refuse_unvouched',
     'references_to_markers',
@@ -265,6 +266,17 @@ def refuse_unvouched(messages: list[ModelMessage], key: ReferenceKey, namespace:
     return's ``content``, or an item of its list); returns how many it checked.
     """
     checked = 0
+    for index, j, k, item in reference_items(messages):
+        checked += 1
+        found = reference_check(item.url, key, namespace)
+        if found != 'vouched':
+            raise UnvouchedReferenceError(message_index=index, part_index=j, item_index=k, reason=found)
+    return checked
+
+
+def reference_items(messages: list[ModelMessage]) -> Iterator[tuple[int, int, int | None, ReferencePart]]:
+    """Every reference part that is a user prompt's or tool return's ``content`` (``k`` is ``None``) or an item
+    of its list (``k``, its index), as ``(message index, part index, k, part)``: where ``MediaUrls`` resolves."""
     for index, message in enumerate(messages):
         if not isinstance(message, ModelRequest):
             continue
@@ -272,15 +284,12 @@ def refuse_unvouched(messages: list[ModelMessage], key: ReferenceKey, namespace:
             if part.part_kind not in REFERENCE_PART_KINDS:
                 continue
             content = getattr(part, 'content', None)
-            items = enumerate(content) if isinstance(content, list) else ((None, content),)
-            for k, item in items:
-                if not is_reference_part(item):
-                    continue
-                checked += 1
-                found = reference_check(item.url, key, namespace)
-                if found != 'vouched':
-                    raise UnvouchedReferenceError(message_index=index, part_index=j, item_index=k, reason=found)
-    return checked
+            if is_reference_part(content):
+                yield index, j, None, content
+            elif isinstance(content, list):
+                for k, item in enumerate(content):
+                    if is_reference_part(item):
+                        yield index, j, k, item
 
 
 def _is_reference_json(node: dict[str, Any]) -> bool:

@@ -14,15 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest
+from pydantic_ai.messages import BinaryContent, ModelMessage
 
 from mediastash.integrations.pydantic_ai._identifiers import IdentifierMemo
 from mediastash.integrations.pydantic_ai._model_kinds import MediaKind
 from mediastash.integrations.pydantic_ai._references import (
-    REFERENCE_PART_KINDS,
     ReferencePart,
-    is_reference_part,
     kind_of_reference,
+    reference_items,
     reference_uri,
 )
 from mediastash.integrations.pydantic_ai._typed_payloads import TypedPayload
@@ -112,23 +111,10 @@ def _filename(identifier: str, source: BinaryContent | ReferencePart) -> str:
 
 def reference_places(messages: list[ModelMessage]) -> list[Place]:
     """Every reference part that is a user prompt's or tool return's ``content`` or an item of its list."""
-    found: list[Place] = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, ModelRequest):
-            continue
-        for j, part in enumerate(message.parts):
-            if part.part_kind not in REFERENCE_PART_KINDS:
-                continue
-            content = getattr(part, 'content', None)
-            if is_reference_part(content):
-                found.append(_place(index, ('parts', j, 'content'), content))
-            elif isinstance(content, list):
-                found.extend(
-                    _place(index, ('parts', j, 'content', k), item)
-                    for k, item in enumerate(content)
-                    if is_reference_part(item)
-                )
-    return found
+    return [
+        _place(index, ('parts', j, 'content') if k is None else ('parts', j, 'content', k), item)
+        for index, j, k, item in reference_items(messages)
+    ]
 
 
 def _place(message: int, path: tuple[int | str, ...], part: ReferencePart) -> Place:
