@@ -279,3 +279,43 @@ def test_the_conversation_wrapper_on_a_pydantic_ai_without_conversation_stores_s
     (line,) = printed(BEFORE_CONVERSATION_STORES).splitlines()
     assert line.startswith('needs-newer mediastash.integrations.OffloadingConversationStore needs pydantic-ai 2.66')
     assert '"pydantic-ai-slim>=2.66"' in line
+
+
+def test_the_pydantic_ai_subpackage_and_the_integrations_package_give_the_same_objects() -> None:
+    """Issue 30 item 2: the pydantic-ai integration lives in ``integrations.pydantic_ai``; old imports still work."""
+    import mediastash.integrations
+    import mediastash.integrations.provider_files as first_name
+    import mediastash.integrations.pydantic_ai
+    import mediastash.integrations.pydantic_ai.provider_files as home
+
+    assert mediastash.integrations.__all__ == mediastash.integrations.pydantic_ai.__all__
+    for name in mediastash.integrations.__all__:
+        try:
+            value = getattr(mediastash.integrations, name)
+        except ImportError:  # OffloadingConversationStore on the harness stack's pydantic-ai: both refuse it
+            with pytest.raises(ImportError, match=f'^mediastash.integrations.pydantic_ai.{name} needs '):
+                getattr(mediastash.integrations.pydantic_ai, name)
+            continue
+        assert value is getattr(mediastash.integrations.pydantic_ai, name), name
+    assert first_name.__all__ == home.__all__
+    assert all(getattr(first_name, name) is getattr(home, name) for name in home.__all__)
+    with pytest.raises(AttributeError, match=r"module 'mediastash\.integrations' has no attribute 'Nothing'"):
+        mediastash.integrations.Nothing  # noqa: B018
+
+
+SUBPACKAGE_WITHOUT_THE_HARNESS = blocking(
+    ('pydantic_ai_harness', 'pydantic_ai_persistence'),
+    """
+try:
+    from mediastash.integrations.pydantic_ai import OffloadingStepStore
+except ImportError as error:
+    print(error)
+""",
+)
+
+
+def test_the_subpackage_names_itself_and_the_extra_when_the_harness_is_missing() -> None:
+    assert printed(SUBPACKAGE_WITHOUT_THE_HARNESS).strip() == (
+        'mediastash.integrations.pydantic_ai.OffloadingStepStore needs pydantic-ai-harness: '
+        'pip install "mediastash[harness]"'
+    )
