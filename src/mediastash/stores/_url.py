@@ -2,8 +2,10 @@
 
 A store URL may carry a secret pasted in the wrong place, so nothing here
 ever repeats a value: errors name the parameter (only when it looks like a
-name) and what it accepts. Each backend package's own ``_url`` module builds
-on these helpers; the store registry and ``open_store`` use ``SCHEME``.
+name) and what it accepts. The converters (``text``, ``boolean``, ``integer``,
+``size``, ``number``, ``duration``) are what ``_options.query_options`` maps
+query parameters with; each backend's options class reads its URL with these
+helpers; ``open_store`` uses ``SCHEME``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from mediastash.errors import InvalidStoreConfiguration
 __all__ = [
     'SCHEME',
     'boolean',
+    'duration',
     'integer',
     'looks_secret',
     'merged_options',
@@ -28,6 +31,7 @@ __all__ = [
     'shown',
     'size',
     'split_url',
+    'text',
     'unknown_parameter',
     'url_scheme',
 ]
@@ -127,6 +131,28 @@ def size(name: str, value: str) -> int:
 def number(name: str, value: str) -> float:
     """The number value of parameter ``name`` (its range is the store constructor's to check)."""
     return _converted(name, value, float, 'a number (such as 30 or 0.5)')
+
+
+def text(name: str, value: str) -> str:
+    """The non-empty text of parameter ``name``."""
+    if not value:
+        raise InvalidStoreConfiguration(f'URL parameter {name}= is empty')
+    return value
+
+
+_DURATION = re.compile(r'(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h)?')
+_SECONDS_PER = {'ms': 0.001, 's': 1.0, 'm': 60.0, 'h': 3600.0, None: 1.0}
+
+
+def duration(name: str, value: str) -> float:
+    """Seconds of parameter ``name``: ``30`` or ``30s``, ``500ms``, ``5m``, ``1h`` (the options check the range)."""
+    match = _DURATION.fullmatch(value.strip())
+    if match is None:
+        raise InvalidStoreConfiguration(
+            f'URL parameter {name}= must be a duration: seconds such as 30 or 0.5, or with a unit such as 500ms, '
+            '30s, 5m or 1h; the value given is not shown'
+        )
+    return float(match.group(1)) * _SECONDS_PER[match.group(2)]
 
 
 def _converted(name: str, value: str, convert: Callable[[str], N], accepts: str) -> N:

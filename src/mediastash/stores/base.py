@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import itertools
 import logging
+import os
 import socket
 import time
 from abc import ABC, abstractmethod
@@ -52,6 +53,8 @@ from mediastash.errors import (
 from mediastash.known_blobs import deletion_generation, note_deletion
 from mediastash.stores._blob import OFFLOAD_BYTES, as_bytes, sha256_hex, verified_stream, verify_digest
 from mediastash.stores._namespaces import EraseReport, check_namespace_name, erase_all
+from mediastash.stores._options import StoreOptions
+from mediastash.stores._plan import StorePlan
 from mediastash.stores._range import DigestRange
 from mediastash.stores._rules import AsyncClosing, StoreRules
 from mediastash.stores.protocols import BlobCheck, BlobInfo, BlobStat
@@ -60,8 +63,6 @@ from mediastash.uri import MEDIA_URI_SCHEME, media_uri
 from mediastash.urls import PublicUrlResolver, resolve_public_url
 
 if TYPE_CHECKING:
-    from mediastash.stores._plan import StorePlan
-
     UrlPlanner = Callable[[Any, Any, bool, dict[str, Any]], StorePlan[Any]]
     """``planner(cls, url, create, overrides)``: a backend's URL parser (see ``plan_from_url``)."""
 
@@ -283,8 +284,12 @@ class BaseMediaStore(StoreRules, ABC):
     verifies_reads: ClassVar[bool] = True
     """Tells the walker that ``get`` already checks sha256, so it need not hash again."""
 
+    options_class: ClassVar[type[StoreOptions] | None] = None
+    """The backend's typed options (``DiskOptions``, ...): ``from_url`` reads a URL into them and builds
+    ``cls(options=...)``. ``None`` for a store that reads its URL itself."""
+
     _url_planner: ClassVar[UrlPlanner | None] = None
-    """What ``plan_from_url`` calls: the ``url_planner=`` class keyword (inherited by subclasses)."""
+    """The older hook ``plan_from_url`` calls when there is no ``options_class``: the ``url_planner=`` class keyword."""
 
     supports_namespaces: ClassVar[bool] = False
     """True when ``namespace()`` works: set for a backend that supplies ``_open_namespace``."""
@@ -301,8 +306,9 @@ class BaseMediaStore(StoreRules, ABC):
     def from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> Self:
         """The store ``url`` names; ``overrides`` (constructor arguments) win over it.
 
-        Opens ``plan_from_url``, which a backend writes (it parses the URL);
-        a backend that can create nothing half-way may override this instead.
+        Opens ``plan_from_url``, which reads the URL through the class's
+        ``options_class``; a backend that can create nothing half-way may
+        override this instead.
         """
         return cls.plan_from_url(url, create=create, **overrides).open()
 
@@ -310,13 +316,20 @@ class BaseMediaStore(StoreRules, ABC):
     def plan_from_url(cls, url: str, *, create: bool = True, **overrides: Any) -> StorePlan[Self]:
         """``from_url`` checked but not opened: nothing exists yet (see ``StorePlan``).
 
-        Calls the ``url_planner`` the class was declared with
-        (``class S(BaseMediaStore, url_planner=plan_s)``, called as
-        ``plan_s(cls, url, create, overrides)``); a backend may override this instead.
+        A backend declares its options class (``options_class = S3Options``):
+        its ``from_store_url`` reads the URL into options, and the plan builds
+        ``cls(options=...)``. A plug-in written before options classes may name a
+        module-level parser instead (``class S(BaseMediaStore, url_planner=plan_s)``,
+        called as ``plan_s(cls, url, create, overrides)``), or override this.
         """
+        if cls.options_class is not None:
+            options = cls.options_class.from_store_url(url, create=create, overrides=overrides, owner=cls.__name__)
+            return StorePlan(functools.partial(_built, cls, options), options.folders())
         planner = cls._url_planner
         if planner is None:
-            raise InvalidStoreConfiguration(f'{cls.__name__} cannot be opened from a URL (it defines no from_url)')
+            raise InvalidStoreConfiguration(
+                f'{cls.__name__} cannot be opened from a URL: it declares no options_class and defines no from_url'
+            )
         plan: StorePlan[Self] = planner(cls, url, create, overrides)
         return plan
 
@@ -1027,6 +1040,15 @@ class BaseMediaStore(StoreRules, ABC):
 
     def _not_found(self, digest: str) -> MediaNotFoundError:
         return MediaNotFoundError(media_uri(digest), where=self._describe())
+
+
+def _built(store: Callable[..., _T], options: StoreOptions) -> _T:
+    """``store(options=options)``, then the folders the options name (the store checked its options first, so a
+    refused one makes no folder; a store that makes its folder itself finds it there)."""
+    built = store(options=options)
+    for folder in options.folders():
+        os.makedirs(folder, exist_ok=True)
+    return built
 
 
 def owning_view(store: Any, name: str) -> Any:

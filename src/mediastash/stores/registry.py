@@ -184,9 +184,17 @@ def _load(scheme: str, backend: _Backend) -> type[BaseMediaStore]:
             f'the store backend for {scheme}:// ({source}) cannot be loaded: {type(error).__name__}'
         ) from error
     if not (isinstance(found, type) and issubclass(found, BaseMediaStore)):
-        raise InvalidStoreConfiguration(f'the store backend for {scheme}:// ({source}) is not a BaseMediaStore class')
-    if found._url_planner is None and not _writes_url_opener(found):
-        raise InvalidStoreConfiguration(f'the store backend for {scheme}:// ({source}) has no from_url classmethod')
+        what = 'a function' if callable(found) and not isinstance(found, type) else 'not a BaseMediaStore class'
+        raise InvalidStoreConfiguration(
+            f'the store backend for {scheme}:// ({source}) is {what}: an entry point names a BaseMediaStore '
+            'subclass that declares options_class (or defines the from_url classmethod); see "Writing a backend" '
+            'in docs/stores.md'
+        )
+    if found.options_class is None and found._url_planner is None and not _writes_url_opener(found):
+        raise InvalidStoreConfiguration(
+            f'the store backend for {scheme}:// ({source}) cannot be opened from a URL: it declares no '
+            'options_class and defines no from_url classmethod'
+        )
     return found
 
 

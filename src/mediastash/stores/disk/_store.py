@@ -66,7 +66,7 @@ from mediastash.stores.base import (
     driver_errors_mapped,
     errno_name,
 )
-from mediastash.stores.disk._url import plan_disk
+from mediastash.stores.disk._options import DiskOptions
 from mediastash.stores.protocols import BlobStat
 from mediastash.uri import DIGEST_PATTERN, EMBEDDED_DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
@@ -120,7 +120,7 @@ _CANNOT_TOUCH = frozenset({errno.EPERM, errno.EACCES, errno.EROFS})
 _T = TypeVar('_T')
 
 
-class DiskMediaStore(BaseMediaStore, url_planner=plan_disk):
+class DiskMediaStore(BaseMediaStore):
     """Content-addressed blobs as files under ``directory`` (created if missing; ``~`` is expanded).
 
     ``key_strategy`` maps a URI to a relative path; the result is refused with
@@ -138,25 +138,33 @@ class DiskMediaStore(BaseMediaStore, url_planner=plan_disk):
     digest; a strategy that keeps the digest out of the file name cannot be
     listed. Two instances on the same folder (after resolving symlinks) share
     one ``storage_key``.
+
+    The settings are one ``DiskOptions``: pass ``options=DiskOptions(...)`` or
+    the keywords (given keywords replace fields of ``options``).
     """
+
+    options_class = DiskOptions
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
+        directory: str | os.PathLike[str] | None = None,
         *,
         key_strategy: KeyStrategy = default_key_strategy,
         public_url: PublicUrlResolver | None = None,
         fsync: bool = False,
+        options: DiskOptions | None = None,
     ) -> None:
-        super().__init__(public_url=public_url)
-        self._root = Path(directory).expanduser()
+        settings = {'directory': directory, 'key_strategy': key_strategy, 'public_url': public_url, 'fsync': fsync}
+        self._options = options = DiskOptions.settled(options, settings)
+        super().__init__(public_url=options.public_url)
+        self._root = Path(options.directory).expanduser()
         with driver_errors_mapped(self, 'open'):  # a file in the way, a read-only parent: a typed store error
             self._root.mkdir(parents=True, exist_ok=True)
             self._real_root = self._root.resolve()
             self._identity = ('disk', os.path.realpath(self._root))
             self._name_max = _name_max(self._root)
-        self._key_strategy = key_strategy
-        self._fsync = fsync
+        self._key_strategy = options.key_strategy
+        self._fsync = options.fsync
         self._swept: BoundedLRU[Path | None, float] = BoundedLRU(max_items=_SWEPT_FOLDERS)
         self._sweep_lock = threading.Lock()
 
@@ -173,6 +181,7 @@ class DiskMediaStore(BaseMediaStore, url_planner=plan_disk):
         view._real_root = self._real_root / NAMESPACES_FOLDER / segment
         view._identity = self._identity
         view._name_max = self._name_max
+        view._options = self._options
         view._key_strategy = self._key_strategy
         view._fsync = self._fsync
         view._swept = BoundedLRU(max_items=_SWEPT_FOLDERS)

@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, I
 from contextlib import aclosing
 from datetime import datetime
 from enum import Enum
-from typing import IO, TYPE_CHECKING, Any, Final, Literal, cast
+from typing import IO, TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike, context_media_type, context_metadata
@@ -55,11 +55,11 @@ from mediastash.stores.s3._errors import classify_sdk_error
 from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys
 from mediastash.stores.s3._metadata import decode_metadata, encode_metadata
-from mediastash.stores.s3._multipart import MIN_PART_SIZE, ReadRange, error_code, error_status, upload_multipart
+from mediastash.stores.s3._multipart import ReadRange, error_code, error_status, upload_multipart
+from mediastash.stores.s3._options import PutCheck, S3Options
 from mediastash.stores.s3._presign import PresignedUrls, presign_get
 from mediastash.stores.s3._redact import redact_in_sdk_logs
 from mediastash.stores.s3._touch import refresh_object
-from mediastash.stores.s3._url import plan_s3
 from mediastash.uri import EMBEDDED_DIGEST_PATTERN, is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -75,10 +75,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
 
-__all__ = ['AUTO_HEAD_FROM', 'PresignedUrls', 'PutCheck', 'S3MediaStore']
-
-PutCheck = Literal['auto', 'head', 'if-none-match']
-"""How ``put`` learns that a blob is already stored (see ``S3MediaStore``)."""
+__all__ = ['AUTO_HEAD_FROM', 'S3MediaStore']
 
 AUTO_HEAD_FROM = (1 << 20) + 1
 """With ``put_check='auto'``, blobs of this many bytes or more (above 1 MiB) are HEADed before upload; blobs of
@@ -97,7 +94,6 @@ _SWEEP_BATCH = 100
 _HEAD_CONCURRENCY = 16
 _HEAD_RESOLUTION = 1.0
 """A HEAD's ``Last-Modified`` is an HTTP date: whole seconds, rounded down."""
-_MAX_KNOWN_TTL = 86_400
 _AWS_HOSTS = ('.amazonaws.com', '.amazonaws.com.cn')
 _READ_CHUNK = 1 << 20
 _DEFAULT_CONTENT_TYPES = frozenset({'', 'binary/octet-stream', 'application/octet-stream'})
@@ -135,7 +131,7 @@ class _Credentials:
         return '<credentials hidden>'
 
 
-class S3MediaStore(BaseMediaStore, url_planner=plan_s3):
+class S3MediaStore(BaseMediaStore):
     """Content-addressed blobs as objects ``<key_prefix><key_strategy(uri)>`` in one bucket.
 
     Pass ``client=`` (an aiobotocore S3 client you own and close) or connection
@@ -184,10 +180,12 @@ class S3MediaStore(BaseMediaStore, url_planner=plan_s3):
     HEAD cannot say which of bucket and key is missing).
     """
 
+    options_class = S3Options
+
     def __init__(
         self,
         *,
-        bucket: str,
+        bucket: str | None = None,
         client: S3Client | None = None,
         endpoint_url: str | None = None,
         region_name: str | None = None,
@@ -208,86 +206,81 @@ class S3MediaStore(BaseMediaStore, url_planner=plan_s3):
         read_attempts: int = 5,
         spool_directory: str | os.PathLike[str] | None = None,
         known_ttl: float | None = None,
+        options: S3Options | None = None,
     ) -> None:
+        given = {
+            'bucket': bucket,
+            'client': client,
+            'endpoint_url': endpoint_url,
+            'region_name': region_name,
+            'aws_access_key_id': aws_access_key_id,
+            'aws_secret_access_key': aws_secret_access_key,
+            'aws_session_token': aws_session_token,
+            'config': config,
+            'key_prefix': key_prefix,
+            'key_strategy': key_strategy,
+            'public_url': public_url,
+            'put_check': put_check,
+            'conditional_writes': conditional_writes,
+            'multipart_threshold': multipart_threshold,
+            'part_size': part_size,
+            'max_concurrency': max_concurrency,
+            'max_attempts': max_attempts,
+            'retry_max_backoff': retry_max_backoff,
+            'read_attempts': read_attempts,
+            'spool_directory': spool_directory,
+            'known_ttl': known_ttl,
+        }
+        self._options = options = S3Options.settled(options, given)
+        public_url = options.public_url
         resolver: PublicUrlResolver | None
         if isinstance(public_url, PresignedUrls):
             presigned, resolver = public_url, self._presigned_public_url
         else:
             presigned, resolver = None, public_url
         super().__init__(public_url=resolver)
-        _check_configuration(
-            bucket=bucket,
-            client=client,
-            connection=(endpoint_url, region_name, aws_access_key_id, aws_secret_access_key, aws_session_token),
-            config=config,
-            key_prefix=key_prefix,
-            put_check=put_check,
-            multipart_threshold=multipart_threshold,
-            part_size=part_size,
-            max_concurrency=max_concurrency,
-            max_attempts=max_attempts,
-            retry_max_backoff=retry_max_backoff,
-            read_attempts=read_attempts,
-            known_ttl=known_ttl,
-        )
-        self._bucket = bucket
-        self._key_prefix = key_prefix
-        self._key_strategy = key_strategy
+        self._bucket = options.bucket
+        self._key_prefix = options.key_prefix
+        self._key_strategy = options.key_strategy
         self._presigned = presigned
-        self._put_check = put_check
+        self._put_check = options.put_check
         self._head_from = AUTO_HEAD_FROM
-        self._conditional_writes = conditional_writes
-        self._multipart_threshold = multipart_threshold
-        self._part_size = part_size
-        self._max_concurrency = max_concurrency
-        self._max_attempts = max_attempts
-        self._retry_max_backoff = retry_max_backoff
-        self._read_attempts = read_attempts
-        self._spool_directory = spool_directory
-        self._known = KnownKeys(known_ttl) if known_ttl is not None else None
+        self._conditional_writes = options.conditional_writes
+        self._multipart_threshold = options.multipart_threshold
+        self._part_size = options.part_size
+        self._max_concurrency = options.max_concurrency
+        self._max_attempts = options.max_attempts
+        self._retry_max_backoff = options.retry_max_backoff
+        self._read_attempts = options.read_attempts
+        self._spool_directory = options.spool_directory
+        self._known = KnownKeys(options.known_ttl) if options.known_ttl is not None else None
         # A key remembered for known_ttl skips its HEAD and so its touch: touch that much earlier, so a
         # skipped put never relies on a blob older than TOUCH_AFTER_SECONDS.
-        self._put_touch_after = max(0.0, TOUCH_AFTER_SECONDS - (known_ttl or 0.0))
-        self._endpoint_url = _without_user_info(endpoint_url)
-        self._region_name = region_name
-        self._credentials = _Credentials(aws_access_key_id, aws_secret_access_key, aws_session_token)
-        self._user_config = config
-        self._client: S3Client | None = client
+        self._put_touch_after = max(0.0, TOUCH_AFTER_SECONDS - (options.known_ttl or 0.0))
+        self._endpoint_url = _without_user_info(options.endpoint_url)
+        self._region_name = options.region_name
+        self._credentials = _Credentials(
+            options.aws_access_key_id, options.aws_secret_access_key, options.aws_session_token
+        )
+        self._user_config = options.config
+        self._client: S3Client | None = options.client
         self._client_context: Any = None
-        self._owns_client = client is None
+        self._owns_client = options.client is None
         self._opening = asyncio.Lock()
         self._identity: Hashable | None = None
         self._bucket_seen = False
         self._bucket_checking = asyncio.Lock()
         self._client_owner: S3MediaStore | None = None  # on a namespace view: the store whose client it uses
-        self._namespace_area: str | None = key_prefix + NAMESPACE_AREA  # None on a view: namespaces do not nest
+        self._namespace_area: str | None = options.key_prefix + NAMESPACE_AREA  # None on a view: no nesting
 
     def _open_namespace(self, name: str) -> S3MediaStore:
         """A store on the key prefix ``<key_prefix>.mediastash-namespaces/<name>/`` of the same bucket, on this
         store's client (created by and closed with this store), with the same settings. ``PresignedUrls`` are bound
         to the view, so they name its own keys; another resolver names the store's layout and the base drops it."""
-        credentials = self._credentials
+        key_prefix = f'{self._key_prefix}{NAMESPACE_AREA}{name}/'
+        # No client of its own: it uses this store's (``_client_owner``), whoever made it.
         view = type(self)(
-            bucket=self._bucket,
-            endpoint_url=self._endpoint_url,
-            region_name=self._region_name,
-            aws_access_key_id=credentials.access_key_id,
-            aws_secret_access_key=credentials.secret_access_key,
-            aws_session_token=credentials.session_token,
-            config=self._user_config,
-            key_prefix=f'{self._key_prefix}{NAMESPACE_AREA}{name}/',
-            key_strategy=self._key_strategy,
-            public_url=self._presigned if self._presigned is not None else self._public_url,
-            put_check=self._put_check,
-            conditional_writes=self._conditional_writes,
-            multipart_threshold=self._multipart_threshold,
-            part_size=self._part_size,
-            max_concurrency=self._max_concurrency,
-            max_attempts=self._max_attempts,
-            retry_max_backoff=self._retry_max_backoff,
-            read_attempts=self._read_attempts,
-            spool_directory=self._spool_directory,
-            known_ttl=None if self._known is None else self._known._ttl,
+            options=self._options.replace(client=None, endpoint_url=self._endpoint_url, key_prefix=key_prefix)
         )
         view._head_from = self._head_from
         view._owns_client = False
@@ -1142,61 +1135,3 @@ def _public_endpoint(url: str | None) -> str | None:
     host = parts.hostname or ''
     netloc = f'{host}:{parts.port}' if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _check_configuration(
-    *,
-    bucket: object,
-    client: object,
-    connection: tuple[object, ...],
-    config: object,
-    key_prefix: object,
-    put_check: object,
-    multipart_threshold: int,
-    part_size: int,
-    max_concurrency: int,
-    max_attempts: int,
-    retry_max_backoff: float | None,
-    read_attempts: int,
-    known_ttl: float | None,
-) -> None:
-    """Refuse contradictory or out-of-range options at construction (``InvalidStoreConfiguration``)."""
-    if not isinstance(bucket, str) or not bucket:
-        raise InvalidStoreConfiguration(f'bucket must be a non-empty str, got {type(bucket).__name__}')
-    if client is not None and (any(value is not None for value in connection) or config is not None):
-        raise InvalidStoreConfiguration(
-            'pass either client= or connection settings (endpoint_url, region_name, credentials, config), not both'
-        )
-    if client is not None and retry_max_backoff is not None:
-        raise InvalidStoreConfiguration('retry_max_backoff applies to a client the store creates, not to client=')
-    if not isinstance(key_prefix, str) or _CONTROL.search(key_prefix) or key_prefix.startswith('/'):
-        raise InvalidStoreConfiguration(
-            'key_prefix must be a str without control characters or a leading / (the value given is not shown)'
-        )
-    try:
-        key_prefix.encode('utf-8')
-    except UnicodeEncodeError:
-        raise InvalidStoreConfiguration(
-            'key_prefix must be encodable as UTF-8, without lone surrogates (the value given is not shown)'
-        ) from None
-    if put_check not in ('auto', 'head', 'if-none-match'):
-        raise InvalidStoreConfiguration("put_check must be 'auto', 'head' or 'if-none-match'")
-    if part_size < MIN_PART_SIZE:
-        raise InvalidStoreConfiguration(f'part_size must be at least {MIN_PART_SIZE} bytes (S3 minimum)')
-    if multipart_threshold < MIN_PART_SIZE:
-        raise InvalidStoreConfiguration(f'multipart_threshold must be at least {MIN_PART_SIZE} bytes')
-    for name, value in (
-        ('max_concurrency', max_concurrency),
-        ('max_attempts', max_attempts),
-        ('read_attempts', read_attempts),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidStoreConfiguration(f'{name} must be an int of at least 1')
-    if known_ttl is not None and (
-        isinstance(known_ttl, bool) or not isinstance(known_ttl, int | float) or not 0 < known_ttl <= _MAX_KNOWN_TTL
-    ):
-        raise InvalidStoreConfiguration(
-            f'known_ttl must be None or a number of seconds above 0 and at most {_MAX_KNOWN_TTL}'
-        )
-    if retry_max_backoff is not None and not 0 <= retry_max_backoff <= 60:
-        raise InvalidStoreConfiguration('retry_max_backoff must be a number of seconds from 0 to 60')

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import re
 import sqlite3
 import tempfile
 import time
@@ -25,7 +24,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, I
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
-from mediastash._checks import exactly_one_of
 from mediastash.context import MediaContextLike, context_media_type
 from mediastash.errors import (
     InvalidStoreConfiguration,
@@ -49,14 +47,13 @@ from mediastash.stores.base import (
     Ingest,
     _maps_driver_errors,
 )
-from mediastash.stores.sqlite._url import plan_sqlite
+from mediastash.stores.sqlite._options import SqliteOptions
 from mediastash.uri import DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['SqliteMediaStore']
 
 _T = TypeVar('_T')
-_TABLE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,62}')
 _SHARED_COLUMNS = ('sha256', 'media_type', 'bytes', 'size_bytes', 'metadata')
 """The columns pydantic-ai-harness's SQLite media table has; every table we use needs them."""
 _CREATED_AT = 'created_at'
@@ -81,7 +78,7 @@ _HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 """``DELETE ... RETURNING`` (SQLite 3.35+); older builds select and delete in one transaction instead."""
 
 
-class SqliteMediaStore(BaseMediaStore, url_planner=plan_sqlite):
+class SqliteMediaStore(BaseMediaStore):
     """Content-addressed blobs in the table ``table`` of a SQLite database.
 
     Pass exactly one of ``database`` (a path; the store opens it with a 30 s
@@ -117,7 +114,12 @@ class SqliteMediaStore(BaseMediaStore, url_planner=plan_sqlite):
     Two instances on the same database file and table share one
     ``storage_key``; a ``:memory:`` or temporary database is private to its
     instance.
+
+    The settings are one ``SqliteOptions``: pass ``options=SqliteOptions(...)``
+    or the keywords (given keywords replace fields of ``options``).
     """
+
+    options_class = SqliteOptions
 
     def __init__(
         self,
@@ -126,18 +128,12 @@ class SqliteMediaStore(BaseMediaStore, url_planner=plan_sqlite):
         connection: sqlite3.Connection | None = None,
         table: str = 'media',
         public_url: PublicUrlResolver | None = None,
+        options: SqliteOptions | None = None,
     ) -> None:
-        super().__init__(public_url=public_url)
-        exactly_one_of('SqliteMediaStore', ('database', database, ''), ('connection', connection, ''))
-        if not isinstance(table, str) or _TABLE_NAME.fullmatch(table) is None:
-            raise InvalidStoreConfiguration(
-                'invalid SQLite table name (not repeated here): '
-                'use 1-63 letters, digits or underscores, not starting with a digit'
-            )
-        if table.lower().startswith('sqlite_'):
-            raise InvalidStoreConfiguration(
-                'invalid SQLite table name (not repeated here): names starting with "sqlite_" are reserved by SQLite'
-            )
+        given = {'database': database, 'connection': connection, 'table': table, 'public_url': public_url}
+        self._options = options = SqliteOptions.settled(options, given)
+        super().__init__(public_url=options.public_url)
+        database, connection, table = options.database, options.connection, options.table
         self._database = None if database is None else os.fspath(database)
         self._connection = connection
         self._owns_connection = connection is None
@@ -161,6 +157,7 @@ class SqliteMediaStore(BaseMediaStore, url_planner=plan_sqlite):
         """
         view = object.__new__(type(self))
         BaseMediaStore.__init__(view)
+        view._options = self._options
         view._database = self._database
         view._connection = None if self._owns_connection else self._connection  # else this store's once open
         view._owns_connection = self._owns_connection
