@@ -37,7 +37,6 @@ from pymongo.errors import (
     PyMongoError,
 )
 
-from mediastash._checks import exactly_one_of
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import (
     InvalidStoreConfiguration,
@@ -63,8 +62,6 @@ from mediastash.stores.mongo._layout import (
     Document,
     ManifestFacts,
     bson_time,
-    check_chunk_size,
-    check_collection,
     check_database,
     chunk_document,
     chunk_filter,
@@ -79,7 +76,7 @@ from mediastash.stores.mongo._layout import (
     stored_bytes,
     written_before,
 )
-from mediastash.stores.mongo._url import plan_mongo
+from mediastash.stores.mongo._options import MongoOptions
 from mediastash.uri import is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 
@@ -115,7 +112,7 @@ _NAMESPACE_INFIX: Final = '.ns.'
 namespace's collection is a store's, and the name comes last, so two namespaces never share a collection."""
 
 
-class MongoMediaStore(BaseMediaStore, url_planner=plan_mongo):
+class MongoMediaStore(BaseMediaStore):
     """Content-addressed blobs in the MongoDB collections ``collection`` and ``<collection>_chunks``.
 
     Pass exactly one of ``client`` (your ``AsyncMongoClient``; never closed by
@@ -133,6 +130,8 @@ class MongoMediaStore(BaseMediaStore, url_planner=plan_mongo):
     the ``__cause__``.
     """
 
+    options_class = MongoOptions
+
     def __init__(
         self,
         *,
@@ -142,16 +141,22 @@ class MongoMediaStore(BaseMediaStore, url_planner=plan_mongo):
         collection: str = 'media',
         chunk_size_bytes: int = DEFAULT_CHUNK_SIZE_BYTES,
         public_url: PublicUrlResolver | None = None,
+        options: MongoOptions | None = None,
     ) -> None:
-        super().__init__(public_url=public_url)
-        exactly_one_of('MongoMediaStore', ('client', client, 'an AsyncMongoClient'), ('db_url', db_url, ''))
-        if database is not None:
-            check_database(database)
-        self._collection_name = check_collection(collection)
-        self._chunk_size = check_chunk_size(chunk_size_bytes)
+        given = {
+            'client': client,
+            'db_url': db_url,
+            'database': database,
+            'collection': collection,
+            'chunk_size_bytes': chunk_size_bytes,
+            'public_url': public_url,
+        }
+        self._options = options = MongoOptions.settled(options, given)
+        super().__init__(public_url=options.public_url)
+        client, db_url, database = options.client, options.db_url, options.database
+        self._collection_name = options.collection
+        self._chunk_size = options.chunk_size_bytes
         if client is None:
-            if not isinstance(db_url, str) or not db_url:
-                raise InvalidStoreConfiguration('db_url= must be a non-empty MongoDB connection string')
             try:
                 client = AsyncMongoClient[Document](db_url)
             except (ConfigurationError, ValueError) as exc:  # the message may quote the URL and credentials
@@ -177,13 +182,7 @@ class MongoMediaStore(BaseMediaStore, url_planner=plan_mongo):
         ``<collection>_chunks.ns.<name>``, in the same database and on the same client (which stays this store's
         to close). MongoDB creates them at the first write; a store's own collections never hold a namespace's
         blobs, so its listing, collection and verification never meet them (see ``docs/mongo.md``)."""
-        view = type(self)(
-            client=self._client,
-            database=self._database_name,
-            collection=self._collection_name,
-            chunk_size_bytes=self._chunk_size,
-            public_url=self._public_url,
-        )
+        view = type(self)(options=self._options.replace(client=self._client, db_url=None, database=self._database_name))
         database = self._client[self._database_name]
         view._collection_name = f'{self._collection_name}{_NAMESPACE_INFIX}{name}'
         view._manifests = database[view._collection_name]

@@ -8,13 +8,12 @@ import functools
 import hashlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Hashable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import asyncpg
 
-from mediastash._checks import exactly_one_of, positive_int
 from mediastash.context import MediaContextLike, context_media_type
-from mediastash.errors import IntegrityError, InvalidStoreConfiguration, StoreNotFoundError
+from mediastash.errors import IntegrityError, StoreNotFoundError
 from mediastash.stores._blob import OFFLOAD_BYTES, sha256_hex, verify_digest
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
 from mediastash.stores._range import DigestRange
@@ -28,20 +27,22 @@ from mediastash.stores.base import (
     DriverError,
     Ingest,
 )
-from mediastash.stores.postgres._address import Address, address_of, parse_dsn_address
+from mediastash.stores.postgres._address import address_of, parse_dsn_address
 from mediastash.stores.postgres._batch import Coalescer, fail
 from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
-from mediastash.stores.postgres._layout import IDENTIFIER, Layout, Tables, namespace_table
+from mediastash.stores.postgres._layout import Layout, Tables, namespace_table
+from mediastash.stores.postgres._options import (
+    DEFAULT_CHUNK_SIZE_BYTES,
+    MAX_CHUNK_SIZE_BYTES,
+    PostgresOptions,
+    PostgresPool,
+)
 from mediastash.stores.postgres._upload import ChunkUpload
-from mediastash.stores.postgres._url import plan_postgres
 from mediastash.uri import DIGEST_PATTERN, media_uri
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['DEFAULT_CHUNK_SIZE_BYTES', 'MAX_CHUNK_SIZE_BYTES', 'PostgresMediaStore', 'PostgresPool']
 
-DEFAULT_CHUNK_SIZE_BYTES: Final = 4 << 20
-"""Blobs up to this size are one row of the harness's table; larger ones are chunk rows of this size."""
-MAX_CHUNK_SIZE_BYTES: Final = 256 << 20
 _STREAM_WINDOW: Final = 8 << 20
 """Bytes a streaming read fetches per query (one chunk row at least)."""
 _LIST_PAGE: Final = 1000
@@ -55,13 +56,7 @@ _UNSOUND: Final = object()
 _ALONE: Final = object()
 
 
-class PostgresPool(Protocol):
-    """What the store uses of a pool: asyncpg's ``Pool`` or anything with the same ``acquire()``."""
-
-    def acquire(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
-
-
-class PostgresMediaStore(BaseMediaStore, url_planner=plan_postgres):
+class PostgresMediaStore(BaseMediaStore):
     """Content-addressed blobs in the table ``table`` (schema ``schema``) of a PostgreSQL database.
 
     Pass exactly one of ``pool`` (an asyncpg pool you own: the store never
@@ -87,6 +82,8 @@ class PostgresMediaStore(BaseMediaStore, url_planner=plan_postgres):
     database, schema and table.
     """
 
+    options_class = PostgresOptions
+
     def __init__(
         self,
         pool: PostgresPool | None = None,
@@ -97,39 +94,28 @@ class PostgresMediaStore(BaseMediaStore, url_planner=plan_postgres):
         chunk_size_bytes: int = DEFAULT_CHUNK_SIZE_BYTES,
         max_connections: int = 10,
         public_url: PublicUrlResolver | None = None,
+        options: PostgresOptions | None = None,
     ) -> None:
-        super().__init__(public_url=public_url)
-        exactly_one_of(
-            'PostgresMediaStore',
-            ('pool', pool, 'an asyncpg pool you own'),
-            ('dsn', dsn, 'a postgresql:// connection string'),
-        )
-        for name, value in (('table', table), ('schema', schema)):
-            if not isinstance(value, str) or IDENTIFIER.fullmatch(value) is None:
-                raise InvalidStoreConfiguration(
-                    f'invalid PostgreSQL {name} name (not repeated here): use 1-63 lowercase letters, digits '
-                    'or underscores, not starting with a digit'
-                )
-        positive_int('chunk_size_bytes', chunk_size_bytes)
-        if chunk_size_bytes > MAX_CHUNK_SIZE_BYTES:
-            raise InvalidStoreConfiguration(f'chunk_size_bytes must be at most {MAX_CHUNK_SIZE_BYTES} (256 MiB)')
-        positive_int('max_connections', max_connections)
-        address: Address | None
-        if dsn is not None:
-            if not isinstance(dsn, str) or (address := parse_dsn_address(dsn)) is None:
-                raise InvalidStoreConfiguration(
-                    'PostgresMediaStore(dsn=...) needs a postgresql:// or postgres:// connection string '
-                    '(the value is not repeated here)'
-                )
-        else:
-            address = address_of(pool)
+        given = {
+            'pool': pool,
+            'dsn': dsn,
+            'table': table,
+            'schema': schema,
+            'chunk_size_bytes': chunk_size_bytes,
+            'max_connections': max_connections,
+            'public_url': public_url,
+        }
+        self._options = options = PostgresOptions.settled(options, given)
+        super().__init__(public_url=options.public_url)
+        pool, dsn = options.pool, options.dsn
+        address = parse_dsn_address(dsn) if dsn is not None else address_of(pool)
         self._pool: PostgresPool | None = pool
         self._dsn = dsn
         self._owns_pool = pool is None
-        self._max_connections = max_connections
+        self._max_connections = options.max_connections
         self._pool_lock = asyncio.Lock()
-        self._tables = Tables(schema, table)
-        self._chunk_bytes = chunk_size_bytes
+        self._tables = Tables(options.schema, options.table)
+        self._chunk_bytes = options.chunk_size_bytes
         self._address = address
         self._pool_token = None if address is not None else token_for(pool)
         self._layouts: dict[str, Layout] = {}  # complete layouts by table, shared with the namespace views
@@ -156,15 +142,7 @@ class PostgresMediaStore(BaseMediaStore, url_planner=plan_postgres):
         """A store on the namespace's own three tables (``namespace_table``: ``<table>_ns_<tag>`` and its side
         tables, created by the first write into it) in the same schema and on the same pool: the store's own
         tables, which pydantic-ai-harness shares, are never touched by a view."""
-        source: dict[str, Any] = {'dsn': self._dsn} if self._owns_pool else {'pool': self._pool}
-        view = type(self)(
-            **source,
-            table=namespace_table(self.table, name),
-            schema=self.schema,
-            chunk_size_bytes=self._chunk_bytes,
-            max_connections=self._max_connections,
-            public_url=self._public_url,
-        )
+        view = type(self)(options=self._options.replace(table=namespace_table(self.table, name)))
         view._owns_pool = False
         view._pool_owner = self
         view._layouts = self._layouts
