@@ -60,11 +60,14 @@ class StoreOptions:
     def settled(cls, options: Self | None, given: Mapping[str, Any]) -> Self:
         """What a store's ``__init__`` does with its keywords ``given`` and ``options=``.
 
-        Without ``options``: options made of the keywords, checked as ever.
+        ``given`` may hold more than the fields (a constructor passes its
+        ``locals()``): only the fields' names are read. Without ``options``:
+        options made of the keywords, checked as ever.
         With it: ``options``, with the keywords that differ from their default
         (and are not ``None``) on top. The store's keyword defaults equal the
         fields' defaults (``tests/test_store_options.py`` checks it).
         """
+        given = {field.name: given[field.name] for field in dataclasses.fields(cls) if field.name in given}
         if options is None:
             return cls.made(given, cls.store_name)
         if not isinstance(options, cls):

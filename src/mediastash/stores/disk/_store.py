@@ -154,8 +154,7 @@ class DiskMediaStore(BaseMediaStore):
         fsync: bool = False,
         options: DiskOptions | None = None,
     ) -> None:
-        settings = {'directory': directory, 'key_strategy': key_strategy, 'public_url': public_url, 'fsync': fsync}
-        self._options = options = DiskOptions.settled(options, settings)
+        self._options = options = DiskOptions.settled(options, locals())  # the keywords above, by name
         super().__init__(public_url=options.public_url)
         self._root = Path(options.directory).expanduser()
         with driver_errors_mapped(self, 'open'):  # a file in the way, a read-only parent: a typed store error

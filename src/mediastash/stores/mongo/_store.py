@@ -143,15 +143,7 @@ class MongoMediaStore(BaseMediaStore):
         public_url: PublicUrlResolver | None = None,
         options: MongoOptions | None = None,
     ) -> None:
-        given = {
-            'client': client,
-            'db_url': db_url,
-            'database': database,
-            'collection': collection,
-            'chunk_size_bytes': chunk_size_bytes,
-            'public_url': public_url,
-        }
-        self._options = options = MongoOptions.settled(options, given)
+        self._options = options = MongoOptions.settled(options, locals())  # the keywords above, by name
         super().__init__(public_url=options.public_url)
         client, db_url, database = options.client, options.db_url, options.database
         self._collection_name = options.collection

@@ -18,51 +18,31 @@ from urllib.parse import quote
 
 from mediastash._checks import exactly_one_of, positive_int
 from mediastash.errors import InvalidStoreConfiguration
+from mediastash.stores import _url
 from mediastash.stores._options import Converter, StoreOptions, query_options
-from mediastash.stores._url import (
-    integer,
-    looks_secret,
-    query_parameters,
-    shown,
-    size,
-    split_url,
-    text,
-    unknown_parameter,
-    url_scheme,
-)
 from mediastash.stores.postgres._address import DSN_SCHEMES, parse_dsn_address
 from mediastash.stores.postgres._layout import IDENTIFIER
 from mediastash.urls import PublicUrlResolver
 
-__all__ = [
-    'DEFAULT_CHUNK_SIZE_BYTES',
-    'DRIVER_OPTIONS',
-    'MAX_CHUNK_SIZE_BYTES',
-    'OWN_OPTIONS',
-    'PostgresOptions',
-    'PostgresPool',
-]
+__all__ = ['DEFAULT_CHUNK_SIZE_BYTES', 'DRIVER_OPTIONS', 'MAX_CHUNK_SIZE_BYTES', 'OWN_OPTIONS', 'PostgresOptions']
+__all__ += ['PostgresPool']
 
 DEFAULT_CHUNK_SIZE_BYTES: Final = 4 << 20
 """Blobs up to this size are one row of the harness's table; larger ones are chunk rows of this size."""
 MAX_CHUNK_SIZE_BYTES: Final = 256 << 20
 
 _QUERY: dict[str, tuple[str, Converter]] = {
-    'table': ('table', text),
-    'schema': ('schema', text),
-    'chunk_size_bytes': ('chunk_size_bytes', size),
-    'max_connections': ('max_connections', integer),
+    'table': ('table', _url.text),
+    'schema': ('schema', _url.text),
+    'chunk_size_bytes': ('chunk_size_bytes', _url.size),
+    'max_connections': ('max_connections', _url.integer),
 }
 OWN_OPTIONS: Final = tuple(_QUERY)
 DRIVER_OPTIONS: Final = (
-    'sslmode',
-    'sslrootcert',
-    'sslcert',
-    'sslkey',
-    'connect_timeout',
-    'application_name',
-    'target_session_attrs',
+    *('sslmode', 'sslrootcert', 'sslcert', 'sslkey'),
+    *('connect_timeout', 'application_name', 'target_session_attrs'),
 )
+"""Connection options of a ``postgresql://`` URL passed to asyncpg unchanged."""
 _CREDENTIALS_HINT = 'give the password in PGPASSWORD or a .pgpass file, or pass pool= (the URL is not shown)'
 
 
@@ -122,11 +102,11 @@ class PostgresOptions(StoreOptions):
     @classmethod
     def from_store_url(cls, url: str, *, create: bool, overrides: dict[str, Any], owner: str) -> Self:
         """Check ``url``; nothing is contacted and nothing is created (tables appear at the first write)."""
-        scheme = url_scheme(url, owner, DSN_SCHEMES)
+        scheme = _url.url_scheme(url, owner, DSN_SCHEMES)
         user, at, rest = url.partition('://')[2].rpartition('@')
         if at and ':' in user:
             raise InvalidStoreConfiguration(f'the {scheme}:// URL must not carry a password; {_CREDENTIALS_HINT}')
-        parts = split_url(f'{scheme}://{rest}' if at else url, scheme)
+        parts = _url.split_url(f'{scheme}://{rest}' if at else url, scheme)
         if not parts.hostname:
             raise InvalidStoreConfiguration(f'the {scheme}:// URL names no host; use {scheme}://host[:port]/<database>')
         database = parts.path.lstrip('/')
@@ -140,17 +120,18 @@ class PostgresOptions(StoreOptions):
             raise InvalidStoreConfiguration(f'the {scheme}:// URL has a port that is not a number') from None
         own: dict[str, str] = {}
         kept: list[str] = []
-        for name, value in query_parameters(parts.query, f'{scheme}://').items():
+        for name, value in _url.query_parameters(parts.query, f'{scheme}://').items():
             if name in DRIVER_OPTIONS:
                 kept.append(f'{name}={quote(value, safe="")}')
             elif name in OWN_OPTIONS:
                 own[name] = value
-            elif looks_secret(name):
+            elif _url.looks_secret(name):
                 raise InvalidStoreConfiguration(
-                    f'the {scheme}:// URL must not carry the credential parameter {shown(name)}; {_CREDENTIALS_HINT}'
+                    f'the {scheme}:// URL must not carry the credential parameter {_url.shown(name)}; '
+                    f'{_CREDENTIALS_HINT}'
                 )
             else:
-                raise unknown_parameter(name, f'{scheme}://', (*OWN_OPTIONS, *DRIVER_OPTIONS))
+                raise _url.unknown_parameter(name, f'{scheme}://', (*OWN_OPTIONS, *DRIVER_OPTIONS))
         settings = query_options(own, f'{scheme}://', _QUERY)
         if 'pool' not in overrides:
             login = f'{user}@' if at else ''

@@ -96,16 +96,7 @@ class PostgresMediaStore(BaseMediaStore):
         public_url: PublicUrlResolver | None = None,
         options: PostgresOptions | None = None,
     ) -> None:
-        given = {
-            'pool': pool,
-            'dsn': dsn,
-            'table': table,
-            'schema': schema,
-            'chunk_size_bytes': chunk_size_bytes,
-            'max_connections': max_connections,
-            'public_url': public_url,
-        }
-        self._options = options = PostgresOptions.settled(options, given)
+        self._options = options = PostgresOptions.settled(options, locals())  # the keywords above, by name
         super().__init__(public_url=options.public_url)
         pool, dsn = options.pool, options.dsn
         address = parse_dsn_address(dsn) if dsn is not None else address_of(pool)

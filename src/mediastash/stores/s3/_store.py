@@ -208,30 +208,7 @@ class S3MediaStore(BaseMediaStore):
         known_ttl: float | None = None,
         options: S3Options | None = None,
     ) -> None:
-        given = {
-            'bucket': bucket,
-            'client': client,
-            'endpoint_url': endpoint_url,
-            'region_name': region_name,
-            'aws_access_key_id': aws_access_key_id,
-            'aws_secret_access_key': aws_secret_access_key,
-            'aws_session_token': aws_session_token,
-            'config': config,
-            'key_prefix': key_prefix,
-            'key_strategy': key_strategy,
-            'public_url': public_url,
-            'put_check': put_check,
-            'conditional_writes': conditional_writes,
-            'multipart_threshold': multipart_threshold,
-            'part_size': part_size,
-            'max_concurrency': max_concurrency,
-            'max_attempts': max_attempts,
-            'retry_max_backoff': retry_max_backoff,
-            'read_attempts': read_attempts,
-            'spool_directory': spool_directory,
-            'known_ttl': known_ttl,
-        }
-        self._options = options = S3Options.settled(options, given)
+        self._options = options = S3Options.settled(options, locals())  # the keywords above, by name
         public_url = options.public_url
         resolver: PublicUrlResolver | None
         if isinstance(public_url, PresignedUrls):

@@ -130,8 +130,7 @@ class SqliteMediaStore(BaseMediaStore):
         public_url: PublicUrlResolver | None = None,
         options: SqliteOptions | None = None,
     ) -> None:
-        given = {'database': database, 'connection': connection, 'table': table, 'public_url': public_url}
-        self._options = options = SqliteOptions.settled(options, given)
+        self._options = options = SqliteOptions.settled(options, locals())  # the keywords above, by name
         super().__init__(public_url=options.public_url)
         database, connection, table = options.database, options.connection, options.table
         self._database = None if database is None else os.fspath(database)
