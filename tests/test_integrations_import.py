@@ -259,8 +259,9 @@ OPENAI_AGENTS_MISSING = blocking(
     """
 import mediastash, mediastash.gc
 from mediastash.gc import SQLiteSessionRoot  # reads the database with SQL: no SDK needed
+from mediastash.integrations.openai_agents import PostgresSessionRoot, SessionRoot
 try:
-    import mediastash.integrations.openai_agents
+    from mediastash.integrations.openai_agents import OffloadingSession
 except ImportError as error:
     print('openai-agents-needs-extra', error)
 """,

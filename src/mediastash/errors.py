@@ -26,6 +26,7 @@ __all__ = [
     'NamespaceCleanupError',
     'NamespaceUnsupportedError',
     'NotARegularFileError',
+    'RootReadError',
     'StoreClosedError',
     'StoreNotFoundError',
     'StoreOperationError',
@@ -235,6 +236,10 @@ class NotARegularFileError(MediaStashError):
         self.uri = uri
         named = f' (for {uri})' if uri else ''
         super().__init__(f'{path!r}{named} is a {kind}, not a regular file; refusing to read it')
+
+
+class RootReadError(MediaStashError):
+    """A garbage-collection root could not be read completely, so the collector deleted nothing."""
 
 
 class StoreOperationError(MediaStashError, RuntimeError):

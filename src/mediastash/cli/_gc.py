@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from mediastash.cli._args import add_namespace, parse_shard, positive_int
 from mediastash.cli._ui import Step, Ui
+from mediastash.roots import root_kinds_help
 from mediastash.stores.registry import help_forms
 
 __all__ = ['parse_duration', 'register']
@@ -22,13 +23,8 @@ _PHASES: Final = {'mark': 'reading roots', 'list': 'listing blobs', 'delete': 'd
 _ROOT_HELP = (
     'what keeps blobs alive: a lean JSON file (json:PATH), a JSON-lines file (jsonl:PATH), a file of '
     'media+sha256:// URIs one per line (uris:PATH), a pydantic-ai-harness FileStepStore folder (file-steps:DIR) '
-    'or SqliteStepStore database (sqlite-steps:DB), a LangGraph SqliteSaver checkpoint database '
-    '(langgraph-sqlite:DB), an OpenAI Agents SQLiteSession database (agents-sqlite:DB, every session), '
-    'an AsyncKV in a SQLite kv table with a data column (kv-sqlite:DB), a LangGraph PostgresSaver database '
-    '(langgraph-postgres:postgresql://...), a pydantic-ai-harness PostgresStepStore (pg-steps:postgresql://...) '
-    'or MongoStepStore (mongo-steps:mongodb://HOST/DATABASE), '
-    'or any folder: every file below it is read as the root it '
-    'is, and a file of no known kind stops the collection; without a KIND: prefix the kind is recognised '
+    'or SqliteStepStore database (sqlite-steps:DB), {kinds}, or any folder: every file below it is read as the '
+    'root it is, and a file of no known kind stops the collection; without a KIND: prefix the kind is recognised '
     'from the path'
 )
 
@@ -69,7 +65,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help=f'the store: {help_forms()}',
     )
     add_namespace(gc, what='collect')
-    gc.add_argument('--roots', required=True, nargs='+', metavar='ROOT', help=_ROOT_HELP)
+    gc.add_argument(
+        '--roots', required=True, nargs='+', metavar='ROOT', help=_ROOT_HELP.format(kinds=root_kinds_help())
+    )
     gc.add_argument(
         '--grace',
         type=parse_duration,

@@ -2,11 +2,14 @@
 
 Needs ``langgraph-checkpoint`` and ``langchain-core``, never pydantic-ai or
 pydantic-ai-harness. ``docs/langgraph.md`` describes what is recognised, what a
-checkpoint then holds, garbage collection and the sync methods.
+checkpoint then holds, garbage collection (``CheckpointerRoot``, and
+``LangGraphSQLiteRoot`` / ``LangGraphPostgresRoot`` for a saver's database) and
+the sync methods.
 """
 
 try:
     from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, ENVELOPE_KEY
+    from mediastash.integrations.langgraph._roots import CheckpointerRoot, LangGraphPostgresRoot, LangGraphSQLiteRoot
     from mediastash.integrations.langgraph.saver import OffloadingCheckpointSaver, SyncCallError
 except ImportError as exc:
     if (exc.name or '').startswith('mediastash'):
@@ -16,4 +19,12 @@ except ImportError as exc:
         'pip install "mediastash[langgraph]"'
     ) from exc
 
-__all__ = ['ENVELOPE_FORMAT', 'ENVELOPE_KEY', 'OffloadingCheckpointSaver', 'SyncCallError']
+__all__ = [
+    'CheckpointerRoot',
+    'ENVELOPE_FORMAT',
+    'ENVELOPE_KEY',
+    'LangGraphPostgresRoot',
+    'LangGraphSQLiteRoot',
+    'OffloadingCheckpointSaver',
+    'SyncCallError',
+]

@@ -34,7 +34,7 @@ class OffloadingSession(SessionABC):
     the items added. A payload's place holds a visible placeholder naming the
     blob and its host an envelope, so ``inner`` read on its own keeps every
     item. ``clear_session`` is ``inner``'s (blobs stay: ``mediastash.gc``
-    collects them with ``SessionRoot`` or ``mediastash.gc.SQLiteSessionRoot``);
+    collects them with ``SessionRoot`` or ``SQLiteSessionRoot``);
     ``session_id`` and ``session_settings`` are ``inner``'s.
 
     ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
