@@ -36,6 +36,7 @@ counting store and the synthetic histories it exports live in
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,7 +299,6 @@ FRAMEWORK_FREE_PACKAGES = ('mediastash.walker', 'mediastash.stores', 'mediastash
 """Packages that must import no framework at all (with every module outside ``integrations``; see below)."""
 
 NOT_YET_FRAMEWORK_FREE = {
-    'mediastash.gc._roots': 'framework roots still live in gc (issue 30 item 1c moves them to their integrations)',
     'mediastash.tuning._inputs': "tune reads pydantic-ai-harness step stores and their messages (issue 33's area)",
 }
 """Core modules that still import a framework, each with the work that removes it; a test keeps this list exact."""
@@ -426,3 +426,95 @@ def test_no_integration_imports_another() -> None:
         and any(_inside(edge.imported, other) for other in homes if other != home)
     ]
     assert not crossing, '\n'.join(crossing)
+
+
+GC = 'mediastash.gc'
+ROOTS = 'mediastash.roots'
+FRAMEWORKS = frozenset({*FRAMEWORK_HOMES, 'openai', 'sqlalchemy'})
+"""Top-level packages of the agent frameworks the integrations serve."""
+
+
+def imported_names(name: str) -> list[tuple[str, int]]:
+    """Every module an ``import`` / ``from ... import`` of module ``name`` names, mediastash or not (with its line),
+    wherever it sits (module level, a function, ``TYPE_CHECKING``)."""
+    path, is_package = MODULES[name]
+    package = name if is_package else name.rpartition('.')[0]
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.extend((imported, node.lineno) for imported in _imported_names(node, package))
+    return found
+
+
+def _framework(module: str) -> bool:
+    return module.partition('.')[0] in FRAMEWORKS
+
+
+@pytest.mark.parametrize('layer', [GC, ROOTS])
+def test_gc_and_the_roots_contract_import_no_integration_nor_framework(layer: str) -> None:
+    """gc reads roots through ``mediastash.roots``: an integration implements them, gc never names one."""
+    found = [
+        f'{name}:{line} -> {imported}'
+        for name in MODULES
+        if _inside(name, layer)
+        for imported, line in imported_names(name)
+        if _inside(imported, INTEGRATIONS) or _framework(imported)
+    ]
+    assert not found, '\n'.join(found)
+
+
+def test_the_integrations_import_no_collector() -> None:
+    """The roots contract sits below the integrations; gc above them: an integration never imports gc."""
+    found = [
+        f'{name}:{line} -> {imported}'
+        for name in MODULES
+        if _inside(name, INTEGRATIONS)
+        for imported, line in imported_names(name)
+        if _inside(imported, GC)
+    ]
+    assert not found, '\n'.join(found)
+
+
+MODULE_NAME_MATCHING = re.compile(
+    r"__module__|sys\.modules|__qualname__|\.__name__\s*(==|!=|in\b)|['\"]mediastash\.integrations|import_module\("
+)
+"""What matching a class by where it comes from looks like in source text (``type(x).__name__ == 'FileStepStore'``,
+``sys.modules.get('mediastash.integrations.kv')``, a ``__module__`` comparison, an import by name)."""
+
+
+def module_name_matching(name: str) -> list[str]:
+    path = MODULES[name][0]
+    return [
+        f'{name}:{number}: {line.strip()}'
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if MODULE_NAME_MATCHING.search(line)
+    ]
+
+
+@pytest.mark.parametrize('layer', [GC, ROOTS])
+def test_gc_matches_no_class_by_its_module_name(layer: str) -> None:
+    """No ``__module__`` comparison, ``sys.modules`` lookup or ``type(x).__name__`` test in gc or the contract:
+    a root is what it does (``Root``), an object's root is its integration's to say (``root_adapters``). Only the
+    registry names the built-in integrations' modules, as ``module:attribute`` strings imported on use."""
+    found = [
+        hit
+        for name in MODULES
+        if _inside(name, layer) and name != f'{ROOTS}._registry'
+        for hit in module_name_matching(name)
+    ]
+    assert not found, '\n'.join(found)
+
+
+@pytest.mark.parametrize(
+    'line',
+    [
+        '    loaded = sys.modules.get(module)',
+        "        if type(inner).__name__ == 'FileStepStore' and isinstance(directory, Path):",
+        "_CONVERSATION_MODULE: Final = 'mediastash.integrations.conversation_store'",
+        "    if value.__class__.__module__.startswith('langgraph'):",
+    ],
+)
+def test_the_module_name_check_catches_what_gc_once_did(line: str) -> None:
+    """Lines of the old ``gc/_roots.py`` (and one more way to match by module): each is caught."""
+    assert MODULE_NAME_MATCHING.search(line)
+    assert not MODULE_NAME_MATCHING.search("raise TypeError(f'{type(roots).__name__} is not a root')")

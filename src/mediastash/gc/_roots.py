@@ -15,32 +15,11 @@ from typing import Final
 
 from mediastash._path_kinds import PathKind, PathKindError, classify
 from mediastash.errors import RootReadError
-from mediastash.roots import Root, root_adapters, root_kind
-from mediastash.roots._files import (
-    FileStepStoreRoot,
-    JsonFileRoot,
-    JsonLinesFileRoot,
-    JsonTreeRoot,
-    SqliteStepStoreRoot,
-    UriFileRoot,
-    UriRoot,
-)
+from mediastash.roots import Root, _files, root_adapters, root_kind
+from mediastash.roots._files import *  # noqa: F403  (the framework-free roots: their __all__, listed once there)
 from mediastash.roots._registry import available_root_kinds, built_in_root_kinds
 
-__all__ = [
-    'ROOT_KINDS',
-    'FileStepStoreRoot',
-    'JsonFileRoot',
-    'JsonLinesFileRoot',
-    'JsonTreeRoot',
-    'Root',
-    'RootReadError',
-    'SqliteStepStoreRoot',
-    'UriFileRoot',
-    'UriRoot',
-    'as_root',
-    'root_from_spec',
-]
+__all__ = ['ROOT_KINDS', 'Root', 'RootReadError', 'as_root', 'root_from_spec', *_files.__all__]
 
 ROOT_KINDS: Final = ('json', 'jsonl', 'uris', 'file-steps', 'sqlite-steps', *built_in_root_kinds())
 """The built-in ``KIND:`` prefixes of ``root_from_spec`` (``mediastash gc --roots``): gc's own and those of the
@@ -63,9 +42,9 @@ def as_root(value: object) -> Root:
     if isinstance(value, os.PathLike):
         return root_from_path(Path(value))
     if isinstance(value, set | frozenset):
-        return UriRoot(value)
+        return _files.UriRoot(value)
     if isinstance(value, dict | list | tuple):
-        return JsonTreeRoot(value)
+        return _files.JsonTreeRoot(value)
     for adapter in root_adapters():
         root = adapter(value)
         if root is not None:
@@ -77,11 +56,11 @@ def as_root(value: object) -> Root:
 
 
 _FILE_ROOTS: Final[dict[str, Callable[[Path], Root]]] = {
-    'json': JsonFileRoot,
-    'jsonl': JsonLinesFileRoot,
-    'uris': UriFileRoot,
-    'file-steps': FileStepStoreRoot,
-    'sqlite-steps': SqliteStepStoreRoot,
+    'json': _files.JsonFileRoot,
+    'jsonl': _files.JsonLinesFileRoot,
+    'uris': _files.UriFileRoot,
+    'file-steps': _files.FileStepStoreRoot,
+    'sqlite-steps': _files.SqliteStepStoreRoot,
 }
 
 
@@ -124,14 +103,14 @@ def root_from_path(path: Path) -> Root:
     if kind is PathKind.MISSING:
         raise RootReadError(f'{path}: no such file or folder')
     if kind is PathKind.FILE_STEP_STORE:
-        return FileStepStoreRoot(path)
+        return _files.FileStepStoreRoot(path)
     if kind in (PathKind.SQLITE_STEP_STORE, PathKind.SQLITE_MEDIA_STORE, PathKind.SQLITE_OTHER):
-        return SqliteStepStoreRoot(path)  # reading it says what is missing
+        return _files.SqliteStepStoreRoot(path)  # reading it says what is missing
     if kind in (PathKind.FOLDER, PathKind.JSON):
-        return JsonFileRoot(path)
+        return _files.JsonFileRoot(path)
     if kind is PathKind.URI_LIST:
-        return UriFileRoot(path)
+        return _files.UriFileRoot(path)
     if kind is PathKind.JSON_LINES:
-        return JsonLinesFileRoot(path)
+        return _files.JsonLinesFileRoot(path)
     kinds = ', '.join(f'{name}:' for name in (*_FILE_ROOTS, *available_root_kinds()))
     raise RootReadError(f'{path}: cannot tell what kind of root this is; prefix it with one of {kinds}')

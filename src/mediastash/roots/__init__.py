@@ -42,7 +42,14 @@ from mediastash.roots._registry import (
     root_kind,
     root_kinds_help,
 )
-from mediastash.roots._sql import PAGE_ROWS, PostgresTablesRoot, SQLiteTablesRoot, json_text_references, sql_name
+from mediastash.roots._sql import (
+    PAGE_ROWS,
+    PostgresTablesRoot,
+    SQLiteTablesRoot,
+    json_text_references,
+    paged_references,
+    sql_name,
+)
 
 __all__ = [
     'ENTRY_POINT_GROUP',
@@ -63,6 +70,7 @@ __all__ = [
     'add_references',
     'available_root_kinds',
     'json_text_references',
+    'paged_references',
     'referenced_uris',
     'register_root_adapter',
     'register_root_kind',

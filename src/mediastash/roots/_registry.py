@@ -18,15 +18,16 @@ one at run time; an object may also simply be a ``Root`` itself.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Final
 
+from mediastash._plugins import declared, import_target
 from mediastash.errors import InvalidArgumentError, RootReadError
 from mediastash.roots._protocol import Root
 
@@ -115,25 +116,14 @@ _BUILT_IN_ADAPTERS: Final = (
 """Each integration's ``root_for``, with the framework package that must be imported before it is asked."""
 
 _MOVED: Final = {
-    **dict.fromkeys(('CheckpointerRoot', 'LangGraphPostgresRoot', 'LangGraphSQLiteRoot'), _LANGGRAPH),
-    'SQLiteSessionRoot': _AGENTS,
-    **dict.fromkeys(
-        (
-            'ConversationStoreRoot',
-            'KVRoot',
-            'MongoStepStoreRoot',
-            'PostgresStepStoreRoot',
-            'SQLiteKVRoot',
-            'ScannableKV',
-            'StepStoreRoot',
-        ),
-        _PYDANTIC_AI,
-    ),
+    _LANGGRAPH: 'CheckpointerRoot LangGraphPostgresRoot LangGraphSQLiteRoot',
+    _AGENTS: 'SQLiteSessionRoot',
+    _PYDANTIC_AI: 'ConversationStoreRoot KVRoot MongoStepStoreRoot PostgresStepStoreRoot SQLiteKVRoot ScannableKV '
+    'StepStoreRoot',
 }
 """Roots that ``mediastash.gc`` exported before they moved to their integration (served lazily from there)."""
 
 _registered: dict[str, _Kind] = dict(_BUILT_IN)
-_plugins: dict[str, _Kind] | None = None
 _adapters: list[list[Any]] = [[target, framework] for target, framework in _BUILT_IN_ADAPTERS]
 """``[adapter or 'module:attribute', framework package or None]``, in the order they are asked."""
 
@@ -210,20 +200,18 @@ def root_adapters() -> Iterator[RootAdapter]:
         if framework is not None and framework not in sys.modules:
             continue
         if isinstance(adapter, str):
-            module_name, _, attribute = adapter.partition(':')
             try:
-                module = importlib.import_module(module_name)
+                adapter = _adapters[index][0] = import_target(adapter)
             except ImportError as error:
                 if (error.name or '').startswith('mediastash'):
                     raise  # our own module is broken: say so
                 continue  # its framework is not installed
-            adapter = _adapters[index][0] = getattr(module, attribute)
         yield adapter
 
 
 def moved_root(name: str) -> object:
     """A root class ``mediastash.gc`` used to define, from its integration (``AttributeError`` if none)."""
-    module = _MOVED.get(name)
+    module = next((module for module, names in _MOVED.items() if name in names.split()), None)
     if module is None:
         raise AttributeError(f"module 'mediastash.gc' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
@@ -231,17 +219,14 @@ def moved_root(name: str) -> object:
 
 def moved_roots() -> list[str]:
     """The names ``moved_root`` serves."""
-    return sorted(_MOVED)
+    return sorted(name for names in _MOVED.values() for name in names.split())
 
 
 def _load(target: str, what: str, extra: str | None, origin: str) -> Any:
     """Import ``module:attribute``; errors name the kind and the extra to install, never an argument."""
-    module_name, _, attribute = target.partition(':')
     source = f'entry point {origin}' if origin else target
     try:
-        found: object = importlib.import_module(module_name)
-        for name in attribute.split('.'):
-            found = getattr(found, name)
+        found = import_target(target)
     except ImportError as error:
         if extra and not (error.name or '').startswith('mediastash'):
             raise RootReadError(f'{what} needs the {extra!r} extra: pip install "mediastash[{extra}]"') from error
@@ -253,25 +238,8 @@ def _load(target: str, what: str, extra: str | None, origin: str) -> Any:
     return found
 
 
+@functools.cache
 def _entry_point_kinds() -> dict[str, _Kind]:
     """The kinds installed distributions declare in ``mediastash.roots``, read once."""
-    global _plugins
-    if _plugins is None:
-        found: dict[str, _Kind] = {}
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            kind = point.name.lower()
-            if _KIND_NAME.fullmatch(kind) is None:
-                continue  # no argument can name it
-            origin = _describe(point)
-            entry = found.get(kind)
-            if entry is None:
-                found[kind] = _Kind(point.value, origin=origin)
-            elif entry.target != point.value and origin not in entry.rivals:
-                entry.rivals.append(origin)
-        _plugins = found
-    return _plugins
-
-
-def _describe(point: EntryPoint) -> str:
-    dist = point.dist.name if point.dist is not None else 'an unnamed distribution'
-    return f'{point.name} = {point.value} in {dist}'
+    plugins = declared(ENTRY_POINT_GROUP, _KIND_NAME)
+    return {kind: _Kind(entry.target, origin=entry.origin, rivals=entry.rivals) for kind, entry in plugins.items()}

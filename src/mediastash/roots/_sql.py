@@ -15,16 +15,25 @@ import json
 import os
 import sqlite3
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypeVar
 
 from mediastash._sqlite_read import ReadOnlyDatabase, read_only
 from mediastash.errors import InvalidArgumentError, RootReadError
 from mediastash.roots._protocol import Root
 from mediastash.roots._references import add_references
 
-__all__ = ['PAGE_ROWS', 'PostgresTablesRoot', 'SQLiteTablesRoot', 'json_text_references', 'sql_name']
+__all__ = [
+    'PAGE_ROWS',
+    'PostgresTablesRoot',
+    'SQLiteTablesRoot',
+    'json_text_references',
+    'paged_references',
+    'sql_name',
+]
+
+T = TypeVar('T')
 
 PAGE_ROWS: Final = 500
 """Rows read (and references yielded) at a time."""
@@ -54,6 +63,20 @@ def json_text_references(value: object, where: str, what: str) -> set[str]:
         raise RootReadError(f'{where}: a stored {what} is not JSON') from None
     add_references(tree, found, inside_literals=True)
     return found
+
+
+async def paged_references(rows: AsyncIterable[T], references: Callable[[T], set[str]]) -> AsyncIterator[set[str]]:
+    """The references of ``rows``, one set per ``PAGE_ROWS`` rows (what a root reading records yields)."""
+    page: set[str] = set()
+    count = 0
+    async for row in rows:
+        page |= references(row)
+        count += 1
+        if count == PAGE_ROWS:
+            yield page
+            page, count = set(), 0
+    if count:
+        yield page
 
 
 class SQLiteTablesRoot(Root):
@@ -192,15 +215,8 @@ class PostgresTablesRoot(Root):
                         f'{where}: no {", ".join(wanted)} tables (not a {self.what}, or another search_path)'
                     )
                 for query in self.queries():
-                    page: set[str] = set()
-                    count = 0
-                    async for kind, value in connection.cursor(query, prefetch=PAGE_ROWS):
-                        page |= self.references(kind, value)
-                        count += 1
-                        if count == PAGE_ROWS:
-                            yield page
-                            page, count = set(), 0
-                    if count:
+                    rows = connection.cursor(query, prefetch=PAGE_ROWS)
+                    async for page in paged_references(rows, lambda row: self.references(row[0], row[1])):
                         yield page
         except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
             raise RootReadError(f'{where}: cannot read the {self.what} ({type(error).__name__})') from None

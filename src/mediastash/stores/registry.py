@@ -13,11 +13,10 @@ same name. The contract a store class keeps (``from_url``, optionally
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 
+from mediastash._plugins import declared, import_target
 from mediastash.errors import InvalidArgumentError, InvalidStoreConfiguration
 from mediastash.stores.base import BaseMediaStore
 
@@ -165,12 +164,9 @@ def scheme_form(scheme: str) -> str:
 def _load(scheme: str, backend: _Backend) -> type[BaseMediaStore]:
     """Import ``module:Class``; errors name the entry point or the extra, never a value from a URL."""
     assert isinstance(backend.target, str)
-    module_name, _, attribute = backend.target.partition(':')
     source = f'entry point {backend.origin}' if backend.origin else f'{backend.target!r}'
     try:
-        found: object = importlib.import_module(module_name)
-        for name in attribute.split('.'):
-            found = getattr(found, name)
+        found = import_target(backend.target)
     except ImportError as error:
         if backend.extra and not (error.name or '').startswith('mediastash'):
             raise InvalidStoreConfiguration(
@@ -208,22 +204,8 @@ def _entry_point_backends() -> dict[str, _Backend]:
     """The backends installed distributions declare in ``mediastash.stores``, read once."""
     global _plugins
     if _plugins is None:
-        found: dict[str, _Backend] = {}
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            scheme = point.name.lower()
-            if _SCHEME_NAME.fullmatch(scheme) is None:
-                continue  # no URL can name it
-            origin = _describe(point)
-            backend = found.get(scheme)
-            if backend is None:
-                found[scheme] = _Backend(point.value, origin=origin)
-            elif backend.target != point.value and origin not in backend.rivals:
-                backend.rivals.append(origin)  # the same class listed twice (a package on the path twice) is fine
-        _plugins = found
+        _plugins = {
+            scheme: _Backend(entry.target, origin=entry.origin, rivals=entry.rivals)
+            for scheme, entry in declared(ENTRY_POINT_GROUP, _SCHEME_NAME).items()
+        }
     return _plugins
-
-
-def _describe(point: EntryPoint) -> str:
-    """``name = module:Class`` and the distribution declaring it."""
-    dist = point.dist.name if point.dist is not None else 'an unnamed distribution'
-    return f'{point.name} = {point.value} in {dist}'

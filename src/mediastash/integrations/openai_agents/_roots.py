@@ -88,7 +88,7 @@ class PostgresSessionRoot(PostgresTablesRoot):
     ``mediastash gc --roots agents-postgres:postgresql://...``.
     """
 
-    what = 'OpenAI Agents session database'
+    what = 'session database of the OpenAI Agents SDK'
 
     def __init__(self, dsn: str, *, messages_table: str = _MESSAGES_TABLE) -> None:
         super().__init__(dsn)

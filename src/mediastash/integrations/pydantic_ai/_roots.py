@@ -13,6 +13,7 @@ folder or ``SqliteStepStore`` database needs no framework to read, so
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -33,6 +34,7 @@ from mediastash.roots import (
     SQLiteTablesRoot,
     add_references,
     json_text_references,
+    paged_references,
     sql_name,
 )
 
@@ -341,15 +343,9 @@ class MongoStepStoreRoot(Root):
             ):
                 if collection not in names:
                     continue
-                page: set[str] = set()
-                count = 0
-                async for document in db[collection].find({}, {field: 1}, batch_size=PAGE_ROWS):
-                    page |= json_text_references(document.get(field), where, what)
-                    count += 1
-                    if count == PAGE_ROWS:
-                        yield page
-                        page, count = set(), 0
-                if count:
+                documents = db[collection].find({}, {field: 1}, batch_size=PAGE_ROWS)
+                read = functools.partial(_document_references, field=field, where=where, what=what)
+                async for page in paged_references(documents, read):
                     yield page
         except PyMongoError as error:
             raise RootReadError(f'{where}: cannot read the step store ({type(error).__name__})') from None
@@ -358,6 +354,10 @@ class MongoStepStoreRoot(Root):
 
     def describe(self) -> str:
         return f'MongoStepStore database {self.database} at {self.hosts}'
+
+
+def _document_references(document: dict[str, Any], *, field: str, where: str, what: str) -> set[str]:
+    return json_text_references(document.get(field), where, what)
 
 
 class SQLiteKVRoot(SQLiteTablesRoot):
