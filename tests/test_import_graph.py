@@ -252,6 +252,7 @@ BELOW_THE_STORES = frozenset(
     {
         'mediastash._checks',
         'mediastash._lru',
+        'mediastash._plugins',
         'mediastash._tasks',
         'mediastash._units',
         'mediastash.context',

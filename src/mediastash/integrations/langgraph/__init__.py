@@ -7,17 +7,12 @@ checkpoint then holds, garbage collection (``CheckpointerRoot``, and
 the sync methods.
 """
 
-try:
+from mediastash.integrations._extras import needs_extra
+
+with needs_extra('mediastash.integrations.langgraph', 'langgraph-checkpoint and langchain-core', 'langgraph'):
     from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, ENVELOPE_KEY
     from mediastash.integrations.langgraph._roots import CheckpointerRoot, LangGraphPostgresRoot, LangGraphSQLiteRoot
     from mediastash.integrations.langgraph.saver import OffloadingCheckpointSaver, SyncCallError
-except ImportError as exc:
-    if (exc.name or '').startswith('mediastash'):
-        raise  # our own module is broken: no install hint
-    raise ImportError(
-        'mediastash.integrations.langgraph needs langgraph-checkpoint and langchain-core: '
-        'pip install "mediastash[langgraph]"'
-    ) from exc
 
 __all__ = [
     'CheckpointerRoot',

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mediastash.integrations._extras import needs_extra
 from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, ENVELOPE_KEY
 from mediastash.integrations.openai_agents._roots import PostgresSessionRoot, SessionRoot, SQLiteSessionRoot
 
@@ -31,15 +32,10 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name != 'OffloadingSession':
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    try:
+    with needs_extra(
+        'mediastash.integrations.openai_agents.OffloadingSession', 'the OpenAI Agents SDK', 'openai-agents'
+    ):
         from mediastash.integrations.openai_agents.session import OffloadingSession
-    except ImportError as exc:
-        if (exc.name or '').startswith('mediastash'):
-            raise  # our own module is broken: no install hint
-        raise ImportError(
-            'mediastash.integrations.openai_agents.OffloadingSession needs the OpenAI Agents SDK: '
-            'pip install "mediastash[openai-agents]"'
-        ) from exc
     globals()[name] = OffloadingSession
     return OffloadingSession
 
