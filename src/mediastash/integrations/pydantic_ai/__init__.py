@@ -8,7 +8,10 @@ framework:
   ``OffloadingConversationStore`` (which needs pydantic-ai 2.66 or later, for
   ``pydantic_ai.conversation_store``); ``provider_files`` (a subpackage);
 - extra ``harness``: ``OffloadingStepStore`` (pydantic-ai-harness, with
-  pydantic-ai-persistence for its KV step stores).
+  pydantic-ai-persistence for its KV step stores);
+- the garbage-collection roots of these stores (``StepStoreRoot``,
+  ``ConversationStoreRoot``, ``KVRoot``, ``ScannableKV``, ``SQLiteKVRoot``,
+  ``PostgresStepStoreRoot``, ``MongoStepStoreRoot``), which import no framework.
 
 The typed walk of pydantic-ai messages lives here too (``_typed_walk``,
 ``_typed_payloads``): the walker itself imports no framework.
@@ -22,6 +25,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from mediastash.integrations.pydantic_ai._envelope import ENVELOPE_KEY, ENVELOPE_VERSION, EnvelopeError
+    from mediastash.integrations.pydantic_ai._roots import (
+        ConversationStoreRoot,
+        KVRoot,
+        MongoStepStoreRoot,
+        PostgresStepStoreRoot,
+        ScannableKV,
+        SQLiteKVRoot,
+        StepStoreRoot,
+    )
     from mediastash.integrations.pydantic_ai.kv import OffloadingKV
     from mediastash.integrations.pydantic_ai.media_urls import MediaUrls, MediaUrlSwapper
     from mediastash.integrations.pydantic_ai.step_store import OffloadingStepStore
@@ -32,13 +44,25 @@ if TYPE_CHECKING:
 __all__ = [
     'ENVELOPE_KEY',
     'ENVELOPE_VERSION',
+    'ConversationStoreRoot',
     'EnvelopeError',
+    'KVRoot',
     'MediaUrlSwapper',
     'MediaUrls',
+    'MongoStepStoreRoot',
     'OffloadingConversationStore',
     'OffloadingKV',
     'OffloadingStepStore',
+    'PostgresStepStoreRoot',
+    'SQLiteKVRoot',
+    'ScannableKV',
+    'StepStoreRoot',
 ]
+
+_ROOTS: Final = (
+    'ConversationStoreRoot KVRoot MongoStepStoreRoot PostgresStepStoreRoot SQLiteKVRoot ScannableKV StepStoreRoot'
+)
+"""The garbage-collection roots of ``_roots`` (names separated by spaces)."""
 
 HOMES: Final = {
     'ENVELOPE_KEY': '_envelope',
@@ -49,6 +73,7 @@ HOMES: Final = {
     'MediaUrlSwapper': 'media_urls',
     'OffloadingConversationStore': 'conversation_store',
     'OffloadingStepStore': 'step_store',
+    **dict.fromkeys(_ROOTS.split(), '_roots'),
 }
 """Each public name and the module of this package that defines it."""
 

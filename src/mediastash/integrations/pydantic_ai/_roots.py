@@ -55,10 +55,10 @@ _HARNESS_LOGGER: Final = 'pydantic_ai_harness.step_persistence'
 def _wrapper(name: str) -> type[Any] | None:
     """mediastash's wrapper class ``name`` (``OffloadingKV``...), or ``None`` when its framework is missing (then
     no object of it exists)."""
-    import mediastash.integrations as integrations
+    from mediastash.integrations import pydantic_ai
 
     try:
-        found = getattr(integrations, name)
+        found = pydantic_ai.load(name, pydantic_ai.__name__)
     except ImportError:
         return None
     return found if isinstance(found, type) else None
