@@ -91,6 +91,23 @@ async def test_step_store_v2_envelopes_restore_and_a_sealed_plain_read_is_honour
     with pytest.raises(UnvouchedEnvelopeError):
         await stranger.save_snapshot(ContinuableSnapshot(run_id='run-3', step_index=1, messages=plain.messages))
 
+    # Restored as references (no blob read) and saved again: the stored envelopes are written in today's format,
+    # their placeholders' sizes kept.
+    references = OffloadingStepStore(
+        FileStepStore(folder / 'steps', media_store=None),
+        media_store=media,
+        reference_key=REFERENCE_KEY,
+        restore='references',
+    )
+    resumed = await references.latest_snapshot(run_id='run-1')
+    assert resumed is not None
+    await references.save_snapshot(ContinuableSnapshot(run_id='run-4', step_index=1, messages=resumed.messages))
+    written = stored_text(folder / 'steps' / 'run-4')
+    assert '"format": "mediastash-envelope-v2"' in written and '"v": 2' not in written
+    assert 'image/png, 2.0 KiB stored as' in written
+    back = await store.latest_snapshot(run_id='run-4')
+    assert back is not None and back.messages == expected
+
 
 async def test_kv_lean_values_restore(tmp_path: Path) -> None:
     folder = copied('kv', tmp_path)
@@ -115,13 +132,29 @@ def test_langgraph_v1_envelopes_restore_through_get_state(tmp_path: Path) -> Non
             graph = graph_builder().compile(checkpointer=saver)
             assert graph.get_state(thread).values['messages'] == expected_graph_messages(folder)
             history = list(graph.get_state_history(thread))
+            plain = graph_builder().compile(checkpointer=inner).get_state(thread).values['messages']
             assert history and all(
                 state.values.get('messages', [])
                 == expected_graph_messages(folder)[: len(state.values.get('messages', []))]
                 for state in history
             )
+            # A plain read of the old envelopes written back: kept (in today's format) under the key that sealed them.
+            graph.invoke({'messages': plain}, {'configurable': {'thread_id': 'thread-2'}})
+            again = graph.get_state({'configurable': {'thread_id': 'thread-2'}}).values['messages']
+            assert again == expected_graph_messages(folder)
         finally:
             saver.close()
+        stranger = OffloadingCheckpointSaver(
+            inner, media_store=DiskMediaStore(folder / 'media'), reference_key=OTHER_KEY
+        )
+        try:
+            with pytest.raises(UnvouchedEnvelopeError):
+                graph_builder().compile(checkpointer=stranger).invoke(
+                    {'messages': plain}, {'configurable': {'thread_id': 'x'}}
+                )
+        finally:
+            stranger.close()
+    assert 'mediastash-envelope-v2' in stored_text(folder)
 
 
 async def test_openai_agents_envelope_v1_items_restore_exactly(tmp_path: Path) -> None:
@@ -135,5 +168,34 @@ async def test_openai_agents_envelope_v1_items_restore_exactly(tmp_path: Path) -
         assert await session.get_items(limit=2) == expected[-2:]
         assert await session.pop_item() == expected[-1]
         assert await session.get_items() == expected[:-1]
+        plain = await inner.get_items()
     finally:
         inner.close()
+
+    # The edit rule on the old envelopes: an edited placeholder is kept, the untouched ones restore.
+    plain[2]['output'] = 'summarised by hand'
+    edited = SQLiteSession('edited', folder / 'sessions.db')
+    try:
+        await edited.add_items(plain)
+        session = OffloadingSession(edited, media_store=DiskMediaStore(folder / 'media'))
+        assert await session.get_items() == [*expected[:2], {**expected[2], 'output': 'summarised by hand'}]
+    finally:
+        edited.close()
+
+    # Written back through a wrapper: kept under the key that sealed it (now in today's format), refused otherwise.
+    for key, name in ((REFERENCE_KEY, 'again'), (OTHER_KEY, 'stranger')):
+        target = SQLiteSession(name, folder / 'sessions.db')
+        try:
+            session = OffloadingSession(target, media_store=DiskMediaStore(folder / 'media'), reference_key=key)
+            if key == OTHER_KEY:
+                with pytest.raises(UnvouchedEnvelopeError):
+                    await session.add_items(plain[:2])
+                assert await target.get_items() == []
+            else:
+                await session.add_items(plain[:2])
+                assert await session.get_items() == expected[:2]
+                assert (await target.get_items())[0]['content'][1]['__mediastash_offloaded__']['format'] == (
+                    'mediastash-envelope-v2'
+                )
+        finally:
+            target.close()

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 from mediastash._lru import BoundedLRU
 from mediastash.errors import InvalidArgumentError, MalformedMarker, TreeDepthError, UnsupportedMarkerFormat
 from mediastash.integrations._envelope_seal import SEAL_KEY, refuse_unvouched, seal_envelope, store_namespace
-from mediastash.integrations.kit.envelope import ENVELOPE_KEY, Slot, Step, is_envelope, parse_envelope
+from mediastash.integrations.kit.envelope import ENVELOPE_FORMAT, ENVELOPE_KEY, Slot, Step, is_envelope, parse_envelope
 from mediastash.integrations.kit.placeholders import is_placeholder
 from mediastash.integrations.kit.recognisers import Site
 from mediastash.markers import MARKER_KEY, URLSAFE_KEY, URLSAFE_STAMP
@@ -194,11 +194,11 @@ class HostFinder:
             skip.add(ENVELOPE_KEY)
             found = self.enveloped(node, node[ENVELOPE_KEY], path, (ENVELOPE_KEY,))
             if found is not None and self.saving:
-                live, stale = found
+                live, rewrite = found
                 kept = {slot.path for slot in live}
                 sites = [site for site in self.sites(node) if site.path not in kept]
-                if sites or stale:
-                    self.hosts.append(Host(path, node, sites, live, rewrite=stale))
+                if sites or rewrite:
+                    self.hosts.append(Host(path, node, sites, live, rewrite=rewrite))
                 skip.update(site.path[0] for site in sites)
         elif self.saving:
             sites = self.sites(node)
@@ -212,7 +212,8 @@ class HostFinder:
     def enveloped(
         self, host: object, envelope: object, path: tuple[Step, ...], at: tuple[str, ...]
     ) -> tuple[list[Slot], bool] | None:
-        """A host that already carries an envelope: its live slots, and whether any slot was stale.
+        """A host that already carries an envelope: its live slots, and whether the envelope must be rewritten
+        (a slot was stale, or it is of an older format: what is saved is written in today's).
 
         Saving, ``None`` means the host is passed on as it is: an envelope this
         reader cannot parse (a read refuses it loudly); a sealed envelope is
@@ -240,7 +241,8 @@ class HostFinder:
         ]
         if not self.saving:
             self.hosts.append(Host(path, host, slots=live))
-        return live, len(live) < len(slots)
+        older = isinstance(envelope, dict) and envelope.get('format') != ENVELOPE_FORMAT
+        return live, older or len(live) < len(slots)
 
     def checked_slots(self, host: object, envelope: object, at: str) -> list[Slot]:
         """The slots of a host's envelope (each one payload's marker at dict keys), or an error naming ``at``."""

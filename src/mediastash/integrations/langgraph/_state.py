@@ -67,8 +67,13 @@ class _Finder(HostFinder):
         stale = False
         if isinstance(kwargs, dict) and ENVELOPE_KEY in kwargs:
             found = self.enveloped(message, kwargs[ENVELOPE_KEY], path, ('additional_kwargs', ENVELOPE_KEY))
-            if found is None or found[0]:
-                return  # passed on as it is, or its content is still the placeholder
+            if found is None:
+                return  # passed on as it is
+            live, rewrite = found
+            if live:  # its content is still the placeholder
+                if rewrite and self.saving:  # an envelope of an older format: written again in today's
+                    self.hosts.append(Host(path, message, [], live, rewrite=True))
+                return
             stale = True  # the content was edited: the envelope goes, the content is looked at afresh
         content = message.content
         if self.saving:
@@ -156,7 +161,8 @@ def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot], seal: Callable[
         slots = [*kept, *(slot for _, slot in moved)]
         if isinstance(host, BaseMessage):
             if not moved:
-                return _with_kwarg(host, host.content, ENVELOPE_KEY, None)
+                envelope = make_envelope(kept, seal) if kept else None
+                return _with_kwarg(host, host.content, ENVELOPE_KEY, envelope)
             ((site, slot),) = moved
             return _with_kwarg(host, _placeholder(site, slot), ENVELOPE_KEY, make_envelope([slot], seal))
         new = host.copy() if type(host) is dict else copy.copy(host)

@@ -58,6 +58,7 @@ __all__ = [
     'envelope_seal',
     'envelopes_for',
     'has_reserved_key',
+    'in_current_format',
     'lean_json_of',
     'open_envelope',
     'reassembled',
@@ -294,6 +295,24 @@ def envelope_seal(message: ModelMessage) -> tuple[Any, object]:
     if 'v' in envelope:
         return envelope['message'], envelope.get(SEAL_KEY)
     return {key: value for key, value in envelope.items() if key != SEAL_KEY}, envelope.get(SEAL_KEY)
+
+
+def in_current_format(envelope: ModelMessage, seal: Callable[[dict[str, Any]], str]) -> ModelMessage | None:
+    """A stored envelope (opened without error) in today's format: itself, or a version 2 body turned into
+    slots (the parts and their stand-ins kept, sealed with ``seal``); ``None`` for version 1, which shows no
+    parts to keep (the next save builds its envelope afresh)."""
+    assert isinstance(envelope.metadata, dict)
+    value: dict[str, Any] = envelope.metadata[ENVELOPE_KEY]
+    if 'v' not in value:
+        return envelope
+    if value['v'] != 2:
+        return None
+    body: dict[str, Any] = value['message']
+    slots = [Slot(('metadata',), body.get('metadata'))]
+    slots.extend(Slot((key,), lean) for key, lean in body.items() if key not in _FIELDS)
+    slots.extend(Slot(('parts', index), part) for index, part in enumerate(body['parts']) if part is not _SAME)
+    current: ModelMessage = dataclasses.replace(envelope, metadata={ENVELOPE_KEY: make_envelope(slots, seal)})
+    return current
 
 
 def lean_json_of(message: ModelMessage, *, place: Place, message_index: int) -> dict[str, Any]:

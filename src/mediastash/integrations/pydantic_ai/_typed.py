@@ -29,6 +29,7 @@ from mediastash.integrations.pydantic_ai._envelope import (
     envelope_seal,
     envelopes_for,
     has_reserved_key,
+    in_current_format,
     open_envelope,
     reassembled,
     to_walk,
@@ -85,10 +86,14 @@ class Offloader:
     def _seal(self, body: dict[str, Any]) -> str:
         return seal_envelope(self.reference_key, body, self._namespace)
 
-    def _with_seal(self, envelope: ModelMessage) -> ModelMessage:
+    def _with_seal(self, envelope: ModelMessage) -> ModelMessage | None:
         """A stored envelope to save again as it is: one written before seals gets this offloader's seal
         (storage is trusted), so a plain read of what is saved can be written back; a sealed one stays
-        byte for byte (its seal may be another process's key: only an application key carries across)."""
+        byte for byte (its seal may be another process's key: only an application key carries across).
+        One of an older format is written in today's (``in_current_format``), or not kept (``None``)."""
+        current = in_current_format(envelope, self._seal)
+        if current is not envelope:
+            return current
         body, seal = envelope_seal(envelope)
         if seal is not None:
             return envelope
@@ -203,8 +208,9 @@ class Offloader:
         if references:
             referenced = with_reference_parts(leans, media_store=self.media_store, reference_key=self.reference_key)
             for index, envelope, before, after in zip(places, opened, leans, referenced, strict=True):
-                if after is not before:
-                    self._restored.put(_lean_key(envelope.full), self._with_seal(messages[index]))
+                kept = self._with_seal(messages[index]) if after is not before else None
+                if kept is not None:
+                    self._restored.put(_lean_key(envelope.full), kept)
             leans = referenced
         first = places[0]
         try:
