@@ -52,15 +52,24 @@ __all__ = [
 _HARNESS_LOGGER: Final = 'pydantic_ai_harness.step_persistence'
 
 
+_WRAPPER_HOMES: Final = {
+    'OffloadingKV': 'kv',
+    'OffloadingStepStore': 'step_store',
+    'OffloadingConversationStore': 'conversation_store',
+}
+
+
 def _wrapper(name: str) -> type[Any] | None:
     """mediastash's wrapper class ``name`` (``OffloadingKV``...), or ``None`` when its framework is missing (then
-    no object of it exists)."""
-    from mediastash.integrations import pydantic_ai
-
+    no object of it exists). Imported here, on use: the roots import no framework, and this package's
+    ``__init__`` names the roots."""
     try:
-        found = pydantic_ai.load(name, pydantic_ai.__name__)
-    except ImportError:
+        module = importlib.import_module(f'.{_WRAPPER_HOMES[name]}', __package__)
+    except ImportError as error:
+        if (error.name or '').startswith('mediastash'):
+            raise
         return None
+    found = getattr(module, name)
     return found if isinstance(found, type) else None
 
 
