@@ -103,12 +103,22 @@ class _EmptiedExternalizer(_Externalizer):
 async def _run(walker: _Externalizer, tree: object) -> Any:
     """The synchronous copy, one flush of the batch, then every marker settled."""
     started = time.perf_counter()
+    lean = _walk(walker, tree, tree)
+    await _flush_and_settle(walker, started)
+    return lean
+
+
+def _walk(walker: _Externalizer, tree: object, whole: object) -> Any:
+    """``walker.walk(tree)``; errors name their place in ``whole`` (``tree`` or what holds it)."""
     try:
-        lean = walker.walk(tree)
+        return walker.walk(tree)
     except NotJSON as error:
-        raise not_json_error('externalize_media', tree, error) from None
+        raise not_json_error('externalize_media', whole, error) from None
     except TooDeep as error:
-        raise depth_error(tree, error) from None
+        raise depth_error(whole, error) from None
+
+
+async def _flush_and_settle(walker: _Externalizer, started: float) -> None:
     walked = time.perf_counter()
     batch = walker.batch
     await batch.flush()
@@ -123,26 +133,35 @@ async def _run(walker: _Externalizer, tree: object) -> Any:
             (walked - started) * 1000,
             (time.perf_counter() - walked) * 1000,
         )
-    return lean
 
 
 async def externalize_emptied(
-    tree: object,
+    trees: list[Any],
     batch: PayloadBatch,
     emptied: dict[int, tuple[str, Job]],
     threshold: int,
     *,
     structured: bool = False,
-) -> Any:
-    """The typed walk's seam (``_typed``): walk a dump whose payloads the caller already added to ``batch``.
+) -> tuple[list[Any], list[list[Job]]]:
+    """The typed walk's seam (``_typed``): walk dumped messages whose payloads the caller already added to ``batch``.
 
     Each dict whose ``id`` is a key of ``emptied`` becomes exactly the marker
     ``externalize_media`` would write had the payload been in place; any other
     payload (structured ones too, with ``structured``) joins the same batch.
-    One flush, then every marker is settled. ``tree`` must stay alive and
-    unmodified during the call.
+    One flush (with whatever else the caller added), then every marker is
+    settled. Returns each tree's lean copy and the distinct jobs its markers
+    wait for. ``trees`` must stay alive and unmodified during the call.
     """
-    return await _run(_EmptiedExternalizer(threshold, batch, emptied, structured), tree)
+    walker = _EmptiedExternalizer(threshold, batch, emptied, structured)
+    leans: list[Any] = []
+    jobs: list[list[Job]] = []
+    started = time.perf_counter()
+    for tree in trees:
+        start = len(walker.pendings)
+        leans.append(_walk(walker, [tree], trees)[0])  # in a list: depths as in ``trees``
+        jobs.append(list({id(pending.job): pending.job for pending in walker.pendings[start:]}.values()))
+    await _flush_and_settle(walker, started)
+    return leans, jobs
 
 
 async def externalize_media(

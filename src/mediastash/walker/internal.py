@@ -30,6 +30,10 @@ What it offers, and to whom:
   dump whose payload fields a typed pass emptied and already batched),
   ``new_marker`` / ``settle`` (a marker built as every save builds it) and
   ``urlsafe_alphabet_used`` (the stamp a binary marker needs).
+* ``LeanMemo`` and ``rejoin`` (a typed walk's ``externalize``): each
+  message's lean JSON from the latest save, by object and exact state, and
+  its payloads handed to the next save's batch again, so an unchanged message
+  is not walked again but its blobs are still known or stored.
 * The threshold rule, so a typed recogniser finds exactly what the JSON walk
   finds: ``text_size``, ``canonical_json``, ``holds_payload_near_top``,
   ``EMBEDDED_MARKERS`` and ``CONTAINER_TYPES``.
@@ -37,6 +41,7 @@ What it offers, and to whom:
 
 from mediastash.walker._batch import Job, PayloadBatch, new_marker, settle, urlsafe_alphabet_used
 from mediastash.walker._common import TooDeep, TreeCopier, deepest_path, select_cache
+from mediastash.walker._lean_memo import LeanMemo, rejoin
 from mediastash.walker._options import WalkSetting, resolve_options
 from mediastash.walker._recognise import (
     CONTAINER_TYPES,
@@ -53,6 +58,7 @@ __all__ = [
     'CONTAINER_TYPES',
     'EMBEDDED_MARKERS',
     'Job',
+    'LeanMemo',
     'PayloadBatch',
     'TooDeep',
     'TreeCopier',
@@ -64,6 +70,7 @@ __all__ = [
     'holds_payload_near_top',
     'new_marker',
     'payload_sizes',
+    'rejoin',
     'resolve_options',
     'restore_collecting',
     'select_cache',

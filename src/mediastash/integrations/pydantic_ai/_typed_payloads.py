@@ -110,6 +110,12 @@ class PlainJsonMemo:
         """``content``, whose JSON is ``raw``, passed the checks."""
         self._current[id(content)] = (content, raw)
 
+    def keep(self, content: object) -> None:
+        """``content`` is still in the history, in a message the save did not walk again: keep its entry."""
+        entry = self._previous.get(id(content))
+        if entry is not None and entry[0] is content:
+            self._current[id(content)] = entry
+
     def end_save(self) -> None:
         """Forget the outputs the save that just ended did not meet."""
         self._previous, self._current = self._current, {}

@@ -35,9 +35,11 @@ from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.internal import (
     Job,
+    LeanMemo,
     PayloadBatch,
     externalize_emptied,
     new_marker,
+    rejoin,
     restore_collecting,
     select_cache,
     settle,
@@ -59,12 +61,21 @@ class LeanMessages:
     """Size in bytes of each typed payload the message stored, by URI."""
 
 
+@dataclasses.dataclass(slots=True)
+class _Walked(LeanMessages):
+    """``LeanMessages`` of a full walk, with the distinct jobs each message's markers wait for."""
+
+    jobs: list[list[Job]]
+
+
 class TypedWalker:
     """Typed messages to lean JSON and back, for one media store and one ``WalkOptions``.
 
     Remembers default ``BinaryContent`` identifiers by URI, so a history saved
-    again is not hashed for them again, and which tool outputs hold only plain
-    JSON, so they are not checked again (``PlainJsonMemo``).
+    again is not hashed for them again, which tool outputs hold only plain
+    JSON, so they are not checked again (``PlainJsonMemo``), and each message's
+    lean JSON from the latest save, so an unchanged message is not walked
+    again (``LeanMemo``).
     """
 
     def __init__(self, media_store: MediaStore, options: WalkOptions) -> None:
@@ -72,6 +83,7 @@ class TypedWalker:
         self.options = options
         self._identifiers = IdentifierMemo()
         self._plain = PlainJsonMemo()
+        self._lean = LeanMemo()
 
     # -- saving ------------------------------------------------------------------------
 
@@ -79,15 +91,45 @@ class TypedWalker:
         """Store the messages' payloads; their lean JSON, what changed, and the stored sizes.
 
         The typed payloads join the same batch as anything the walk of the
-        emptied dump finds; one flush stores them all. Raises what
+        emptied dump finds; one flush stores them all. A message met
+        unchanged since the previous save (``LeanMemo``) is not walked again:
+        its payloads only rejoin the batch. Raises what
         ``externalize_media`` raises (``TreeDepthError`` also for messages
         pydantic-core cannot dump for depth or a cycle).
         """
         options = self.options
-        structured = options.structured is True
-        found = typed_payloads(messages, options.threshold_bytes, structured=structured, memo=self._plain)
         cache = select_cache(options.known_blobs, self.media_store)
         batch = PayloadBatch(self.media_store, cache, options.max_concurrency)
+        memo = self._lean
+        memo.start_save()
+        taken = [memo.take(message) for message in messages]
+        fresh = [index for index, (entry, _) in enumerate(taken) if entry is None]
+        readded: list[tuple[Job | None, str]] = []
+        for message, (entry, _) in zip(messages, taken, strict=True):
+            if entry is not None:
+                readded.extend(rejoin(batch, entry))
+                for part in message.parts:  # its outputs stay checked for a message object that wraps them anew
+                    self._plain.keep(getattr(part, 'content', None))
+        walked = await self._walk([messages[index] for index in fresh], batch)
+        if any(job is None or job.uri != uri for job, uri in readded):
+            memo.forget()  # a remembered payload has another URI now: walk everything again
+            return await self.externalize(messages)
+        out = LeanMessages([None] * len(messages), [False] * len(messages), [{} for _ in messages])
+        for index, (entry, _) in enumerate(taken):
+            if entry is not None:
+                out.json[index], out.changed[index], out.sizes[index] = entry.lean, entry.changed, entry.sizes
+        for position, index in enumerate(fresh):
+            lean, changed, sizes = walked.json[position], walked.changed[position], walked.sizes[position]
+            out.json[index], out.changed[index], out.sizes[index] = lean, changed, sizes
+            memo.remember(messages[index], taken[index][1], lean, changed, sizes, walked.jobs[position])
+        memo.end_save()
+        return out
+
+    async def _walk(self, messages: list[ModelMessage], batch: PayloadBatch) -> _Walked:
+        """The full typed walk of ``messages``, its payloads in ``batch`` (flushed here, with what else it holds)."""
+        options = self.options
+        structured = options.structured is True
+        found = typed_payloads(messages, options.threshold_bytes, structured=structured, memo=self._plain)
         jobs: list[Job | None] = [
             batch.add('text' if item.text else 'bytes', item.source, item.size, item.media_type) for item in found
         ]
@@ -100,7 +142,7 @@ class TypedWalker:
                 node = node[step]
             assert job is not None
             emptied[id(node)] = ('content' if item.text or item.structured else 'data', job)
-        lean = await externalize_emptied(dumped, batch, emptied, options.threshold_bytes, structured=structured)
+        lean, waited = await externalize_emptied(dumped, batch, emptied, options.threshold_bytes, structured=structured)
         for job, identifier in computed:
             if job.uri is not None:
                 self._identifiers.remember(job.uri, identifier)
@@ -110,7 +152,7 @@ class TypedWalker:
         for item, job in zip(found, jobs, strict=True):
             if job is not None and job.uri is not None:
                 sizes[item.message][job.uri] = item.size
-        return LeanMessages(lean, changed, sizes)
+        return _Walked(lean, changed, sizes, waited)
 
     def _identifier(self, content: BinaryContent, job: Job | None, computed: list[tuple[Job, str]]) -> str:
         """``content.identifier``; one computed here is remembered by URI once the batch knows it."""
