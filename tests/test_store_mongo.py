@@ -397,6 +397,97 @@ async def test_chunk_reads_are_answered_from_an_index(mongo_uri: str, names: lis
         await client.close()
 
 
+class AllCommands(monitoring.CommandListener):
+    """Every command a client sends, by name and target collection (pymongo's command monitoring)."""
+
+    def __init__(self) -> None:
+        self.commands: list[Document] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name not in ('hello', 'isMaster', 'endSessions', 'ping'):
+            self.commands.append(dict(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+async def test_a_repeated_put_of_a_small_stored_blob_is_one_command(mongo_uri: str, names: list[str]) -> None:
+    """Issue 32: a re-put of a blob the base verifies on put (at most 1 MiB) sent the manifest lookup, then a
+    second read of the same manifest for the bytes to hash. The lookup now reads them: one command, and a
+    stored copy that fails the check is still replaced (issue 28 item 4)."""
+    collection = unique_name()
+    names.append(collection)
+    listener = AllCommands()
+    client = AsyncMongoClient[Document](mongo_uri, event_listeners=[listener])
+    try:
+        store = MongoMediaStore(client=client, database=TEST_DATABASE, collection=collection)
+        small, large = blob(3000, seed=80), blob((1 << 20) + 10, seed=81)  # inline, both
+        uris = [await store.put(data) for data in (small, large)]
+        listener.commands.clear()
+        assert await store.put(small) == uris[0]
+        assert [(command.get('find'), 'data' in command.get('projection', {})) for command in listener.commands] == [
+            (collection, True)
+        ]
+        listener.commands.clear()
+        assert await store.put(large) == uris[1]  # above 1 MiB: measured on the server, not read
+        assert [(command.get('find'), 'data' in command.get('projection', {})) for command in listener.commands] == [
+            (collection, False)
+        ]
+        tampered = bytes([small[0] ^ 1]) + small[1:]
+        await client[TEST_DATABASE][collection].update_one({'_id': uris[0][-64:]}, {'$set': {'data': tampered}})
+        assert await store.put(small) == uris[0]
+        assert await store.get(uris[0]) == small  # the unsound copy was replaced, not skipped
+    finally:
+        await client.close()
+
+
+async def test_chunk_deletes_are_answered_from_an_index(mongo_uri: str, names: list[str]) -> None:
+    """Issue 32: deletes removed a blob's chunks by ``set``, which only the partial ``(set, n)`` index covers, so
+    the test server scanned the whole chunk collection for every delete. Each chunk delete that ``delete``,
+    ``delete_many``, ``delete_unless_touched`` and the replacement of an unsound copy send must be planned on an
+    index, and the chunks must be gone."""
+    collection = unique_name()
+    names.append(collection)
+    listener = AllCommands()
+    client = AsyncMongoClient[Document](mongo_uri, event_listeners=[listener])
+    chunks = f'{collection}_chunks'
+    try:
+        store = MongoMediaStore(client=client, database=TEST_DATABASE, collection=collection, chunk_size_bytes=1000)
+        blobs = [blob(4500, seed=seed) for seed in range(90, 95)]
+        uris = [await store.put(data) for data in blobs]
+        raw = client[TEST_DATABASE][chunks]
+        assert await raw.count_documents({}) == 25
+        listener.commands.clear()
+        assert await store.delete(uris[0])
+        assert await store.delete_many(uris[1:3]) == 2
+        assert await store.delete_unless_touched([uris[3]], written_before=time.time() + 3600) == {uris[3]}
+        manifest = await client[TEST_DATABASE][collection].find_one({'_id': uris[4][-64:]})
+        assert manifest is not None
+        await raw.update_one({'set': manifest['chunk_set'], 'n': 0}, {'$set': {'data': b'x' * 1000}})
+        with pytest.raises(IntegrityError):
+            await store.get(uris[4])
+        assert await store.put(blobs[4]) == uris[4]  # the unsound copy is replaced: its old chunks go
+        assert await store.get(uris[4]) == blobs[4]
+        assert await raw.count_documents({}) == 5  # only the replacement's chunks are left
+        deletes = [
+            statement['q']
+            for command in listener.commands
+            if command.get('delete') == chunks
+            for statement in command['deletes']
+        ]
+        assert len(deletes) >= 4
+        for query in deletes:
+            explained = await client[TEST_DATABASE].command('explain', {'find': chunks, 'filter': query})
+            plans = winning_plans(explained)
+            assert plans, explained
+            assert 'COLLSCAN' not in repr(plans), (query, plans)
+    finally:
+        await client.close()
+
+
 async def test_streamed_64_mib_blob_in_1_mib_chunks(make: Any) -> None:
     store, raw = make(chunk_size_bytes=MiB)
     data = os.urandom(64 * MiB + 5)
