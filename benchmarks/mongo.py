@@ -9,7 +9,9 @@ Run from the repository root with the project venv active::
 The server is ``$MEDIASTASH_MONGO_URI`` or a SecantusDB started (and stopped)
 with ``scripts/mongo-server``. For each chunk size and blob size (1 MiB and
 8 MiB blobs, 100 MiB in all) both stores put every blob into empty collections,
-get every blob, and put every blob again (already stored); a last case does the
+get every blob, put every blob again (already stored) and delete every blob
+(the harness's store has no ``delete``: its manifest and chunks are deleted
+with pymongo by ``_id`` and ``files_id``, its own index); a last case does the
 same with 2,000 blobs of 1-4 KiB (``--small``). Runs alternate which store goes
 first; the table shows medians, ranges and throughput ratios. Each run starts
 from empty collections and fills them, so a get that scans the chunk collection
@@ -50,7 +52,7 @@ MiB = 1 << 20
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_SCRIPT = ROOT / 'scripts' / 'mongo-server'
 DATABASE = 'mediastash_bench'
-OPS = ('put', 'get', 're-put')
+OPS = ('put', 'get', 're-put', 'delete')
 Document = dict[str, Any]
 
 
@@ -92,6 +94,17 @@ def make_harness(client: AsyncMongoClient[Document], collection: str, chunk: int
     return HarnessMongoMediaStore(client=client, database=DATABASE, collection=collection, chunk_size_bytes=chunk)
 
 
+async def delete_harness_blob(client: AsyncMongoClient[Document], collection: str, uri: str) -> bool:
+    """The anchor for deletes: pydantic-ai-harness's store has no ``delete``, so its layout is deleted by hand,
+    as a collector would: the manifest, then its chunks by ``files_id`` (the harness's own ``(files_id, n)`` index)."""
+    digest = uri.rsplit('/', 1)[-1]
+    database = client[DATABASE]
+    if await database[collection].find_one_and_delete({'_id': digest}, projection={'_id': 1}) is None:
+        return False
+    await database[f'{collection}_chunks'].delete_many({'files_id': digest})
+    return True
+
+
 def blobs_of(size: int, total: int) -> list[bytes]:
     """Distinct random blobs of ``size`` bytes adding up to ``total`` (the last may be shorter)."""
     sizes = [size] * (total // size) + ([total % size] if total % size else [])
@@ -121,8 +134,17 @@ async def one_run(contender: Contender, blobs: list[bytes], chunk: int, result: 
             if len(await store.get(uri)) != len(data):
                 raise AssertionError(f'{contender.name} returned the wrong blob for {uri}')
 
+    async def delete_all() -> None:
+        for uri in uris:
+            if contender.name == 'ours':
+                removed = await store.delete(uri)
+            else:
+                removed = await delete_harness_blob(contender.client, collection, uri)
+            if not removed:
+                raise AssertionError(f'{contender.name} did not delete {uri}')
+
     try:
-        for op, action in (('put', put_all), ('get', get_all), ('re-put', put_all)):
+        for op, action in (('put', put_all), ('get', get_all), ('re-put', put_all), ('delete', delete_all)):
             seconds, commands = await timed(contender, action)
             result.seconds[op].append(seconds)
             result.round_trips[op].append(commands / len(blobs))
