@@ -458,9 +458,12 @@ async def test_chunk_deletes_are_answered_from_an_index(mongo_uri: str, names: l
         store = MongoMediaStore(client=client, database=TEST_DATABASE, collection=collection, chunk_size_bytes=1000)
         blobs = [blob(4500, seed=seed) for seed in range(90, 95)]
         uris = [await store.put(data) for data in blobs]
+        inline = await store.put(blob(700, seed=95))
         raw = client[TEST_DATABASE][chunks]
         assert await raw.count_documents({}) == 25
         listener.commands.clear()
+        assert await store.delete(inline)  # no chunks: none looked for
+        assert [command for command in listener.commands if command.get('delete') == chunks] == []
         assert await store.delete(uris[0])
         assert await store.delete_many(uris[1:3]) == 2
         assert await store.delete_unless_touched([uris[3]], written_before=time.time() + 3600) == {uris[3]}

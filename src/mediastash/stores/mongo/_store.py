@@ -620,11 +620,16 @@ class MongoMediaStore(BaseMediaStore):
         Ours by chunk ``_id`` (the count and one past it, as reads look), the
         index every server plans on: a query on ``set`` needs the partial
         ``(set, n)`` index, which the test server's planner never picks, so each
-        delete scanned the whole chunk collection. Chunks pydantic-ai-harness
-        wrote go by ``chunk_filter``.
+        delete scanned the whole chunk collection. An inline blob (no chunk set,
+        a count of 0) has none to delete; it was asked for by ``files_id``, which
+        no index of ours covers. Chunks pydantic-ai-harness wrote go by
+        ``chunk_filter``.
         """
         ids: list[str] = []
         for digest, manifest in manifests:
+            count = manifest.get('chunk_count')
+            if 'chunk_set' not in manifest and count == 0 and type(count) is int:
+                continue  # inline (or empty): no chunk was ever written for it, none to look for
             span = chunk_span(manifest)
             if span is not None:
                 chunk_set, count = span
