@@ -197,3 +197,12 @@ def test_an_unknown_prefix_is_a_path(tmp_path: Path) -> None:
     assert isinstance(root_from_spec(str(tmp_path / 'odd:name.json')), JsonFileRoot)
     with pytest.raises(RootReadError, match='no such file or folder'):
         root_from_spec('unknown-kind:nothing-here')
+
+
+def test_the_command_line_names_no_integration_kind() -> None:
+    """``mediastash gc --roots`` learns every integration's kinds from the registry: the CLI's source names none."""
+    cli = Path(__file__).parent.parent / 'src' / 'mediastash' / 'cli'
+    kinds = sorted(set(available_root_kinds()) - {'notes'})
+    assert 'langgraph-sqlite' in kinds
+    named = [f'{path.name}: {kind}' for path in sorted(cli.glob('*.py')) for kind in kinds if kind in path.read_text()]
+    assert not named, named

@@ -21,11 +21,8 @@ _DURATION: Final = re.compile(r'\s*(?:\d+(?:\.\d+)?\s*[dhms]\s*)+', re.IGNORECAS
 _UNIT_SECONDS: Final = {'d': 86400.0, 'h': 3600.0, 'm': 60.0, 's': 1.0}
 _PHASES: Final = {'mark': 'reading roots', 'list': 'listing blobs', 'delete': 'deleting'}
 _ROOT_HELP = (
-    'what keeps blobs alive: a lean JSON file (json:PATH), a JSON-lines file (jsonl:PATH), a file of '
-    'media+sha256:// URIs one per line (uris:PATH), a pydantic-ai-harness FileStepStore folder (file-steps:DIR) '
-    'or SqliteStepStore database (sqlite-steps:DB), {kinds}, or any folder: every file below it is read as the '
-    'root it is, and a file of no known kind stops the collection; without a KIND: prefix the kind is recognised '
-    'from the path'
+    'what keeps blobs alive: {kinds}, or any folder: every file below it is read as the root it is, and a file of '
+    'no known kind stops the collection; without a KIND: prefix the kind is recognised from the path'
 )
 
 

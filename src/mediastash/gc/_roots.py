@@ -21,7 +21,7 @@ from mediastash.roots._registry import available_root_kinds, built_in_root_kinds
 
 __all__ = ['ROOT_KINDS', 'Root', 'RootReadError', 'as_root', 'root_from_spec', *_files.__all__]
 
-ROOT_KINDS: Final = ('json', 'jsonl', 'uris', 'file-steps', 'sqlite-steps', *built_in_root_kinds())
+ROOT_KINDS: Final = (*_files.FILE_KINDS, *built_in_root_kinds())
 """The built-in ``KIND:`` prefixes of ``root_from_spec`` (``mediastash gc --roots``): gc's own and those of the
 integrations; a plug-in's come on top (``mediastash.roots.available_root_kinds``)."""
 
@@ -50,8 +50,8 @@ def as_root(value: object) -> Root:
         if root is not None:
             return root
     raise TypeError(
-        f'{type(value).__name__} is not a root: give a lean tree, a path, a set of URIs, a step store, '
-        'a conversation store, an OffloadingKV, a LangGraph saver, an OpenAI Agents session or a mediastash.gc Root'
+        f'{type(value).__name__} is not a root: give a lean tree, a path, a set of URIs, a mediastash.gc Root, '
+        'or an object an integration reads (a step store, a conversation store, an OffloadingKV, a saver, a session)'
     )
 
 

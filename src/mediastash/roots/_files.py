@@ -26,6 +26,7 @@ from mediastash.roots._sql import SQLiteTablesRoot, json_text_references
 from mediastash.uri import parse_media_uri
 
 __all__ = [
+    'FILE_KINDS',
     'FileStepStoreRoot',
     'JsonFileRoot',
     'JsonLinesFileRoot',
@@ -34,6 +35,16 @@ __all__ = [
     'UriFileRoot',
     'UriRoot',
 ]
+
+
+FILE_KINDS: Final = {
+    'json': ('a lean JSON file or a folder', 'PATH'),
+    'jsonl': ('a JSON-lines file', 'PATH'),
+    'uris': ('a file of media+sha256:// URIs one per line', 'PATH'),
+    'file-steps': ('a pydantic-ai-harness FileStepStore folder', 'DIR'),
+    'sqlite-steps': ('a pydantic-ai-harness SqliteStepStore database', 'DB'),
+}
+"""The kinds read here, with no framework (``mediastash gc --roots KIND:ARGUMENT``): what each names, and how."""
 
 
 # -- in memory --------------------------------------------------------------------------------

@@ -184,8 +184,10 @@ def root_kind(kind: str) -> RootFactory | None:
 
 
 def root_kinds_help() -> str:
-    """``about (KIND:ARGUMENT)`` for every kind but the core's own, for ``mediastash gc --help``."""
-    parts = []
+    """``about (KIND:ARGUMENT)`` for every kind, the framework-free ones first, for ``mediastash gc --help``."""
+    from mediastash.roots._files import FILE_KINDS
+
+    parts = [f'{about} ({kind}:{argument})' for kind, (about, argument) in FILE_KINDS.items()]
     for kind in available_root_kinds():
         entry = _registered.get(kind) or _entry_point_kinds()[kind]
         about = entry.about or 'a plug-in root'
