@@ -58,6 +58,7 @@ from mediastash.stores.protocols import MediaStore
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
 from mediastash.urls import make_static_public_url
+from mediastash.walker import WalkOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for the test endpoint
 from tests.provider_endpoint import CapturedRequest, ProviderEndpoint
@@ -680,9 +681,12 @@ async def resume_once(
             )
             cache = KnownBlobCache()  # a fresh worker remembers nothing
             steps = OffloadingStepStore(
-                FileStepStore(folder, media_store=None), media_store=media, restore=mode, known_blobs=cache
+                FileStepStore(folder, media_store=None),
+                media_store=media,
+                restore=mode,
+                options=WalkOptions(known_blobs=cache),
             )
-            agent = Agent(model, capabilities=[MediaUrls(media, known_blobs=cache)])
+            agent = Agent(model, capabilities=[MediaUrls(media, options=WalkOptions(known_blobs=cache))])
             gc.collect()
             started = time.perf_counter()
             history = await continue_run(steps, run_id=run_id)

@@ -273,7 +273,7 @@ async def memory_case(payload_mib: int) -> None:
     try:
         media = DiskMediaStore(tmp / 'media')
         steps = OffloadingStepStore(
-            FileStepStore(tmp / 'steps', media_store=None), media_store=media, known_blobs=False
+            FileStepStore(tmp / 'steps', media_store=None), media_store=media, options=WalkOptions(known_blobs=False)
         )
         payload = bytes(range(256)) * (size // 256)  # URL-safe base64 uses '-' and '_': the marker is stamped
         message = ModelRequest(

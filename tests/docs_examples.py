@@ -61,7 +61,8 @@ SERVER_VARIABLES = {
     'MEDIASTASH_POSTGRES_DSN': 'postgres',
 }
 # Messages that mean an example is broken even though it exited 0.
-BAD_STDERR = ('was never awaited', 'Unclosed client session', 'Unclosed connector')
+BAD_STDERR = ('was never awaited', 'Unclosed client session', 'Unclosed connector', 'DeprecationWarning')
+"""Printed by an example that runs but is wrong; a DeprecationWarning is shown for the example's own calls."""
 
 _FENCE = re.compile(r'^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$')
 

@@ -38,6 +38,7 @@ from pydantic_ai.messages import (
 )
 
 from mediastash import DiskMediaStore
+from mediastash.walker import WalkOptions
 
 __all__ = [
     'FIXTURES',
@@ -218,7 +219,7 @@ async def _write_step_store(folder: Path, media: DiskMediaStore) -> None:
     store = OffloadingStepStore(
         FileStepStore(folder / 'steps', media_store=None),
         media_store=media,
-        threshold_bytes=THRESHOLD,
+        options=WalkOptions(threshold_bytes=THRESHOLD),
         reference_key=REFERENCE_KEY,
     )
     for step in (2, 4, 6):
@@ -235,7 +236,9 @@ async def _write_kv(folder: Path, media: DiskMediaStore) -> None:
     messages = pydantic_ai_history()
     inner = InMemoryAsyncKV()
     store = KVHistoryStore(
-        OffloadingKV(inner, media_store=media, threshold_bytes=THRESHOLD, reference_key=REFERENCE_KEY)
+        OffloadingKV(
+            inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD), reference_key=REFERENCE_KEY
+        )
     )
     await store.save('conversation-1', messages)
     rows = [[pk, sk, value] for pk in ('hist#conversation-1',) for sk, value in await inner.query(pk)]
@@ -253,7 +256,7 @@ async def _write_conversation_store(folder: Path, media: DiskMediaStore) -> None
     inner = SqliteConversationStore(folder / 'conversations.db')
     try:
         store = OffloadingConversationStore(
-            inner, media_store=media, threshold_bytes=THRESHOLD, reference_key=REFERENCE_KEY
+            inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD), reference_key=REFERENCE_KEY
         )
         entries = []
         parent: str | None = None
@@ -276,7 +279,7 @@ def _write_langgraph(folder: Path, media: DiskMediaStore) -> None:
     messages = graph_history()
     with SqliteSaver.from_conn_string(str(folder / 'checkpoints.db')) as inner:
         saver = OffloadingCheckpointSaver(
-            inner, media_store=media, threshold_bytes=THRESHOLD, reference_key=REFERENCE_KEY
+            inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD), reference_key=REFERENCE_KEY
         )
         try:
             graph = graph_builder().compile(checkpointer=saver)
@@ -293,7 +296,9 @@ async def _write_openai_agents(folder: Path, media: DiskMediaStore) -> None:
 
     items = session_items()
     inner = SQLiteSession('session-1', folder / 'sessions.db')
-    session = OffloadingSession(inner, media_store=media, threshold_bytes=THRESHOLD, reference_key=REFERENCE_KEY)
+    session = OffloadingSession(
+        inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD), reference_key=REFERENCE_KEY
+    )
     await session.add_items(items[:2])
     await session.add_items(items[2:])
     inner.close()

@@ -42,6 +42,7 @@ from mediastash.gc import ConversationStoreRoot, as_root, collect_garbage
 from mediastash.integrations import EnvelopeError, MediaUrls, OffloadingConversationStore
 from mediastash.integrations.pydantic_ai._placeholders import PLACEHOLDER_PREFIX
 from mediastash.testing import CountingMediaStore
+from mediastash.walker import WalkOptions
 from tests.conversation_support import SqliteConversationStore, scripted_agent
 
 pytestmark = [pytest.mark.pydantic_ai, pytest.mark.conversation_store]
@@ -67,7 +68,10 @@ def image(seed: int) -> bytes:
 
 
 def wrap(inner: ConversationStore, media: Any, **options: Any) -> OffloadingConversationStore:
-    return OffloadingConversationStore(inner, media_store=media, threshold_bytes=THRESHOLD, **options)
+    walk = {key: options.pop(key) for key in ('known_blobs', 'max_concurrency') if key in options}
+    return OffloadingConversationStore(
+        inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD, **walk), **options
+    )
 
 
 async def talk(
@@ -309,7 +313,9 @@ def test_settings_are_checked_without_echoing_values() -> None:
     with pytest.raises(InvalidArgumentError, match=r"restore must be 'bytes' or 'references' \(got a str\)"):
         OffloadingConversationStore(InMemoryConversationStore(), media_store=MemoryMediaStore(), restore='urls')  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match='threshold_bytes'):
-        OffloadingConversationStore(InMemoryConversationStore(), media_store=MemoryMediaStore(), threshold_bytes=-1)
+        OffloadingConversationStore(
+            InMemoryConversationStore(), media_store=MemoryMediaStore(), options=WalkOptions(threshold_bytes=-1)
+        )
 
 
 # -- references: loads that read no blob --------------------------------------------------------

@@ -67,6 +67,7 @@ from mediastash.gc import (
 from mediastash.integrations import OffloadingKV, OffloadingStepStore
 from mediastash.markers import FORMAT_KEY, LITERAL_KEY, MARKER_KEY, TEXT_KEY, URI_KEY
 from mediastash.uri import media_uri_for
+from mediastash.walker import WalkOptions
 from tests.memory_support import set_written_at
 
 THRESHOLD = 64
@@ -209,7 +210,7 @@ def messages_with_payloads(seed: int = 0) -> list[ModelMessage]:
 async def test_envelopes_of_the_step_store_wrapper_are_read_as_stored() -> None:
     media = MemoryMediaStore()
     inner = InMemoryStepStore()
-    steps = OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD)
+    steps = OffloadingStepStore(inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD))
     await steps.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages_with_payloads()))
     (lean,) = await inner.list_snapshots(run_id='r')
     dumped = ModelMessagesTypeAdapter.dump_python(list(lean.messages), mode='json')
@@ -513,7 +514,7 @@ async def test_harness_step_stores_that_externalize_into_the_collected_store(tmp
     layered = OffloadingStepStore(
         FileStepStore(tmp_path / 'layered', media_store=media, media_threshold_bytes=THRESHOLD),
         media_store=media,
-        threshold_bytes=THRESHOLD,
+        options=WalkOptions(threshold_bytes=THRESHOLD),
     )
     database = SqliteStepStore(database=tmp_path / 'steps.db', media_store=media, media_threshold_bytes=THRESHOLD)
     for store in (plain, layered, database):
@@ -568,14 +569,14 @@ class ScanningKV(InMemoryAsyncKV):
 async def test_kv_roots() -> None:
     media = MemoryMediaStore()
     plain = InMemoryAsyncKV()
-    kv = OffloadingKV(plain, media_store=media, threshold_bytes=THRESHOLD)
+    kv = OffloadingKV(plain, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD))
     await kv.put('hist#1', 'messages', json.dumps([binary(payload(8))]))
     await kv.put('hist#2', 'messages', json.dumps([binary(payload(9))]))
     await kv.put('hist#3', 'messages', 'not json at all, ' + '__harness_external_')
     with pytest.raises(TypeError, match='cannot list its records'):
         as_root(kv)
     assert await references_of(KVRoot(kv, partitions=['hist#1'])) == {media_uri_for(payload(8))}
-    scanning = OffloadingKV(ScanningKV(), media_store=media, threshold_bytes=THRESHOLD)
+    scanning = OffloadingKV(ScanningKV(), media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD))
     await scanning.put('a', 'b', json.dumps({'x': binary(payload(9))}))
     assert await references_of(as_root(scanning)) == {media_uri_for(payload(9))}
     with pytest.raises(TypeError, match='not one string'):
@@ -682,7 +683,7 @@ async def _history_scenario(plan: dict[str, Any], folder: Path) -> None:
             inner: Any = InMemoryStepStore(max_snapshots_per_run=plan['keep'])
         else:
             inner = FileStepStore(folder / 'steps', media_store=None, max_snapshots_per_run=plan['keep'])
-        steps = OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD)
+        steps = OffloadingStepStore(inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD))
         saved: dict[tuple[str, int], list[ModelMessage]] = {}
         for number, run in enumerate(plan['runs']):
             run_id = f'run-{number}'
@@ -696,7 +697,7 @@ async def _history_scenario(plan: dict[str, Any], folder: Path) -> None:
             for number in plan['deleted_runs']:
                 shutil.rmtree(folder / 'steps' / f'run-{number}', ignore_errors=True)
 
-        kv = OffloadingKV(ScanningKV(), media_store=media, threshold_bytes=THRESHOLD)
+        kv = OffloadingKV(ScanningKV(), media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD))
         records: dict[str, str] = {}
         for number, picks in enumerate(plan['records']):
             value = json.dumps([binary(pool[pick]) for pick in picks])
@@ -725,11 +726,13 @@ async def _history_scenario(plan: dict[str, Any], folder: Path) -> None:
         assert listed(real) == listed(dry, 'deletable')
         assert await stored(media) == expected
 
-        reader = OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD, known_blobs=False)
+        reader = OffloadingStepStore(
+            inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD, known_blobs=False)
+        )
         for (run_id, _step), messages in live.items():
             restored = await reader.list_snapshots(run_id=run_id, include_interrupted=True)
             assert dumped(messages) in [dumped(snapshot.messages) for snapshot in restored]
-        fresh = OffloadingKV(kv.inner, media_store=media, known_blobs=False)
+        fresh = OffloadingKV(kv.inner, media_store=media, options=WalkOptions(known_blobs=False))
         for key, value in records.items():
             assert json.loads(await fresh.get(key, 'v')) == json.loads(value)
     finally:
@@ -934,7 +937,7 @@ def test_cli_on_a_single_sqlite_file(tmp_path: Path) -> None:
             steps = OffloadingStepStore(
                 SqliteStepStore(database=tmp_path / 'agent.db', media_store=None),
                 media_store=media,
-                threshold_bytes=THRESHOLD,
+                options=WalkOptions(threshold_bytes=THRESHOLD),
             )
             await steps.register_run(RunRecord(run_id='r'))
             await steps.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages_with_payloads()))

@@ -47,6 +47,7 @@ from mediastash.gc import FileStepStoreRoot, GcReport, Root, collect_garbage, re
 from mediastash.integrations import OffloadingStepStore
 from mediastash.stores.protocols import CollectableMediaStore
 from mediastash.uri import media_uri_for
+from mediastash.walker import WalkOptions
 
 THRESHOLD = 64
 RELEASE = 24
@@ -170,7 +171,9 @@ async def _write(
     try:
         cache: KnownBlobCache | bool = not only_at_hand_over and KnownBlobCache(trust_seconds=TRUST_SECONDS)
         steps = OffloadingStepStore(
-            FileStepStore(steps_dir, media_store=None), media_store=media, threshold_bytes=THRESHOLD, known_blobs=cache
+            FileStepStore(steps_dir, media_store=None),
+            media_store=media,
+            options=WalkOptions(threshold_bytes=THRESHOLD, known_blobs=cache),
         )
         rng = random.Random(seed)
         taken = 0
@@ -351,7 +354,9 @@ async def test_a_concurrent_writer_never_loses_a_blob(spec: dict[str, Any], tmp_
         referenced = referenced_uris([json.loads(file.read_text()) for file in files])
         assert await media.exists_many(referenced) == referenced
         reader = OffloadingStepStore(
-            FileStepStore(steps_dir, media_store=None), media_store=media, threshold_bytes=THRESHOLD, known_blobs=False
+            FileStepStore(steps_dir, media_store=None),
+            media_store=media,
+            options=WalkOptions(threshold_bytes=THRESHOLD, known_blobs=False),
         )
         restored = 0
         for run in sorted({file.parent.parent.name for file in files}):
@@ -377,8 +382,7 @@ async def test_a_writer_resuming_from_a_read_snapshot_keeps_its_blobs(tmp_path: 
     earlier = OffloadingStepStore(
         FileStepStore(tmp_path / 'steps', media_store=None, max_snapshots_per_run=1),
         media_store=media,
-        threshold_bytes=THRESHOLD,
-        known_blobs=False,
+        options=WalkOptions(threshold_bytes=THRESHOLD, known_blobs=False),
     )
     await earlier.register_run(RunRecord(run_id='r'))
     await earlier.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=first))
@@ -388,8 +392,7 @@ async def test_a_writer_resuming_from_a_read_snapshot_keeps_its_blobs(tmp_path: 
     resumed_store = OffloadingStepStore(
         FileStepStore(tmp_path / 'steps', media_store=None, max_snapshots_per_run=1),
         media_store=media,
-        threshold_bytes=THRESHOLD,
-        known_blobs=KnownBlobCache(trust_seconds=600),
+        options=WalkOptions(threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache(trust_seconds=600)),
     )
     resumed = await resumed_store.latest_snapshot(run_id='r')  # the cache learns the image from this read
     assert resumed is not None

@@ -50,6 +50,7 @@ from mediastash.gc import (
 )
 from mediastash.integrations import OffloadingStepStore
 from mediastash.uri import media_uri_for
+from mediastash.walker import WalkOptions
 from tests.memory_support import set_written_at
 
 THRESHOLD = 64
@@ -113,7 +114,9 @@ def test_cli_a_step_store_folder_does_not_hide_lean_files_beside_it(tmp_path: Pa
 
     async def write_runs() -> None:
         steps = OffloadingStepStore(
-            FileStepStore(runs, media_store=None), media_store=DiskMediaStore(tmp_path / 'media'), threshold_bytes=64
+            FileStepStore(runs, media_store=None),
+            media_store=DiskMediaStore(tmp_path / 'media'),
+            options=WalkOptions(threshold_bytes=64),
         )
         await steps.register_run(RunRecord(run_id='r1'))
         await steps.save_snapshot(ContinuableSnapshot(run_id='r1', step_index=1, messages=saved))
@@ -258,7 +261,9 @@ async def _mixed_root(tmp: Path, plan: list[tuple[str, str, list[int]]], media_i
             continue
         if kind == 'wrapped-steps':
             steps: Any = OffloadingStepStore(
-                FileStepStore(where, media_store=None), media_store=media, threshold_bytes=THRESHOLD
+                FileStepStore(where, media_store=None),
+                media_store=media,
+                options=WalkOptions(threshold_bytes=THRESHOLD),
             )
         else:
             steps = FileStepStore(where, media_store=media, media_threshold_bytes=THRESHOLD)
@@ -283,7 +288,9 @@ async def _mixed_root(tmp: Path, plan: list[tuple[str, str, list[int]]], media_i
         assert restored == full, path
     for kind, where, run_id, messages in step_runs:
         if kind == 'wrapped-steps':
-            steps = OffloadingStepStore(FileStepStore(where, media_store=None), media_store=reader, known_blobs=False)
+            steps = OffloadingStepStore(
+                FileStepStore(where, media_store=None), media_store=reader, options=WalkOptions(known_blobs=False)
+            )
         else:
             steps = FileStepStore(where, media_store=reader)
         snapshot = await steps.latest_snapshot(run_id=run_id)

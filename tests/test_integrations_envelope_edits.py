@@ -39,6 +39,7 @@ from mediastash.integrations.langgraph import ENVELOPE_KEY as LANGGRAPH_KEY
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
 from mediastash.integrations.pydantic_ai._placeholders import PLACEHOLDER_PREFIX
 from mediastash.uri import media_uri_for
+from mediastash.walker import WalkOptions
 from tests.integration_support import history, roundtrip
 
 IMAGE = base64.b64encode(os.urandom(90_000)).decode()
@@ -180,7 +181,9 @@ async def test_langgraph_a_placeholder_with_another_size_label_still_restores(me
     for label, restored in ((', 1.0 MiB', True), ('', True), (', big', False), (', 99.6 KiB ', False)):
         content = ai.content.replace(', 99.6 KiB', label)
         config = await put(inner, {'messages': [ai.model_copy(update={'content': content})]}, f't{label}')
-        full = await OffloadingCheckpointSaver(inner, media_store=media, known_blobs=False).aget_tuple(config)
+        full = await OffloadingCheckpointSaver(
+            inner, media_store=media, options=WalkOptions(known_blobs=False)
+        ).aget_tuple(config)
         assert full is not None
         assert full.checkpoint['channel_values']['messages'][0].content == (TEXT if restored else content), label
 
@@ -322,6 +325,8 @@ async def test_step_store_a_stand_in_with_another_size_label_still_restores(tmp_
         messages = list(plain)
         messages[2] = dataclasses.replace(plain[2], parts=[dataclasses.replace(tool, content=content)])
         await inner.save_snapshot(snapshot(messages, 2))
-        back = await OffloadingStepStore(inner, media_store=media, known_blobs=False).latest_snapshot(run_id='run-1')
+        back = await OffloadingStepStore(
+            inner, media_store=media, options=WalkOptions(known_blobs=False)
+        ).latest_snapshot(run_id='run-1')
         assert back is not None
         assert back.messages[2].parts[0].content == (original[2].parts[0].content if restored else content), label

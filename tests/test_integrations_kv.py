@@ -19,7 +19,7 @@ from pydantic_ai_persistence import InMemoryAsyncKV, KVHistoryStore, KVStepStore
 from mediastash import MediaNotFoundError, MemoryMediaStore
 from mediastash.integrations import OffloadingKV, _splice
 from mediastash.integrations._splice import LiteralCache, dumps_spliced
-from mediastash.walker import restore_media
+from mediastash.walker import WalkOptions, restore_media
 from tests.integration_support import ALL_MEDIA_STORES, close_store, history, make_media_store, roundtrip
 from tests.json_trees import json_trees
 from tests.memory_support import drop_blob
@@ -104,7 +104,7 @@ async def test_payload_document_round_trips_semantically() -> None:
 
 async def test_missing_blob_names_uri_and_key() -> None:
     media = MemoryMediaStore()
-    kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, known_blobs=False, recent_bytes=0)
+    kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, options=WalkOptions(known_blobs=False), recent_bytes=0)
     await kv.put('pk', 'sk', json.dumps({'part_kind': 'text', 'content': 'q' * 70_000}))
     (uri,) = [u async for u in media.iter_uris()]
     drop_blob(media, uri)
@@ -173,7 +173,9 @@ def test_any_tree_reads_back_as_the_plain_restore(tree: Any, threshold: int, kno
     async def scenario() -> None:
         inner = InMemoryAsyncKV()
         media = MemoryMediaStore()
-        kv = OffloadingKV(inner, media_store=media, threshold_bytes=threshold, known_blobs=known, recent_bytes=0)
+        kv = OffloadingKV(
+            inner, media_store=media, options=WalkOptions(threshold_bytes=threshold, known_blobs=known), recent_bytes=0
+        )
         await check_round_trip(kv, inner, media, tree)
 
     asyncio.run(scenario())
@@ -285,7 +287,7 @@ def test_literal_cache_is_keyed_by_identity_and_bounded() -> None:
     assert len(cache) == 0 and cache.bytes_held == 0
     with pytest.raises(ValueError, match='max_bytes'):
         LiteralCache(-1)
-    kv = OffloadingKV(InMemoryAsyncKV(), media_store=MemoryMediaStore(), known_blobs=False)
+    kv = OffloadingKV(InMemoryAsyncKV(), media_store=MemoryMediaStore(), options=WalkOptions(known_blobs=False))
     assert kv._literals.max_bytes == 0  # fresh payload strings on every read: nothing worth keeping
     with pytest.raises(ValueError, match='literal_bytes'):
         OffloadingKV(InMemoryAsyncKV(), media_store=MemoryMediaStore(), literal_bytes=-1)

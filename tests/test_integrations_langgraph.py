@@ -23,6 +23,7 @@ from mediastash.gc import CheckpointerRoot, RootReadError, collect_garbage
 from mediastash.integrations.langgraph import ENVELOPE_KEY, OffloadingCheckpointSaver, SyncCallError
 from mediastash.testing import CountingMediaStore
 from mediastash.uri import media_uri_for
+from mediastash.walker import WalkOptions
 
 RAW = os.urandom(90_000)
 B64 = base64.b64encode(RAW).decode()
@@ -120,7 +121,9 @@ async def test_every_style_round_trips_exactly_and_the_plain_read_holds_placehol
     assert restored[2].artifact == {'k': 1} and restored[1].tool_calls[0]['id'] == 'call-1'
     assert full.checkpoint['channel_values']['count'] == 3
     counting = CountingMediaStore(store)
-    cold = OffloadingCheckpointSaver(inner, media_store=counting, known_blobs=False)  # no memory: the store
+    cold = OffloadingCheckpointSaver(
+        inner, media_store=counting, options=WalkOptions(known_blobs=False)
+    )  # no memory: the store
     again = await cold.aget_tuple(stored)
     assert again is not None and again.checkpoint['channel_values']['messages'] == original
     assert counting.calls['get'] == 3  # each distinct blob read once, for eleven payloads
@@ -155,7 +158,9 @@ async def test_dict_forms_anywhere_in_the_state_round_trip(store: DiskMediaStore
     }
     original = copy.deepcopy(values)
     stored = await put(saver, values)
-    full = await OffloadingCheckpointSaver(inner, media_store=store, known_blobs=False).aget_tuple(stored)
+    full = await OffloadingCheckpointSaver(inner, media_store=store, options=WalkOptions(known_blobs=False)).aget_tuple(
+        stored
+    )
     assert full is not None
     assert full == await saver.aget_tuple(stored)  # the same from the wrapper that remembers what it wrote
     reference = InMemorySaver()  # what the saver's own serializer makes of the values (a tuple reads as a list)
@@ -191,7 +196,7 @@ async def test_small_and_non_canonical_payloads_stay_inline(store: DiskMediaStor
 
 
 async def test_a_threshold_of_zero_moves_every_recognised_payload(store: DiskMediaStore) -> None:
-    saver = OffloadingCheckpointSaver(InMemorySaver(), media_store=store, threshold_bytes=0)
+    saver = OffloadingCheckpointSaver(InMemorySaver(), media_store=store, options=WalkOptions(threshold_bytes=0))
     values = {'messages': [HumanMessage(content='hi', id='h'), AIMessage(content='', id='a')]}
     stored = await put(saver, values)
     plain = await saver.inner.aget_tuple(stored)
@@ -262,7 +267,9 @@ async def test_async_sqlite_plain_read_and_wrapped_read(tmp_path: Path, store: D
 async def test_a_missing_blob_fails_loudly(store: DiskMediaStore) -> None:
     saver = OffloadingCheckpointSaver(InMemorySaver(), media_store=store)
     stored = await put(saver, {'messages': history()})
-    other = OffloadingCheckpointSaver(saver.inner, media_store=MemoryMediaStore(), known_blobs=False)
+    other = OffloadingCheckpointSaver(
+        saver.inner, media_store=MemoryMediaStore(), options=WalkOptions(known_blobs=False)
+    )
     with pytest.raises(MediaNotFoundError):
         await other.aget_tuple(stored)
 
@@ -299,7 +306,9 @@ async def test_the_reserved_key_in_caller_data_is_refused(store: DiskMediaStore)
 
 def test_bad_settings_are_typed_errors() -> None:
     with pytest.raises(InvalidArgumentError, match='threshold_bytes'):
-        OffloadingCheckpointSaver(InMemorySaver(), media_store=MemoryMediaStore(), threshold_bytes=-1)
+        OffloadingCheckpointSaver(
+            InMemorySaver(), media_store=MemoryMediaStore(), options=WalkOptions(threshold_bytes=-1)
+        )
     with pytest.raises(InvalidArgumentError, match='recent_bytes'):
         OffloadingCheckpointSaver(InMemorySaver(), media_store=MemoryMediaStore(), recent_bytes=-1)
     with pytest.raises(TypeError, match='BaseCheckpointSaver'):

@@ -24,6 +24,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from mediastash import DiskMediaStore, MemoryMediaStore
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
+from mediastash.walker import WalkOptions
 from tests.postgres_support import postgres_dsn
 
 __all__ = ['postgres_dsn']  # the session fixture, imported so pytest finds it here
@@ -42,7 +43,7 @@ async def _reports(name: str, inner: InnerFactory, tmp_path: Path) -> tuple[Capa
         async with inner() as saver:
             store = DiskMediaStore(tmp_path / f'media-{uuid.uuid4().hex}')
             try:
-                yield OffloadingCheckpointSaver(saver, media_store=store, threshold_bytes=1)
+                yield OffloadingCheckpointSaver(saver, media_store=store, options=WalkOptions(threshold_bytes=1))
             finally:
                 await store.aclose()
 

@@ -24,6 +24,7 @@ from langgraph.graph.message import add_messages
 
 from mediastash import DiskMediaStore
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
+from mediastash.walker import WalkOptions
 from tests.postgres_support import postgres_dsn
 
 __all__ = ['GraphRun', 'build_graph', 'comparable', 'postgres_dsn', 'run_graph']  # postgres_dsn: the fixture
@@ -114,7 +115,7 @@ async def run_graph(
             history_seconds = time.perf_counter() - started
             cold_saver: BaseCheckpointSaver[Any] = inner
             if store is not None:
-                cold_saver = OffloadingCheckpointSaver(inner, media_store=store, known_blobs=False)
+                cold_saver = OffloadingCheckpointSaver(inner, media_store=store, options=WalkOptions(known_blobs=False))
             cold = graph_builder.compile(checkpointer=cold_saver)
             started = time.perf_counter()
             await cold.aget_state(config)
@@ -207,7 +208,9 @@ async def test_the_graph_on_async_postgres_saver(tmp_path: Path, postgres_dsn: s
         async with postgres_saver(postgres_dsn, schema) as inner:
             graph = builder.compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=store))
             await graph.ainvoke(start, config)
-            fresh = builder.compile(checkpointer=OffloadingCheckpointSaver(inner, media_store=store, known_blobs=False))
+            fresh = builder.compile(
+                checkpointer=OffloadingCheckpointSaver(inner, media_store=store, options=WalkOptions(known_blobs=False))
+            )
             theirs = [comparable(s) async for s in plain.aget_state_history(config)]
             assert [comparable(s) async for s in fresh.aget_state_history(config)] == theirs
             lean = await inner.aget_tuple(config)

@@ -27,6 +27,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from mediastash import DiskMediaStore
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
+from mediastash.walker import WalkOptions
 from tests.test_integrations_langgraph_graph import build_graph, comparable, database_bytes
 
 STEPS, IMAGE_BYTES, TOOL_BYTES = 20, 80_000, 100_000
@@ -74,7 +75,9 @@ def test_invoke_and_stream_on_sqlite_saver_read_back_the_same_ten_times_smaller(
             assert history == expected[thread][1]
         image = wrapped.get_state(config('by-stream')).values['messages'][1].content[1]
         assert len(image['base64']) > IMAGE_BYTES  # the image itself, not a placeholder
-        cold = OffloadingCheckpointSaver(inner, media_store=DiskMediaStore(tmp_path / 'media'), known_blobs=False)
+        cold = OffloadingCheckpointSaver(
+            inner, media_store=DiskMediaStore(tmp_path / 'media'), options=WalkOptions(known_blobs=False)
+        )
         with cold:  # a fresh wrapper that remembers nothing reads every blob from the store
             assert readback(builder.compile(checkpointer=cold), 'by-invoke') == expected['by-invoke']
     plain_bytes, wrapped_bytes = database_bytes(tmp_path / 'plain.db'), database_bytes(tmp_path / 'wrapped.db')

@@ -49,6 +49,7 @@ from mediastash.integrations import MediaUrls, MediaUrlSwapper
 from mediastash.integrations.pydantic_ai._model_kinds import fetches_by_url
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
+from mediastash.walker import WalkOptions
 from tests.s3_servers import S3Endpoint, free_port, unique_bucket
 
 pytestmark = pytest.mark.pydantic_ai
@@ -214,7 +215,7 @@ async def test_a_run_continued_from_lean_snapshots_reuses_stored_blobs(tmp_path:
 
     def steps(cache: KnownBlobCache) -> Any:
         inner = FileStepStore(tmp_path / 'steps', media_store=None)
-        return OffloadingStepStore(inner, media_store=media(), known_blobs=cache)
+        return OffloadingStepStore(inner, media_store=media(), options=WalkOptions(known_blobs=cache))
 
     saving = steps(KnownBlobCache())
     first = await agent_with(Recorder(), StepPersistence(store=saving)).run(
@@ -228,7 +229,9 @@ async def test_a_run_continued_from_lean_snapshots_reuses_stored_blobs(tmp_path:
     assert history == first.all_messages()
     counted = CountingMediaStore(media())
     recorder = Recorder()
-    await agent_with(recorder, MediaUrls(counted, known_blobs=cache)).run('and now?', message_history=history)
+    await agent_with(recorder, MediaUrls(counted, options=WalkOptions(known_blobs=cache))).run(
+        'and now?', message_history=history
+    )
     assert url_of(big) in [item.url for item in contents(recorder.requests[0]) if isinstance(item, ImageUrl)]
     assert counted.calls['put'] == 0  # restored from this storage moments ago: known, not stored again
     # A blob known only from a read is re-confirmed once (and marked in use for garbage collection).
@@ -420,7 +423,7 @@ async def test_an_unreachable_s3_endpoint_sends_the_bytes_inline(caplog: pytest.
         recorder = Recorder()
         caplog.clear()
         with caplog.at_level(logging.DEBUG, logger='mediastash'):
-            result = await agent_with(recorder, MediaUrls(store, known_blobs=False)).run(
+            result = await agent_with(recorder, MediaUrls(store, options=WalkOptions(known_blobs=False))).run(
                 ['look', BinaryImage(big, media_type='image/png')]
             )
     assert result.output == 'ok'
@@ -444,7 +447,7 @@ async def test_a_missing_bucket_sends_bytes_inline_and_urls_once_it_exists(
     )
     async with store:
         expected = await error_type_of(lambda: store.put(big))
-        capability = MediaUrls(store, known_blobs=False)
+        capability = MediaUrls(store, options=WalkOptions(known_blobs=False))
         recorder = Recorder()
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger='mediastash'):
@@ -582,7 +585,7 @@ async def test_an_unreachable_s3_store_costs_one_request_per_cool_down(caplog: p
     ) as s3:
         store = CountingMediaStore(s3)
         clock = Clock()
-        capability = MediaUrls(store, known_blobs=False)
+        capability = MediaUrls(store, options=WalkOptions(known_blobs=False))
         capability.swapper.clock = clock
         agent = agent_with(Recorder(), capability)
         images = [os.urandom(100_000) for _ in range(4)]

@@ -29,6 +29,7 @@ from mediastash.errors import InvalidArgumentError, UnsupportedMarkerFormat
 from mediastash.gc import RootReadError, SQLiteSessionRoot, collect_garbage
 from mediastash.integrations.openai_agents import ENVELOPE_FORMAT, ENVELOPE_KEY, OffloadingSession, SessionRoot
 from mediastash.uri import media_uri_for
+from mediastash.walker import WalkOptions
 from tests.provider_endpoint import ProviderEndpoint
 
 TURNS = 30
@@ -107,7 +108,9 @@ async def test_thirty_turns_read_back_exactly_from_a_database_twenty_times_small
     assert await wrapped.get_items() == await plain.get_items() == originals
     for limit in (1, 3, 7, 120):
         assert await wrapped.get_items(limit=limit) == await plain.get_items(limit=limit) == originals[-limit:]
-    fresh = OffloadingSession(inner, media_store=store, known_blobs=False)  # remembers nothing: reads the store
+    fresh = OffloadingSession(
+        inner, media_store=store, options=WalkOptions(known_blobs=False)
+    )  # remembers nothing: reads the store
     assert await fresh.get_items(limit=9) == originals[-9:]
 
     plain.close()
@@ -188,7 +191,7 @@ async def test_reserved_keys_and_unknown_envelopes_are_refused(tmp_path: Path, s
     with pytest.raises(TypeError, match='SessionABC'):
         OffloadingSession(object(), media_store=store)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match='threshold_bytes'):
-        OffloadingSession(inner, media_store=store, threshold_bytes=-1)
+        OffloadingSession(inner, media_store=store, options=WalkOptions(threshold_bytes=-1))
 
 
 async def test_gc_keeps_what_any_session_references(tmp_path: Path, store: DiskMediaStore) -> None:

@@ -276,7 +276,7 @@ async def test_version_1_envelopes_still_restore_exactly(kind: str, tmp_path: Pa
     inner = plain_store(kind, tmp_path)
     await inner.register_run(RunRecord(run_id='run-1'))
     await inner.save_snapshot(snapshot(old))
-    fresh = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media, known_blobs=False)
+    fresh = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media, options=WalkOptions(known_blobs=False))
     back = await fresh.latest_snapshot(run_id='run-1')
     assert back is not None and back.messages == roundtrip(messages)
     assert back.messages[0].parts[0].content[1].data == messages[0].parts[0].content[1].data
@@ -395,7 +395,7 @@ async def test_gc_keeps_every_blob_a_version_2_snapshot_needs(kind: str, tmp_pat
     report = await collect_garbage(media, [root], grace=timedelta(hours=1), dry_run=False, uris_file=tmp_path / 'gc')
     assert set(report.iter_uris('deleted')) == {orphan}
     assert await stored_uris(media) == needed
-    store = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media, known_blobs=False)
+    store = OffloadingStepStore(plain_store(kind, tmp_path), media_store=media, options=WalkOptions(known_blobs=False))
     back = await store.latest_snapshot(run_id='run-1')
     assert back is not None and back.messages == roundtrip(messages)
 

@@ -64,6 +64,7 @@ from mediastash.integrations import MediaUrls, OffloadingKV, OffloadingStepStore
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
 from mediastash.urls import make_static_public_url
+from mediastash.walker import WalkOptions
 from tests.provider_endpoint import CapturedRequest, ProviderEndpoint
 from tests.s3_servers import S3Endpoint, unique_bucket
 from tests.test_store_s3 import RawBucket
@@ -171,7 +172,10 @@ async def inner_json(inner: InMemoryStepStore, run_id: str = 'run-1') -> list[st
 
 
 def steps_over(inner: InMemoryStepStore, media: Any, **options: Any) -> OffloadingStepStore:
-    return OffloadingStepStore(inner, media_store=media, threshold_bytes=THRESHOLD, **options)
+    walk = {key: options.pop(key) for key in ('known_blobs', 'max_concurrency') if key in options}
+    return OffloadingStepStore(
+        inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD, **walk), **options
+    )
 
 
 async def saved(media: Any) -> tuple[InMemoryStepStore, list[ModelMessage], list[str]]:
@@ -276,7 +280,7 @@ async def test_a_bytes_restore_then_save_keeps_the_url_safe_stamp() -> None:
 async def test_offloading_kv_writes_the_markers_of_reference_parts() -> None:
     media = CountingMediaStore(MemoryMediaStore())
     inner, history, _ = await saved(media)
-    kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, threshold_bytes=THRESHOLD)
+    kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD))
     await kv.put('runs', 'bytes', ModelMessagesTypeAdapter.dump_json(history).decode())
     lean_of_bytes = await kv.inner.get('runs', 'bytes')
 
@@ -288,7 +292,9 @@ async def test_offloading_kv_writes_the_markers_of_reference_parts() -> None:
 
     # The wrapper hands its own writes back as written; another reader gets the bytes.
     assert await kv.get('runs', 'references') == ModelMessagesTypeAdapter.dump_json(restored).decode()
-    read = await OffloadingKV(kv.inner, media_store=media, threshold_bytes=THRESHOLD).get('runs', 'references')
+    read = await OffloadingKV(kv.inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD)).get(
+        'runs', 'references'
+    )
     assert read is not None
     assert ModelMessagesTypeAdapter.validate_json(read) == history
 
@@ -321,7 +327,9 @@ async def test_media_urls_reads_a_reference_only_when_it_cannot_go_by_url() -> N
         return ModelResponse(parts=[TextPart('ok')])
 
     # A threshold above every blob: it is for bytes in hand; a reference part is always resolved.
-    capability = MediaUrls(media, kinds=['image'], threshold_bytes=1 << 30, known_blobs=KnownBlobCache())
+    capability = MediaUrls(
+        media, kinds=['image'], options=WalkOptions(threshold_bytes=1 << 30, known_blobs=KnownBlobCache())
+    )
     agent = Agent(FunctionModel(model), capabilities=[capability])
     media.reset()
     first = await agent.run('again?', message_history=history)
@@ -358,7 +366,8 @@ async def test_a_store_without_urls_inlines_every_reference(cache: str) -> None:
     known = KnownBlobCache() if cache == 'fresh' else True
     media.reset()
     await Agent(
-        FunctionModel(model), capabilities=[MediaUrls(media, threshold_bytes=THRESHOLD, known_blobs=known)]
+        FunctionModel(model),
+        capabilities=[MediaUrls(media, options=WalkOptions(threshold_bytes=THRESHOLD, known_blobs=known))],
     ).run('go', message_history=history)
     originals = contents(mixed_history())
     assert [item.data for item in sent[1:6]] == [item.data for item in originals[1:6]]
@@ -516,7 +525,7 @@ async def test_a_failing_url_service_sends_references_inline_or_raises(caplog: p
         sent.extend(contents(messages))
         return ModelResponse(parts=[TextPart('ok')])
 
-    capability = MediaUrls(media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
+    capability = MediaUrls(media, options=WalkOptions(threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache()))
     await Agent(FunctionModel(model), capabilities=[capability]).run('go', message_history=history)
     originals = contents(mixed_history())
     assert [item.data for item in sent[1:6]] == [item.data for item in originals[1:6]]
@@ -524,7 +533,7 @@ async def test_a_failing_url_service_sends_references_inline_or_raises(caplog: p
     assert 'failed during public_url (StoreUnavailableError)' in caplog.text
     assert 'the URL service is down' not in caplog.text
 
-    strict = MediaUrls(media, threshold_bytes=THRESHOLD, on_store_error='raise')
+    strict = MediaUrls(media, options=WalkOptions(threshold_bytes=THRESHOLD), on_store_error='raise')
     with pytest.raises(StoreUnavailableError):
         await Agent(FunctionModel(model), capabilities=[strict]).run('go', message_history=history)
 
@@ -535,6 +544,6 @@ async def test_a_reference_to_a_missing_blob_fails_the_request() -> None:
     pdf = contents(history)[2]
     assert isinstance(pdf, DocumentUrl)
     await media.delete(pdf.url.split('#')[0])
-    capability = MediaUrls(media, threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache())
+    capability = MediaUrls(media, options=WalkOptions(threshold_bytes=THRESHOLD, known_blobs=KnownBlobCache()))
     with pytest.raises(MediaNotFoundError):
         await Agent(FunctionModel(reply), capabilities=[capability]).run('go', message_history=history)

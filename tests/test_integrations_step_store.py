@@ -25,6 +25,7 @@ from pydantic_ai_persistence import InMemoryAsyncKV, KVStepStore
 
 from mediastash import MediaNotFoundError, MemoryMediaStore
 from mediastash.integrations import ENVELOPE_KEY, ENVELOPE_VERSION, EnvelopeError, OffloadingKV, OffloadingStepStore
+from mediastash.walker import WalkOptions
 from tests.integration_support import (
     ALL_MEDIA_STORES,
     THRESHOLD,
@@ -189,7 +190,9 @@ async def test_missing_blob_names_uri_and_run(tmp_path: Path) -> None:
     await store.save_snapshot(snapshot(history(), step=3, run_id='run-m'))
     uri = next(iter([u async for u in media.iter_uris()]))
     drop_blob(media, uri)
-    fresh = OffloadingStepStore(FileStepStore(tmp_path, media_store=None), media_store=media, known_blobs=False)
+    fresh = OffloadingStepStore(
+        FileStepStore(tmp_path, media_store=None), media_store=media, options=WalkOptions(known_blobs=False)
+    )
     with pytest.raises(MediaNotFoundError, match=rf"{re.escape(uri)}.*run 'run-m' step 3") as caught:
         await fresh.latest_snapshot(run_id='run-m')
     assert caught.value.uri == uri
@@ -206,7 +209,9 @@ async def test_caller_metadata_using_the_reserved_key_survives() -> None:
 
 async def test_small_threshold_and_text_only(tmp_path: Path) -> None:
     store = OffloadingStepStore(
-        FileStepStore(tmp_path, media_store=None), media_store=MemoryMediaStore(), threshold_bytes=10
+        FileStepStore(tmp_path, media_store=None),
+        media_store=MemoryMediaStore(),
+        options=WalkOptions(threshold_bytes=10),
     )
     messages = [ModelRequest(parts=[UserPromptPart('a sentence longer than ten bytes')])]
     await store.save_snapshot(snapshot(messages))
@@ -219,9 +224,11 @@ async def test_small_threshold_and_text_only(tmp_path: Path) -> None:
 
 def test_bad_options_are_refused() -> None:
     with pytest.raises(ValueError, match='threshold_bytes'):
-        OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore(), threshold_bytes=-1)
+        OffloadingStepStore(
+            InMemoryStepStore(), media_store=MemoryMediaStore(), options=WalkOptions(threshold_bytes=-1)
+        )
     with pytest.raises(ValueError, match='max_concurrency'):
-        OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore(), max_concurrency=0)
+        OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore(), options=WalkOptions(max_concurrency=0))
 
 
 _ = THRESHOLD

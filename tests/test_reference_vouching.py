@@ -64,6 +64,7 @@ from mediastash.integrations import MediaUrls, MediaUrlSwapper, OffloadingKV, Of
 from mediastash.integrations.provider_files import ProviderFiles
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore
+from mediastash.walker import WalkOptions
 from tests.provider_endpoint import ProviderEndpoint, file_references
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
 from tests.test_store_s3 import RawBucket
@@ -113,7 +114,10 @@ def tenant(base: MediaStore, name: str) -> CountingMediaStore:
 
 
 def steps_over(media: MediaStore, **options: Any) -> OffloadingStepStore:
-    return OffloadingStepStore(InMemoryStepStore(), media_store=media, threshold_bytes=THRESHOLD, **options)
+    walk = {key: options.pop(key) for key in ('known_blobs', 'max_concurrency') if key in options}
+    return OffloadingStepStore(
+        InMemoryStepStore(), media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD, **walk), **options
+    )
 
 
 async def restored(media: MediaStore, messages: list[ModelMessage], **options: Any) -> list[ModelMessage]:
@@ -428,7 +432,9 @@ async def test_saving_vouched_references_with_an_app_key_writes_the_lean_json_of
     key = ReferenceKey(secrets.token_bytes(32))
     media = DiskMediaStore(tmp_path / 'media')
     original = prompt(BinaryContent(pdf(6000, 10), media_type='application/pdf', vendor_metadata={'a': 1}))
-    kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, threshold_bytes=THRESHOLD, reference_key=key)
+    kv = OffloadingKV(
+        InMemoryAsyncKV(), media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD), reference_key=key
+    )
     await kv.put('runs', 'bytes', ModelMessagesTypeAdapter.dump_json(original).decode())
     history = await restored(media, original, reference_key=key)
     assert '#ms1.' in reference_of(history).url
@@ -457,15 +463,19 @@ async def test_a_save_does_not_turn_an_unvouched_reference_into_a_marker(tmp_pat
     steps = steps_over(media)
     await steps.save_snapshot(snapshot(typed))
     media.reset()
-    fresh = OffloadingStepStore(steps.inner, media_store=media, threshold_bytes=THRESHOLD)  # restores bytes
+    fresh = OffloadingStepStore(
+        steps.inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD)
+    )  # restores bytes
     back = await fresh.latest_snapshot(run_id='run-1')
     assert back is not None
     assert reference_of(list(back.messages)) == reference_of(typed)  # still the URL part, never the bytes
     assert media.calls['get'] == 0
 
-    kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, threshold_bytes=THRESHOLD)
+    kv = OffloadingKV(InMemoryAsyncKV(), media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD))
     await kv.put('runs', 'r', ModelMessagesTypeAdapter.dump_json(typed).decode())
-    read = await OffloadingKV(kv.inner, media_store=media, threshold_bytes=THRESHOLD).get('runs', 'r')
+    read = await OffloadingKV(kv.inner, media_store=media, options=WalkOptions(threshold_bytes=THRESHOLD)).get(
+        'runs', 'r'
+    )
     assert read is not None
     assert reference_of(ModelMessagesTypeAdapter.validate_json(read)) == reference_of(typed)
     assert media_uri_for(secret) in read and '__harness_external' not in read

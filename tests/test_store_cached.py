@@ -34,6 +34,7 @@ from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from mediastash.testing import CountingMediaStore, KiB, MiB, agent_history
 from mediastash.testing.store import StoreTests, blob, collect
 from mediastash.urls import PublicUrlResolver
+from mediastash.walker import WalkOptions
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
 from tests.test_store_s3 import RawBucket
 
@@ -365,7 +366,9 @@ async def test_composes_with_offloading_step_store(tmp_path: Path) -> None:
     backing = CountingMediaStore(DiskMediaStore(tmp_path / 'backing'))
     async with CachedMediaStore(backing, cache=DiskMediaStore(tmp_path / 'cache'), write='around') as media:
         # known_blobs=False: the known-blob cache would serve the restores from the bytes it saw saved
-        steps = OffloadingStepStore(InMemoryStepStore(), media_store=media, threshold_bytes=1024, known_blobs=False)
+        steps = OffloadingStepStore(
+            InMemoryStepStore(), media_store=media, options=WalkOptions(threshold_bytes=1024, known_blobs=False)
+        )
         messages = history()
         await steps.save_snapshot(snapshot(messages))
         first = await steps.latest_snapshot(run_id='run-1')

@@ -287,7 +287,9 @@ def harness_store(kind: str, folder: Path) -> Any:
 async def step_store_round_trip(kind: str, content: Any, threshold: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         inner = harness_store(kind, Path(tmp))
-        store = OffloadingStepStore(inner, media_store=MemoryMediaStore(), threshold_bytes=threshold)
+        store = OffloadingStepStore(
+            inner, media_store=MemoryMediaStore(), options=WalkOptions(threshold_bytes=threshold)
+        )
         messages = conversation(content)
         await store.register_run(RunRecord(run_id='r'))
         await store.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages, state='complete'))
@@ -345,7 +347,9 @@ def test_kv_round_trip_is_exact(content: Any, known: bool) -> None:
     async def scenario() -> None:
         inner = InMemoryAsyncKV()
         media = MemoryMediaStore()
-        kv = OffloadingKV(inner, media_store=media, threshold_bytes=0, known_blobs=known, recent_bytes=0)
+        kv = OffloadingKV(
+            inner, media_store=media, options=WalkOptions(threshold_bytes=0, known_blobs=known), recent_bytes=0
+        )
         tree = tool_tree(content)
         await kv.put('p', 's', json.dumps(tree))
         lean = await inner.get('p', 's')

@@ -23,6 +23,7 @@ from mediastash import (
 )
 from mediastash.integrations import OffloadingKV, OffloadingStepStore
 from mediastash.markers import MARKER_KEY, TEXT_KEY, URI_KEY, URLSAFE_KEY
+from mediastash.walker import WalkOptions
 from mediastash.walker._common import MIN_DEPTH_LIMIT, RECURSIVE_LEVELS, find_path
 from tests.integration_support import roundtrip
 
@@ -235,7 +236,7 @@ async def test_typed_restore_holds_the_payload_once(tmp_path: Path) -> None:
     payload = bytes(range(256)) * (size // 256)  # its URL-safe base64 uses '-' and '_': the marker is stamped
     store = DiskMediaStore(tmp_path / 'media')
     inner = InMemoryStepStore()
-    steps = OffloadingStepStore(inner, media_store=store, known_blobs=False)
+    steps = OffloadingStepStore(inner, media_store=store, options=WalkOptions(known_blobs=False))
     messages = [ModelRequest(parts=[UserPromptPart(content=[BinaryContent(data=payload, media_type='image/png')])])]
     await steps.save_snapshot(ContinuableSnapshot(run_id='r', step_index=1, messages=messages))
     lean = await inner.latest_snapshot(run_id='r')

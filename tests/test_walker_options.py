@@ -103,8 +103,10 @@ async def test_options_must_be_walk_options() -> None:
         await restore_media([], media_store=MemoryMediaStore(), options={'threshold_bytes': 1})  # type: ignore[arg-type]
 
 
+@pytest.mark.filterwarnings('ignore:walk settings given as separate keywords:DeprecationWarning')
 def test_wrappers_check_their_settings_when_built() -> None:
-    """A bad known_blobs used to surface at the first save; now the constructor refuses it."""
+    """A bad known_blobs used to surface at the first save; now the constructor refuses it (the deprecated
+    keywords too: tests/test_walk_keywords_deprecated.py)."""
     for make in (
         lambda **kw: OffloadingStepStore(InMemoryStepStore(), media_store=MemoryMediaStore(), **kw),
         lambda **kw: OffloadingKV(InMemoryAsyncKV(), media_store=MemoryMediaStore(), **kw),

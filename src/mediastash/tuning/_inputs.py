@@ -23,6 +23,7 @@ from mediastash._path_kinds import PathKind, PathKindError, classify, file_step_
 from mediastash._sqlite_read import read_only
 from mediastash.errors import MediaStashError
 from mediastash.stores.protocols import MediaStore
+from mediastash.walker import WalkOptions
 
 __all__ = [
     'History',
@@ -177,9 +178,11 @@ async def load_step_store(path: Path, *, media_store: MediaStore | None = None) 
 
     plain = opened(None)
     reading = open_store('memory://') if media_store is None else media_store  # empty: any envelope asks for --media
-    wrapper = OffloadingStepStore(plain, media_store=reading, known_blobs=False)
+    wrapper = OffloadingStepStore(plain, media_store=reading, options=WalkOptions(known_blobs=False))
     layered = OffloadingStepStore(
-        opened('auto' if media_store is None else media_store), media_store=reading, known_blobs=False
+        opened('auto' if media_store is None else media_store),
+        media_store=reading,
+        options=WalkOptions(known_blobs=False),
     )
     histories: list[History] = []
     try:

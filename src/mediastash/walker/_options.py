@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from mediastash._checks import non_negative_int, positive_int
 from mediastash.errors import InvalidArgumentError
@@ -14,8 +16,10 @@ __all__ = [
     'DEFAULT_MAX_CONCURRENCY',
     'DEFAULT_OPTIONS',
     'DEFAULT_THRESHOLD_BYTES',
+    'WalkKeywords',
     'WalkOptions',
     'WalkSetting',
+    'options_from_keywords',
     'resolve_options',
 ]
 
@@ -114,6 +118,63 @@ def resolve_options(
             if not (value is default or (type(value) is int and value == default)):
                 raise InvalidArgumentError(name, 'left out when options= is given (set it in WalkOptions)', value)
     return options
+
+
+class WalkKeywords(TypedDict, total=False):
+    """The walk settings an integration's constructor took one by one before ``options=WalkOptions(...)``.
+
+    Still accepted for one release (``options_from_keywords`` warns); typed so
+    a checker still sees a wrong type.
+    """
+
+    threshold_bytes: int
+    known_blobs: KnownBlobCache | bool
+    max_concurrency: int
+
+
+_WALK_KEYWORDS: Final = tuple(WalkKeywords.__annotations__)
+
+DEPRECATED_KEYWORDS: Final = 'walk settings given as separate keywords are deprecated'
+"""How every such ``DeprecationWarning`` begins (a warnings filter can match it)."""
+
+
+def options_from_keywords(
+    owner: str,
+    options: WalkOptions | None,
+    keywords: Mapping[str, Any],
+    *,
+    structured: bool | None = None,
+    stacklevel: int = 3,
+) -> WalkOptions:
+    """The one ``WalkOptions`` of an integration's constructor: ``options``, or the deprecated separate keywords.
+
+    ``owner`` names the class in messages; ``keywords`` is what the
+    constructor collected as ``**walk_keywords`` (an unknown name is the
+    ``TypeError`` Python gives for one). Keywords alone still work, with a
+    ``DeprecationWarning`` that names the ``options=WalkOptions(...)`` form
+    (``stacklevel`` points it at the caller's line); keywords together with
+    ``options`` are an ``InvalidArgumentError`` naming the first keyword.
+    ``structured`` is the default the owner gives ``structured=None``.
+    """
+    unknown = [name for name in keywords if name not in _WALK_KEYWORDS]
+    if unknown:
+        raise TypeError(f"{owner}() got an unexpected keyword argument '{unknown[0]}'")
+    if options is not None and not isinstance(options, WalkOptions):
+        raise InvalidArgumentError('options', 'a WalkOptions or None', options)
+    if keywords:
+        name = next(iter(keywords))
+        if options is not None:
+            raise InvalidArgumentError(name, 'left out when options= is given (set it in WalkOptions)', keywords[name])
+        given = ', '.join(f'{key}=...' for key in keywords)
+        warnings.warn(
+            f'{DEPRECATED_KEYWORDS}: {owner}({given}) -> {owner}(options=WalkOptions({given})); '
+            'the separate keywords go in the next release',
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
+        options = WalkOptions(**keywords)
+    chosen = DEFAULT_OPTIONS if options is None else options
+    return chosen if structured is None else chosen.structured_by_default(structured)
 
 
 class WalkSetting:

@@ -8,10 +8,12 @@ built in its integration from the names below.
 
 What it offers, and to whom:
 
-* ``resolve_options`` (every wrapper's constructor): the one checked
-  ``WalkOptions`` of a constructor that takes ``options=`` as well as the
-  three separate keywords; ``WalkSetting`` keeps their ``threshold_bytes`` /
-  ``known_blobs`` / ``max_concurrency`` attributes as views of it.
+* ``options_from_keywords`` (every integration's constructor): the one
+  checked ``WalkOptions`` of a constructor that takes ``options=`` and, for
+  one release, the three separate keywords (``**walk_keywords:
+  Unpack[WalkKeywords]``) with a ``DeprecationWarning`` naming the new form;
+  ``WalkSetting`` keeps their ``threshold_bytes`` / ``known_blobs`` /
+  ``max_concurrency`` attributes as views of it.
 * ``externalize_with(tree, media_store, options)`` and
   ``restore_collecting(tree, media_store, options)``: the two walks with a
   ``WalkOptions`` checked once at construction; the restore also returns every
@@ -42,7 +44,7 @@ What it offers, and to whom:
 from mediastash.walker._batch import Job, PayloadBatch, new_marker, settle, urlsafe_alphabet_used
 from mediastash.walker._common import TooDeep, TreeCopier, deepest_path, select_cache
 from mediastash.walker._lean_memo import LeanMemo, rejoin
-from mediastash.walker._options import WalkSetting, resolve_options
+from mediastash.walker._options import WalkKeywords, WalkSetting, options_from_keywords
 from mediastash.walker._recognise import (
     CONTAINER_TYPES,
     EMBEDDED_MARKERS,
@@ -62,6 +64,7 @@ __all__ = [
     'PayloadBatch',
     'TooDeep',
     'TreeCopier',
+    'WalkKeywords',
     'WalkSetting',
     'canonical_json',
     'deepest_path',
@@ -69,9 +72,9 @@ __all__ = [
     'externalize_with',
     'holds_payload_near_top',
     'new_marker',
+    'options_from_keywords',
     'payload_sizes',
     'rejoin',
-    'resolve_options',
     'restore_collecting',
     'select_cache',
     'settle',

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from functools import partial
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Self, TypeVar, Unpack
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -21,11 +21,10 @@ from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaStashError
 from mediastash.integrations._loop_thread import LoopThread, LoopThreadClosedError
 from mediastash.integrations.langgraph._state import Joined, lean_values, restore_values
-from mediastash.known_blobs import KnownBlobCache
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
-from mediastash.walker.internal import WalkSetting, resolve_options
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import WalkKeywords, WalkSetting, options_from_keywords
 
 __all__ = ['OffloadingCheckpointSaver', 'SyncCallError']
 
@@ -69,8 +68,11 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
     ``with``) stops that thread; so does interpreter exit. A sync call on the
     thread of the loop the wrapper was used on raises ``SyncCallError``.
 
-    ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
-    ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    ``options``: the walk settings as one ``WalkOptions`` (``threshold_bytes``,
+    ``known_blobs``, ``max_concurrency`` and ``structured`` as for
+    ``externalize_media``). The separate ``threshold_bytes=`` /
+    ``known_blobs=`` / ``max_concurrency=`` keywords still work for one
+    release, with a ``DeprecationWarning``.
     ``recent_bytes`` bounds a memory of the payload strings this wrapper wrote
     or read (0, or ``known_blobs=False``, turns it off): a checkpoint read
     again (``aget_state_history`` reads every one) takes them from there.
@@ -98,23 +100,21 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
         inner: BaseCheckpointSaver[Any],
         *,
         media_store: MediaStore,
-        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-        known_blobs: KnownBlobCache | bool = True,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         options: WalkOptions | None = None,
         recent_bytes: int = DEFAULT_RECENT_BYTES,
         loop: asyncio.AbstractEventLoop | None = None,
         reference_key: ReferenceKey | bytes | None = None,
+        **walk_keywords: Unpack[WalkKeywords],
     ) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
             raise TypeError(f'inner must be a LangGraph BaseCheckpointSaver, got a {type(inner).__name__}')
-        self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+        self._walk_options = options_from_keywords('OffloadingCheckpointSaver', options, walk_keywords)
         self.reference_key = reference_key_of(reference_key)
         """Seals the envelopes written; an envelope handed to a save must carry its seal."""
         non_negative_int('recent_bytes', recent_bytes)
         self.recent_bytes = recent_bytes
         self._joined: Joined | None = (
-            BoundedLRU(max_cost=recent_bytes) if recent_bytes and known_blobs is not False else None
+            BoundedLRU(max_cost=recent_bytes) if recent_bytes and self.known_blobs is not False else None
         )
         super().__init__(serde=inner.serde)
         self.inner = inner

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from agents.items import TResponseInputItem
 from agents.memory.session import SessionABC
@@ -12,11 +12,10 @@ from agents.memory.session_settings import SessionSettings
 from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.integrations.openai_agents._items import Joined, lean_items, restore_items
-from mediastash.known_blobs import KnownBlobCache
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
-from mediastash.walker.internal import WalkSetting, resolve_options
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import WalkKeywords, WalkSetting, options_from_keywords
 
 __all__ = ['OffloadingSession']
 
@@ -37,8 +36,11 @@ class OffloadingSession(SessionABC):
     collects them with ``SessionRoot`` or ``SQLiteSessionRoot``);
     ``session_id`` and ``session_settings`` are ``inner``'s.
 
-    ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
-    ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    ``options``: the walk settings as one ``WalkOptions`` (``threshold_bytes``,
+    ``known_blobs``, ``max_concurrency`` and ``structured`` as for
+    ``externalize_media``). The separate ``threshold_bytes=`` /
+    ``known_blobs=`` / ``max_concurrency=`` keywords still work for one
+    release, with a ``DeprecationWarning``.
     ``recent_bytes`` bounds a memory of the payload strings this wrapper
     wrote or read (0, or ``known_blobs=False``, turns it off): the runner
     reads the whole history every turn, and takes them from there.
@@ -60,22 +62,20 @@ class OffloadingSession(SessionABC):
         inner: SessionABC,
         *,
         media_store: MediaStore,
-        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-        known_blobs: KnownBlobCache | bool = True,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         options: WalkOptions | None = None,
         recent_bytes: int = DEFAULT_RECENT_BYTES,
         reference_key: ReferenceKey | bytes | None = None,
+        **walk_keywords: Unpack[WalkKeywords],
     ) -> None:
         if not all(callable(getattr(inner, name, None)) for name in _METHODS):
             raise TypeError(f'inner must be an OpenAI Agents session (SessionABC), got a {type(inner).__name__}')
-        self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+        self._walk_options = options_from_keywords('OffloadingSession', options, walk_keywords)
         non_negative_int('recent_bytes', recent_bytes)
         self.reference_key = reference_key_of(reference_key)
         """Seals the envelopes written; an envelope handed to ``add_items`` must carry its seal."""
         self.recent_bytes = recent_bytes
         self._joined: Joined | None = (
-            BoundedLRU(max_cost=recent_bytes) if recent_bytes and known_blobs is not False else None
+            BoundedLRU(max_cost=recent_bytes) if recent_bytes and self.known_blobs is not False else None
         )
         self.inner = inner
         self.media_store = media_store

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Unpack
 
 from pydantic_ai.conversation_store import (
     ConversationDetails,
@@ -15,11 +16,10 @@ from pydantic_ai.conversation_store import (
 from mediastash.errors import InvalidArgumentError
 from mediastash.integrations.pydantic_ai._envelope import EntriesPlace
 from mediastash.integrations.pydantic_ai._typed import RESTORE_MODES, Offloader, RestoreMode
-from mediastash.known_blobs import KnownBlobCache
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
-from mediastash.walker.internal import resolve_options
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import WalkKeywords, options_from_keywords
 
 __all__ = ['OffloadingConversationStore']
 
@@ -39,8 +39,8 @@ class OffloadingConversationStore(ConversationStore):
     per distinct blob, known blobs from the cache). Records, scopes, revisions,
     conflicts, ``write_details`` and ``delete_record`` are ``inner``'s.
 
-    ``restore``, ``reference_key``, ``threshold_bytes``, ``known_blobs``,
-    ``max_concurrency`` and ``options`` are those of ``OffloadingStepStore``:
+    ``restore``, ``reference_key`` and ``options`` (and, deprecated, the
+    separate walk keywords) are those of ``OffloadingStepStore``:
     with ``restore='references'`` a load reads no blob and gives reference
     parts sealed with ``reference_key`` (give ``MediaUrls`` the same one), and
     a save writes markers only for references that key vouches for
@@ -52,12 +52,10 @@ class OffloadingConversationStore(ConversationStore):
         inner: ConversationStore,
         *,
         media_store: MediaStore,
-        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-        known_blobs: KnownBlobCache | bool = True,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         options: WalkOptions | None = None,
         restore: RestoreMode = 'bytes',
         reference_key: ReferenceKey | bytes | None = None,
+        **walk_keywords: Unpack[WalkKeywords],
     ) -> None:
         if not isinstance(inner, ConversationStore):
             raise InvalidArgumentError(
@@ -68,7 +66,7 @@ class OffloadingConversationStore(ConversationStore):
         self.inner = inner
         self.media_store = media_store
         self.restore_mode: RestoreMode = restore
-        chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency).structured_by_default(True)
+        chosen = options_from_keywords('OffloadingConversationStore', options, walk_keywords, structured=True)
         self._offloader = Offloader(
             media_store,
             options=chosen,

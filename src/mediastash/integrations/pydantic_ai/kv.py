@@ -5,24 +5,24 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaNotFoundError, TreeDepthError
 from mediastash.integrations._splice import DEFAULT_LITERAL_BYTES, LiteralCache, dumps_spliced
 from mediastash.integrations.pydantic_ai._references import references_to_markers
-from mediastash.known_blobs import KnownBlobCache
 from mediastash.markers import RESERVED_KEY_PREFIX
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.uri import MEDIA_URI_SCHEME
-from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
+from mediastash.walker import WalkOptions
 from mediastash.walker.internal import (
+    WalkKeywords,
     WalkSetting,
     deepest_path,
     externalize_with,
-    resolve_options,
+    options_from_keywords,
     restore_collecting,
 )
 
@@ -63,8 +63,11 @@ class OffloadingKV:
     re-reads every snapshot of a run on each save, so a budget that holds a
     run's snapshots turns that from rebuilding each snapshot into a lookup.
 
-    ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
-    ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    ``options``: the walk settings as one ``WalkOptions`` (``threshold_bytes``,
+    ``known_blobs``, ``max_concurrency`` and ``structured`` as for
+    ``externalize_media``). The separate ``threshold_bytes=`` /
+    ``known_blobs=`` / ``max_concurrency=`` keywords still work for one
+    release, with a ``DeprecationWarning``.
     Structured payloads (a tool return's large JSON ``content``) move too,
     unless ``options=WalkOptions(structured=False)``.
     """
@@ -78,19 +81,16 @@ class OffloadingKV:
         inner: Any,
         *,
         media_store: MediaStore,
-        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-        known_blobs: KnownBlobCache | bool = True,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         recent_bytes: int = DEFAULT_RECENT_BYTES,
         literal_bytes: int = DEFAULT_LITERAL_BYTES,
         options: WalkOptions | None = None,
         reference_key: ReferenceKey | bytes | None = None,
+        **walk_keywords: Unpack[WalkKeywords],
     ) -> None:
         self._reference_key = reference_key_of(reference_key)
         non_negative_int('recent_bytes', recent_bytes)
         non_negative_int('literal_bytes', literal_bytes)
-        self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
-        self._walk_options = self._walk_options.structured_by_default(True)  # structured payloads: on by default
+        self._walk_options = options_from_keywords('OffloadingKV', options, walk_keywords, structured=True)
         # Without the known-blob cache every restore fetches fresh payload strings: nothing to reuse.
         self._literals = LiteralCache(literal_bytes if self.known_blobs is not False else 0, ensure_ascii=False)
         self.recent_bytes = recent_bytes

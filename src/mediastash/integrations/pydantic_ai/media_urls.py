@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import Callable, Collection
 from datetime import timedelta
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Unpack
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
@@ -53,11 +53,11 @@ from mediastash.integrations.pydantic_ai._sent_parts import BlobAnswer, BlobKey,
 from mediastash.integrations.pydantic_ai._typed_payloads import TypedPayload, typed_payloads, with_replaced_contents
 from mediastash.integrations.pydantic_ai._typed_walk import TypedBinaries, read_blobs
 from mediastash.integrations.pydantic_ai.provider_files import ProviderFiles, UploadRegistry, streaming_request
-from mediastash.known_blobs import KnownBlobCache, fingerprint_bytes
+from mediastash.known_blobs import fingerprint_bytes
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
-from mediastash.walker.internal import WalkSetting, resolve_options
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import WalkKeywords, WalkSetting, options_from_keywords
 
 __all__ = [
     'DEFAULT_MIN_VALIDITY',
@@ -163,8 +163,10 @@ class MediaUrlSwapper:
     (``TypeError``, ``AttributeError``, ``KeyError``, ...) and configuration
     or lifecycle errors (``InvalidStoreConfiguration``, ``StoreClosedError``,
     ``UnsafeKeyError``) are raised either way (``docs/model-urls.md``).
-    ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
-    ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    ``options``: the walk settings as one ``WalkOptions`` (``threshold_bytes``,
+    ``known_blobs`` and ``max_concurrency`` as for ``externalize_media``). The
+    separate ``threshold_bytes=`` / ``known_blobs=`` / ``max_concurrency=``
+    keywords still work for one release, with a ``DeprecationWarning``.
     ``provider_files``: ``True`` (uploads remembered in this process) or an
     ``UploadRegistry`` (e.g. ``KVUploadRegistry``, shared across processes)
     sends media the model would otherwise get as bytes as provider file
@@ -199,12 +201,9 @@ class MediaUrlSwapper:
         self,
         media_store: MediaStore,
         *,
-        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
         min_validity: float | timedelta = DEFAULT_MIN_VALIDITY,
         kinds: Collection[MediaKind] | Literal['auto'] = 'auto',
         url_lifetime: UrlLifetime = 'store',
-        known_blobs: KnownBlobCache | bool = True,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         max_urls: int = DEFAULT_MAX_URLS,
         on_store_error: OnStoreError = 'inline',
         clock: Callable[[], float] = time.monotonic,
@@ -213,6 +212,7 @@ class MediaUrlSwapper:
         reference_key: ReferenceKey | bytes | None = None,
         trust_references: bool = False,
         store_cooldown: float | timedelta = DEFAULT_STORE_COOLDOWN,
+        **walk_keywords: Unpack[WalkKeywords],
     ) -> None:
         self._outage = StoreOutage(cooldown_seconds(store_cooldown), lambda: self.clock(), logger)
         if not isinstance(trust_references, bool):
@@ -227,7 +227,7 @@ class MediaUrlSwapper:
             raise InvalidStoreConfiguration('provider_files must be True, False or an UploadRegistry')
         self.on_store_error: OnStoreError = on_store_error
         self.media_store = media_store
-        self._walk_options = resolve_options(options, threshold_bytes, known_blobs, max_concurrency)
+        self._walk_options = options_from_keywords('MediaUrlSwapper', options, walk_keywords)
         self.min_validity = _seconds(min_validity, 'min_validity')
         if kinds == 'auto':
             self.kinds: frozenset[MediaKind] | None = None
@@ -590,12 +590,9 @@ class MediaUrls(AbstractCapability[Any]):
         self,
         media_store: MediaStore,
         *,
-        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
         min_validity: float | timedelta = DEFAULT_MIN_VALIDITY,
         kinds: Collection[MediaKind] | Literal['auto'] = 'auto',
         url_lifetime: UrlLifetime = 'store',
-        known_blobs: KnownBlobCache | bool = True,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         max_urls: int = DEFAULT_MAX_URLS,
         on_store_error: OnStoreError = 'inline',
         options: WalkOptions | None = None,
@@ -603,18 +600,16 @@ class MediaUrls(AbstractCapability[Any]):
         reference_key: ReferenceKey | bytes | None = None,
         trust_references: bool = False,
         store_cooldown: float | timedelta = DEFAULT_STORE_COOLDOWN,
+        **walk_keywords: Unpack[WalkKeywords],
     ) -> None:
         self.swapper = MediaUrlSwapper(
             media_store,
-            threshold_bytes=threshold_bytes,
             min_validity=min_validity,
             kinds=kinds,
             url_lifetime=url_lifetime,
-            known_blobs=known_blobs,
-            max_concurrency=max_concurrency,
             max_urls=max_urls,
             on_store_error=on_store_error,
-            options=options,
+            options=options_from_keywords('MediaUrls', options, walk_keywords),
             provider_files=provider_files,
             reference_key=reference_key,
             trust_references=trust_references,

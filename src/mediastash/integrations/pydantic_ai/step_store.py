@@ -6,17 +6,16 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot
 
 from mediastash.errors import InvalidArgumentError
 from mediastash.integrations.pydantic_ai._typed import RESTORE_MODES, Offloader, RestoreMode
-from mediastash.known_blobs import KnownBlobCache
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
-from mediastash.walker import DEFAULT_MAX_CONCURRENCY, DEFAULT_THRESHOLD_BYTES, WalkOptions
-from mediastash.walker.internal import resolve_options
+from mediastash.walker import WalkOptions
+from mediastash.walker.internal import WalkKeywords, options_from_keywords
 
 __all__ = ['OffloadingStepStore', 'RestoreMode']
 
@@ -47,8 +46,11 @@ class OffloadingStepStore:
     plain read of ``inner`` written back) only if this key sealed it
     (``UnvouchedEnvelopeError`` otherwise; ``docs/security.md``).
 
-    ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` are those of
-    ``externalize_media``; or pass them as one ``options=WalkOptions(...)``.
+    ``options``: the walk settings as one ``WalkOptions`` (``threshold_bytes``,
+    ``known_blobs``, ``max_concurrency`` and ``structured`` as for
+    ``externalize_media``). The separate ``threshold_bytes=`` /
+    ``known_blobs=`` / ``max_concurrency=`` keywords still work for one
+    release, with a ``DeprecationWarning``.
     Structured payloads (a tool return's large JSON ``content``) move too,
     unless ``options=WalkOptions(structured=False)``.
     """
@@ -58,12 +60,10 @@ class OffloadingStepStore:
         inner: Any,
         *,
         media_store: MediaStore,
-        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-        known_blobs: KnownBlobCache | bool = True,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         options: WalkOptions | None = None,
         restore: RestoreMode = 'bytes',
         reference_key: ReferenceKey | bytes | None = None,
+        **walk_keywords: Unpack[WalkKeywords],
     ) -> None:
         if not isinstance(restore, str) or restore not in RESTORE_MODES:
             raise InvalidArgumentError('restore', "'bytes' or 'references'", restore)
@@ -71,7 +71,7 @@ class OffloadingStepStore:
         """The ``restore`` given (named so it never hides an ``inner`` method called ``restore``)."""
         self.inner = inner
         self.media_store = media_store
-        chosen = resolve_options(options, threshold_bytes, known_blobs, max_concurrency).structured_by_default(True)
+        chosen = options_from_keywords('OffloadingStepStore', options, walk_keywords, structured=True)
         self._offloader = Offloader(media_store, options=chosen, reference_key=reference_key_of(reference_key))
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
