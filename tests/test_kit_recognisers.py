@@ -29,6 +29,7 @@ from mediastash.integrations.kit.recognisers import RECOGNISERS, PayloadSites, S
 from mediastash.integrations.langgraph import OffloadingCheckpointSaver
 from mediastash.integrations.openai_agents import ENVELOPE_KEY, OffloadingSession
 from mediastash.uri import media_uri_for
+from mediastash.walker import WalkOptions
 from mediastash.walker.internal import payload_sizes
 
 RAW = os.urandom(3000)
@@ -290,7 +291,9 @@ async def test_openai_agents_session_moves_anthropic_google_and_data_url_payload
     assert items == original
 
     assert await wrapped.get_items() == original
-    fresh = OffloadingSession(inner, media_store=store, known_blobs=False)  # reads the store, verified
+    fresh = OffloadingSession(
+        inner, media_store=store, options=WalkOptions(known_blobs=False)
+    )  # reads the store, verified
     assert await fresh.get_items() == original
 
     plain = await inner.get_items()  # the SDK's own reader: JSON rows in SQLite
@@ -315,7 +318,9 @@ async def test_langgraph_saver_moves_anthropic_google_and_data_url_payloads(
         stored = await saver.aput(config, checkpoint, {'source': 'loop', 'step': 3, 'parents': {}}, {})
         assert values == original
 
-        full = await OffloadingCheckpointSaver(inner, media_store=store, known_blobs=False).aget_tuple(stored)
+        full = await OffloadingCheckpointSaver(
+            inner, media_store=store, options=WalkOptions(known_blobs=False)
+        ).aget_tuple(stored)
         assert full is not None and full.checkpoint['channel_values'] == original
 
         plain = await inner.aget_tuple(stored)
