@@ -171,7 +171,9 @@ async def test_the_saved_snapshot_holds_a_message_changed_in_place(tmp_path: Pat
     next save wrote, read back by a new wrapper (nothing in memory)."""
     media = DiskMediaStore(tmp_path / 'media')
     store = OffloadingStepStore(
-        FileStepStore(tmp_path / 'steps', media_store=None), media_store=media, threshold_bytes=THRESHOLD
+        FileStepStore(tmp_path / 'steps', media_store=None),
+        media_store=media,
+        options=WalkOptions(threshold_bytes=THRESHOLD),
     )
     messages = history()
     step = 0
