@@ -20,10 +20,13 @@ import pytest
 from mediastash import CachedMediaStore, DiskMediaStore, MediaContext, SqliteMediaStore
 from mediastash._units import format_bytes
 from mediastash.errors import EmptySourceError
+from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.mongo import MongoMediaStore
+from mediastash.stores.protocols import BlobInfo
 from mediastash.stores.s3 import S3MediaStore
-from mediastash.sync import list_blobs, sync_stores
+from mediastash.sync import BATCH, compare_stores, diff_stores, list_blobs, sync_stores
 from mediastash.testing.store import blob
+from mediastash.uri import media_uri_for
 from tests.mongo_support import TEST_DATABASE, mongo_uri, unique_name
 from tests.s3_servers import S3Endpoint, moto_server, unique_bucket
 from tests.terminal_support import stderr_on_a_terminal
@@ -413,3 +416,80 @@ def _peak_rss(args: list[str]) -> int:
     assert code == 0, done.stderr
     print(f'peak RSS of the sync: {peak_kib / 1024:.0f} MiB')
     return peak_kib * 1024
+
+
+# -- diff at any size: the listings are compared on disk, the differences streamed ---------------------
+
+
+class _ListedUri(str):
+    """A URI string the listing below hands out, counted while alive (so a test sees what a caller keeps)."""
+
+    alive = 0
+    peak = 0
+
+    def __new__(cls, value: str) -> _ListedUri:
+        made = super().__new__(cls, value)
+        cls.alive += 1
+        cls.peak = max(cls.peak, cls.alive)
+        return made
+
+    def __del__(self) -> None:
+        type(self).alive -= 1
+
+
+class _CountedListing(MemoryMediaStore):
+    """A memory store whose listing hands out counted URI strings."""
+
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        async for info in super()._list_blobs():
+            yield BlobInfo(_ListedUri(info.uri), info.size, info.written_at)
+
+
+async def test_diff_keeps_no_listing_in_memory() -> None:
+    """Regression: ``diff_stores`` held both listings in dicts (every listed URI alive at once); now at most a
+    batch or two of each listing (the one being added, the next being gathered) is alive while the listings go
+    into on-disk digest sets, whatever the stores' size."""
+    listed = 5 * BATCH
+    source, destination = _CountedListing(), _CountedListing()
+    for index in range(listed):
+        await source.put(blob(index))
+        await destination.put(blob(index + 3))
+    _ListedUri.alive = _ListedUri.peak = 0
+    found = await diff_stores(source, destination)
+    assert found.only_in_source == sorted(media_uri_for(blob(index)) for index in range(3))
+    assert found.only_in_destination == sorted(media_uri_for(blob(listed + index)) for index in range(3))
+    assert _ListedUri.peak <= 4 * BATCH + 2, f'{_ListedUri.peak} listed URIs alive at once (of {2 * listed})'
+    assert _ListedUri.alive == 0
+
+
+async def test_compare_stores_streams_the_differences_in_order_across_pages() -> None:
+    """More differences than one page of a digest set's walk: every one comes once, in URI order."""
+    source, destination = MemoryMediaStore(), MemoryMediaStore()
+    count = 6 * 1000 + 500  # past the first 5,000-digest page of each walk
+    for index in range(count):
+        await (source if index % 7 else destination).put(blob(index))
+    await source.put(blob(count))
+    await destination.put(blob(count))
+    async with compare_stores(source, destination) as comparison:
+        only_source = [uri async for uri in comparison.only_in_source()]
+        only_destination = [uri async for uri in comparison.only_in_destination()]
+        assert [uri async for uri in comparison.only_in_source()] == only_source, 'a second walk gives the same'
+    assert only_source == sorted(media_uri_for(blob(index)) for index in range(count) if index % 7)
+    assert only_destination == sorted(media_uri_for(blob(index)) for index in range(0, count, 7))
+
+
+async def test_diff_json_is_the_same_document_on_stdout_and_in_the_file(tmp_path: Path) -> None:
+    left, right = SqliteMediaStore(database=tmp_path / 'left.db'), SqliteMediaStore(database=tmp_path / 'right.db')
+    only_left = sorted([await left.put(blob(index)) for index in range(3)])
+    await left.put(b'shared')
+    await right.put(b'shared')
+    await left.aclose()
+    await right.aclose()
+    urls = [f'sqlite:///{tmp_path / "left.db"}', f'sqlite:///{tmp_path / "right.db"}']
+    result = run('diff', *urls, '--json', '--json-file', str(tmp_path / 'diff.json'))
+    assert result.code == 1
+    expected = {'only_in_source': only_left, 'only_in_destination': []}
+    assert result.out == json.dumps(expected, indent=2) + '\n'
+    assert (tmp_path / 'diff.json').read_text() == result.out
+    same = run('diff', urls[1], urls[1], '--json')
+    assert same.code == 0 and same.json() == {'only_in_source': [], 'only_in_destination': []}

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Final
 
 __all__ = ['DigestSet']
 
 _LOOKUP_BATCH: Final = 500
 """Digests per ``IN (...)`` lookup (below SQLite's oldest limit of 999 parameters)."""
+_PAGE: Final = 5000
+"""Digests per page of a walk in digest order (``sorted``)."""
 _ADD_BUFFER: Final = 20_000
 """Digests buffered in memory before one insert transaction (about 1 MiB)."""
 DEFAULT_CACHE_BYTES: Final = 16 << 20
@@ -89,6 +91,25 @@ class DigestSet:
             rows = self._db.execute(f'SELECT digest FROM digests WHERE digest IN ({marks})', keys)
             found.update(bytes(row[0]).hex() for row in rows)
         return found
+
+    async def sorted(self) -> AsyncIterator[str]:
+        """Every distinct digest, in ascending order, read from the index a page at a time (each page its own
+        query, so adding or looking up between pages is safe; memory holds one page)."""
+        await self._ready()
+        after = b''
+        while True:
+            page = await asyncio.to_thread(self._page, after)
+            for digest in page:
+                yield digest.hex()
+            if len(page) < _PAGE:
+                return
+            after = page[-1]
+
+    def _page(self, after: bytes) -> list[bytes]:
+        rows = self._db.execute(
+            'SELECT DISTINCT digest FROM digests WHERE digest > ? ORDER BY digest LIMIT ?', (after, _PAGE)
+        )
+        return [bytes(row[0]) for row in rows]
 
     async def aclose(self) -> None:
         """Close the database (SQLite removes its file)."""

@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -32,7 +33,16 @@ from mediastash.stores.protocols import (
 )
 from mediastash.uri import MEDIA_URI_SCHEME
 
-__all__ = ['StoreDiff', 'SyncFailure', 'SyncReport', 'diff_stores', 'list_blobs', 'sync_stores']
+__all__ = [
+    'StoreComparison',
+    'StoreDiff',
+    'SyncFailure',
+    'SyncReport',
+    'compare_stores',
+    'diff_stores',
+    'list_blobs',
+    'sync_stores',
+]
 
 BATCH: Final = 1000
 """URIs per existence check on the destination (and per deletion batch)."""
@@ -99,32 +109,94 @@ def _listable(store: MediaStore, role: str) -> None:
 
 
 async def list_blobs(store: MediaStore, *, on_progress: Callable[[int], None] | None = None) -> dict[str, int | None]:
-    """Every URI the store holds, with its size where the store lists sizes (``iter_blobs``).
+    """Every URI the store holds, with its size where the store lists sizes (``iter_blobs``), in one dict.
 
+    The dict grows with the store: for a store of millions of blobs, stream
+    the listing (``iter_blobs`` / ``iter_uris``) or compare with
+    ``compare_stores``, as ``sync_stores`` and ``diff_stores`` do.
     ``on_progress(n)``: ``n`` more blobs listed (a listing of millions of S3 objects takes minutes).
     """
+    _listable(store, 'given')
     found: dict[str, int | None] = {}
-    if isinstance(store, CollectableMediaStore):
-        async for info in store.iter_blobs():
-            found[info.uri] = info.size
-            if on_progress is not None:
-                on_progress(1)
-        return found
-    if not isinstance(store, ListableMediaStore):
-        raise MediaStashError(f'{type(store).__name__} cannot list its blobs')
-    async for uri in store.iter_uris():
-        found[uri] = None
+    async for uri, size in _sized(store, DigestRange()):
+        found[uri] = size
         if on_progress is not None:
             on_progress(1)
     return found
 
 
-async def diff_stores(source: MediaStore, destination: MediaStore) -> StoreDiff:
-    """The URIs present on one side only (both stores listed; no bytes read)."""
+class StoreComparison:
+    """Two stores' listings as digest sets in temporary SQLite files (``DigestSet``); the URIs one side holds
+    and the other lacks are read from them in URI order, a page at a time. Made by ``compare_stores``."""
+
+    def __init__(self, source: DigestSet, destination: DigestSet) -> None:
+        self._source = source
+        self._destination = destination
+
+    def only_in_source(self) -> AsyncIterator[str]:
+        """The URIs the source holds and the destination lacks, sorted (each call walks them afresh)."""
+        return _missing(self._source, self._destination)
+
+    def only_in_destination(self) -> AsyncIterator[str]:
+        """The URIs the destination holds and the source lacks, sorted (each call walks them afresh)."""
+        return _missing(self._destination, self._source)
+
+
+@asynccontextmanager
+async def compare_stores(source: MediaStore, destination: MediaStore) -> AsyncIterator[StoreComparison]:
+    """List both stores (at once; no blob is read) into temporary digest sets and compare them.
+
+    Memory does not grow with the stores: each listing is streamed into a
+    ``DigestSet`` ``BATCH`` URIs at a time, and the differences are read back
+    a page at a time, so a caller that writes them out as they come (``mediastash
+    diff``) compares stores of any size. The sets' files go when the block ends.
+    """
     _listable(source, 'source')
     _listable(destination, 'destination')
-    left, right = await asyncio.gather(list_blobs(source), list_blobs(destination))
-    return StoreDiff(sorted(left.keys() - right.keys()), sorted(right.keys() - left.keys()))
+    left, right = DigestSet(), DigestSet()
+    try:
+        await asyncio.gather(_fill(left, source), _fill(right, destination))
+        yield StoreComparison(left, right)
+    finally:
+        await left.aclose()
+        await right.aclose()
+
+
+async def _fill(digests: DigestSet, store: MediaStore) -> None:
+    async for batch in _batches(_sized(store, DigestRange())):
+        await digests.add(_digest(uri) for uri, _ in batch)
+    await digests.flush()
+
+
+async def _missing(present: DigestSet, absent: DigestSet) -> AsyncIterator[str]:
+    """The URIs of ``present``'s digests that ``absent`` lacks, in digest (so URI) order."""
+    page: list[str] = []
+    async for digest in present.sorted():
+        page.append(digest)
+        if len(page) >= BATCH:
+            for uri in await _lacking(page, absent):
+                yield uri
+            page = []
+    for uri in await _lacking(page, absent):
+        yield uri
+
+
+async def _lacking(digests: list[str], absent: DigestSet) -> list[str]:
+    found = await absent.present(digests)
+    return [MEDIA_URI_SCHEME + digest for digest in digests if digest not in found]
+
+
+async def diff_stores(source: MediaStore, destination: MediaStore) -> StoreDiff:
+    """The URIs present on one side only (both stores listed; no bytes read).
+
+    The listings are compared on disk (``compare_stores``); only the
+    differences are held in memory, in the two lists returned.
+    """
+    async with compare_stores(source, destination) as comparison:
+        return StoreDiff(
+            [uri async for uri in comparison.only_in_source()],
+            [uri async for uri in comparison.only_in_destination()],
+        )
 
 
 async def media_type_of(store: MediaStore, uri: str) -> str | None:

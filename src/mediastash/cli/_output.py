@@ -15,11 +15,13 @@ import contextlib
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from mediastash.cli._errors import UserError
 
-__all__ = ['check_output', 'write_output']
+__all__ = ['check_output', 'output_file', 'write_output']
 
 _NEW_FILE_MODE = 0o666
 """Asked for a new file; the kernel removes the umask's bits (and applies a folder's default ACL)."""
@@ -46,6 +48,14 @@ def check_output(target: str) -> None:
 
 def write_output(target: str, data: bytes) -> None:
     """Write ``data`` to the file ``target`` names (see the module docstring for modes and symlinks)."""
+    with output_file(target) as file:
+        file.write(data)
+
+
+@contextlib.contextmanager
+def output_file(target: str) -> Iterator[IO[bytes]]:
+    """A binary file to write ``target``'s new content into piece by piece (output larger than memory); a
+    regular file is replaced only when the block ends without an error, else left as it was."""
     path = resolved_output(target)
     try:
         existing: os.stat_result | None = path.stat()
@@ -55,12 +65,8 @@ def write_output(target: str, data: bytes) -> None:
         if stat.S_ISDIR(existing.st_mode):
             raise UserError(f'cannot write {target}: it is a folder')
         with open(path, 'wb') as file:  # a device or FIFO: written like a shell redirection would
-            file.write(data)
+            yield file
         return
-    _replace_atomically(path, data, existing)
-
-
-def _replace_atomically(path: Path, data: bytes, existing: os.stat_result | None) -> None:
     temp = path.with_name(f'.{path.name}.{secrets.token_hex(4)}.tmp')
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_CLOEXEC', 0)
     fd = os.open(temp, flags, _NEW_FILE_MODE if existing is None else _PRIVATE_MODE)
@@ -68,7 +74,7 @@ def _replace_atomically(path: Path, data: bytes, existing: os.stat_result | None
         with open(fd, 'wb', closefd=True) as file:
             if existing is not None:
                 _take_over(file.fileno(), existing)
-            file.write(data)
+            yield file
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from datetime import timedelta
 from typing import Any
@@ -13,7 +14,7 @@ from mediastash.cli._gc import parse_duration
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import EmptySourceError
 from mediastash.stores.registry import help_forms
-from mediastash.sync import SyncReport, diff_stores, sync_stores
+from mediastash.sync import SyncReport, compare_stores, sync_stores
 
 __all__ = ['register']
 
@@ -158,15 +159,33 @@ def _summary(report: SyncReport, *, deleting: bool) -> str:
 async def _diff(args: argparse.Namespace, ui: Ui) -> int:
     from mediastash.open_store import open_store
 
-    async with open_store(args.source, create=False) as source, open_store(args.destination, create=False) as dest:
-        found = await diff_stores(source, dest)
-    for uri in found.only_in_source:
-        ui.line(f'< {uri}')
-    for uri in found.only_in_destination:
-        ui.line(f'> {uri}')
-    if found.equal:
+    counts: list[int] = []
+    async with (
+        open_store(args.source, create=False) as source,
+        open_store(args.destination, create=False) as dest,
+        compare_stores(source, dest) as comparison,
+    ):
+        with ui.json_stream() as write:
+            sides = (
+                ('only_in_source', '<', comparison.only_in_source()),
+                ('only_in_destination', '>', comparison.only_in_destination()),
+            )
+            for index, (name, mark, uris) in enumerate(sides):
+                if write is not None:
+                    write(f'{{\n  "{name}": [' if index == 0 else f',\n  "{name}": [')
+                count = 0
+                async for uri in uris:  # written as they come: the lists may be larger than memory
+                    ui.line(f'{mark} {uri}')
+                    if write is not None:
+                        write(f'{"," if count else ""}\n    {json.dumps(uri)}')
+                    count += 1
+                if write is not None:
+                    write('\n  ]' if count else ']')
+                counts.append(count)
+            if write is not None:
+                write('\n}\n')
+    if not any(counts):
         ui.info('the stores hold the same blobs')
-    else:
-        ui.info(f'{len(found.only_in_source)} only in SRC (<), {len(found.only_in_destination)} only in DST (>)')
-    ui.json({'only_in_source': found.only_in_source, 'only_in_destination': found.only_in_destination})
-    return 0 if found.equal else EXIT_FAILED
+        return 0
+    ui.info(f'{counts[0]} only in SRC (<), {counts[1]} only in DST (>)')
+    return EXIT_FAILED

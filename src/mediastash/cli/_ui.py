@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -30,7 +30,7 @@ from rich.table import Table
 
 from mediastash._describe import describe_error  # the error line: the library's wording, no driver named
 from mediastash.cli._errors import UserError
-from mediastash.cli._output import write_output
+from mediastash.cli._output import output_file, write_output
 
 __all__ = ['EXIT_FAILED', 'EXIT_USAGE', 'Step', 'Ui', 'UserError', 'describe_error']
 
@@ -130,7 +130,41 @@ class Ui:
             try:
                 write_output(self.json_file, text.encode())
             except OSError as error:
-                raise UserError(f'cannot write {self.json_file}: {error.strerror or error}') from None
+                raise self._unwritable(error) from None
+
+    @contextmanager
+    def json_stream(self) -> Iterator[Callable[[str], None] | None]:
+        """A writer for the command's JSON in pieces, for results larger than memory (``None`` when neither
+        ``--json`` nor ``--json-file`` asked for JSON). Pieces go to stdout as they come; ``--json-file`` is
+        replaced only once the block ends without an error."""
+        if not self.as_json and self.json_file is None:
+            yield None
+            return
+        if self.json_file is None:
+
+            def to_stdout(text: str) -> None:
+                sys.stdout.write(text)
+
+            yield to_stdout
+            return
+        with ExitStack() as stack:
+            try:
+                file = stack.enter_context(output_file(self.json_file))
+            except OSError as error:
+                raise self._unwritable(error) from None
+
+            def write(text: str) -> None:
+                try:
+                    file.write(text.encode())
+                except OSError as error:
+                    raise self._unwritable(error) from None
+                if self.as_json:
+                    sys.stdout.write(text)
+
+            yield write
+
+    def _unwritable(self, error: OSError) -> UserError:
+        return UserError(f'cannot write {self.json_file}: {error.strerror or error}')
 
     def error(self, message: str) -> None:
         """The one-line error for a user error."""
