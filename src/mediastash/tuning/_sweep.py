@@ -9,7 +9,8 @@ otherwise (the run's final response). Each snapshot is a fresh copy whose
 long strings are new objects, as a new ``dump_python`` call gives, so the
 known-blob cache has to compare payloads as it would in a real saver.
 
-For each threshold, in its own fresh namespace of the store, each snapshot
+For each threshold, in the run's scratch namespace of the store (empty at the start of each
+threshold: ``mediastash.tuning._namespaces``), each snapshot
 is externalized (known-blob cache on, structured payloads on: as
 ``OffloadingStepStore`` saves), serialized as
 compact JSON and measured, then restored from the store
