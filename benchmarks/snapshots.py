@@ -313,7 +313,13 @@ async def main(argv: list[str] | None = None) -> None:
         '--own-cost', action='store_true', help="the wrapper's own share of a save (OffloadingStepStore(FileStepStore))"
     )
     parser.add_argument('--no-anchor', action='store_true', help='--own-cost without the harness-alone runs')
+    parser.add_argument(
+        '--profile', action='store_true', help='--own-cost: cProfile one run of the structured series instead'
+    )
     args = parser.parse_args(argv)
+    if args.own_cost and args.profile:
+        await own_cost_profile(args.steps)
+        return
     if args.own_cost:
         await own_cost_case(args.steps, args.repeats, args.image_mib, anchor=not args.no_anchor)
         return
@@ -416,6 +422,22 @@ async def own_cost_once(steps: list[list[ModelMessage]]) -> tuple[float, float, 
         return time.perf_counter() - start, inner.seconds, media.seconds
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def own_cost_profile(steps_count: int) -> None:
+    """cProfile of one ``own_cost_once`` run of the structured series (after a 3-step warm-up that builds
+    pydantic's schemas): the wrapper's own time and the functions that take it."""
+    import cProfile
+    import pstats
+
+    steps = build_structured_steps(steps_count)
+    await own_cost_once(steps[:3])
+    profile = cProfile.Profile()
+    profile.enable()
+    total, inner, put = await own_cost_once(steps)
+    profile.disable()
+    print(f'{steps_count} steps: wrapper own {total - inner:.2f} s, inner store {inner:.2f} s, media put {put:.2f} s')
+    pstats.Stats(profile, stream=sys.stdout).sort_stats('tottime').print_stats(15)
 
 
 async def own_cost_case(steps_count: int, repeats: int, image_mib: float, anchor: bool) -> None:
