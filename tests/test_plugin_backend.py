@@ -308,6 +308,36 @@ def test_tune_measures_in_a_namespace_of_a_plugin_store(tmp_path: Path) -> None:
     assert sorted(path.name for path in kept.folder.iterdir()) == before  # the scratch namespace's folder is gone
 
 
+FLAT_PLUGIN = """
+from mediastash import BaseMediaStore
+from plugstore import PlugMediaStore
+
+
+class FlatStore(PlugMediaStore):
+    \"\"\"A plug-in written without namespaces (no _open_namespace of its own).\"\"\"
+
+    _open_namespace = BaseMediaStore._open_namespace
+
+    @classmethod
+    def from_url(cls, url, *, create=True, **overrides):
+        return super().from_url('plug://' + url.removeprefix('flat://'), create=create, **overrides)
+"""
+
+
+def test_tune_refuses_a_plugin_without_namespaces_and_leaves_nothing(tmp_path: Path) -> None:
+    """tune measures in ``store.namespace()``: a plug-in without namespaces is a one-line error naming the hook."""
+    site = write_distribution(
+        tmp_path / 'site', 'flatplug', '[mediastash.stores]\nflat = flatplug:FlatStore\n', FLAT_PLUGIN
+    )
+    (tmp_path / 'history.json').write_text('[]')
+    result = cli('tune', 'history.json', '--store', 'flat://blobs', cwd=tmp_path, paths=(PLUGIN_PATH, site))
+    assert result.returncode == 1, result.stderr
+    assert 'Traceback' not in result.stderr
+    assert 'FlatStore has no namespaces' in result.stderr
+    assert 'store.namespace(name)' in result.stderr and '_open_namespace' in result.stderr
+    assert not (tmp_path / 'blobs').exists(), 'the store folder tune had to create is removed again'
+
+
 async def test_ls_long_stats_and_sync_use_the_media_types_the_plugin_records(tmp_path: Path) -> None:
     """The CLI and sync ask the store's public ``stat`` (no backend named), so a plug-in's media types show."""
     await fill(tmp_path / 'a')
