@@ -206,3 +206,30 @@ def test_the_command_line_names_no_integration_kind() -> None:
     assert 'langgraph-sqlite' in kinds
     named = [f'{path.name}: {kind}' for path in sorted(cli.glob('*.py')) for kind in kinds if kind in path.read_text()]
     assert not named, named
+
+
+def test_the_names_mediastash_gc_exported_are_the_integrations_roots() -> None:
+    """Roots that moved to their integration are still served by ``mediastash.gc``: the very same classes."""
+    import mediastash.gc as gc
+    from mediastash.integrations import langgraph, openai_agents, pydantic_ai
+
+    homes = {
+        langgraph: ('CheckpointerRoot', 'LangGraphPostgresRoot', 'LangGraphSQLiteRoot'),
+        openai_agents: ('SQLiteSessionRoot',),
+        pydantic_ai: (
+            'ConversationStoreRoot',
+            'KVRoot',
+            'MongoStepStoreRoot',
+            'PostgresStepStoreRoot',
+            'SQLiteKVRoot',
+            'ScannableKV',
+            'StepStoreRoot',
+        ),
+    }
+    for home, names in homes.items():
+        for name in names:
+            assert getattr(gc, name) is getattr(home, name), name
+            assert name in dir(gc)
+            assert name not in gc.__all__  # documented at its home
+    with pytest.raises(AttributeError, match='NoSuchRoot'):
+        gc.NoSuchRoot  # noqa: B018
