@@ -575,6 +575,20 @@ class MediaUrlSwapper:
         return await self.swap(messages, model=ctx.model)
 
 
+class MediaUrlSettings(WalkKeywords, total=False):
+    """The keywords ``MediaUrls`` hands on to its ``MediaUrlSwapper`` (all of the swapper's but ``clock``)."""
+
+    min_validity: float | timedelta
+    kinds: Collection[MediaKind] | Literal['auto']
+    url_lifetime: UrlLifetime
+    max_urls: int
+    on_store_error: OnStoreError
+    provider_files: bool | UploadRegistry
+    reference_key: ReferenceKey | bytes | None
+    trust_references: bool
+    store_cooldown: float | timedelta
+
+
 class MediaUrls(AbstractCapability[Any]):
     """A pydantic-ai capability: large media go to the model as URLs from ``media_store``, not as base64.
 
@@ -583,38 +597,19 @@ class MediaUrls(AbstractCapability[Any]):
     saves keep ``BinaryContent``. A failing store costs that request its
     URLs, not the run (``on_store_error``). Only reference parts mediastash
     vouches for are resolved (``reference_key``, ``trust_references``;
-    ``docs/security.md``). Options as for ``MediaUrlSwapper``.
+    ``docs/security.md``). ``options`` and the other keywords
+    (``MediaUrlSettings``) are those of ``MediaUrlSwapper``.
     """
 
     def __init__(
-        self,
-        media_store: MediaStore,
-        *,
-        min_validity: float | timedelta = DEFAULT_MIN_VALIDITY,
-        kinds: Collection[MediaKind] | Literal['auto'] = 'auto',
-        url_lifetime: UrlLifetime = 'store',
-        max_urls: int = DEFAULT_MAX_URLS,
-        on_store_error: OnStoreError = 'inline',
-        options: WalkOptions | None = None,
-        provider_files: bool | UploadRegistry = False,
-        reference_key: ReferenceKey | bytes | None = None,
-        trust_references: bool = False,
-        store_cooldown: float | timedelta = DEFAULT_STORE_COOLDOWN,
-        **walk_keywords: Unpack[WalkKeywords],
+        self, media_store: MediaStore, *, options: WalkOptions | None = None, **settings: Unpack[MediaUrlSettings]
     ) -> None:
-        self.swapper = MediaUrlSwapper(
-            media_store,
-            min_validity=min_validity,
-            kinds=kinds,
-            url_lifetime=url_lifetime,
-            max_urls=max_urls,
-            on_store_error=on_store_error,
-            options=options_from_keywords('MediaUrls', options, walk_keywords),
-            provider_files=provider_files,
-            reference_key=reference_key,
-            trust_references=trust_references,
-            store_cooldown=store_cooldown,
-        )
+        unknown = [name for name in settings if name not in MediaUrlSettings.__annotations__]
+        if unknown:
+            raise TypeError(f"MediaUrls() got an unexpected keyword argument '{unknown[0]}'")
+        walk = {name: value for name, value in settings.items() if name in WalkKeywords.__annotations__}
+        rest: dict[str, Any] = {name: value for name, value in settings.items() if name not in walk}
+        self.swapper = MediaUrlSwapper(media_store, options=options_from_keywords('MediaUrls', options, walk), **rest)
 
     @property
     def media_store(self) -> MediaStore:
