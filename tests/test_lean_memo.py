@@ -143,6 +143,9 @@ def test_object_state_is_the_same_for_an_unchanged_graph_and_none_for_unknown_ob
     loop: list[Any] = [TextPart('x')]
     loop.append(loop)
     assert state_of(loop) is None
+    unset = TextPart('no content')
+    del unset.content  # a dataclass field that is not set: no state rather than an error
+    assert state_of(ModelResponse(parts=[unset])) is None
 
 
 @pytest.mark.parametrize('change', sorted(CHANGES))

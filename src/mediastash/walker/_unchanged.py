@@ -132,5 +132,8 @@ def state_of(root: object) -> ObjectState | None:
             return None
         followed.add(id(node))
         shape.append(kind)
-        push(getter(node))
+        try:
+            push(getter(node))
+        except AttributeError:  # a field that is not set (deleted, or set later): unknown
+            return None
     return ObjectState(scalars, shape)
