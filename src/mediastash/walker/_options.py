@@ -19,6 +19,7 @@ __all__ = [
     'WalkKeywords',
     'WalkOptions',
     'WalkSetting',
+    'WalkSettings',
     'options_from_keywords',
     'resolve_options',
 ]
@@ -198,3 +199,17 @@ class WalkSetting:
         current: WalkOptions = instance._walk_options  # type: ignore[attr-defined]
         changes: dict[str, Any] = {self.name: value}
         instance._walk_options = dataclasses.replace(current, **changes)  # type: ignore[attr-defined]
+
+
+class WalkSettings:
+    """A mixin: ``threshold_bytes``, ``known_blobs`` and ``max_concurrency`` attributes over ``_walk_options``.
+
+    What every integration that walks offers (readable, and assignable with
+    the constructor's checks); the class sets ``_walk_options`` in its
+    constructor (``options_from_keywords``).
+    """
+
+    _walk_options: WalkOptions
+    threshold_bytes = WalkSetting()
+    known_blobs = WalkSetting()
+    max_concurrency = WalkSetting()

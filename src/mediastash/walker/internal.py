@@ -44,7 +44,7 @@ What it offers, and to whom:
 from mediastash.walker._batch import Job, PayloadBatch, new_marker, settle, urlsafe_alphabet_used
 from mediastash.walker._common import TooDeep, TreeCopier, deepest_path, select_cache
 from mediastash.walker._lean_memo import LeanMemo, rejoin
-from mediastash.walker._options import WalkKeywords, WalkSetting, options_from_keywords
+from mediastash.walker._options import WalkKeywords, WalkSetting, WalkSettings, options_from_keywords
 from mediastash.walker._recognise import (
     CONTAINER_TYPES,
     EMBEDDED_MARKERS,
@@ -66,6 +66,7 @@ __all__ = [
     'TreeCopier',
     'WalkKeywords',
     'WalkSetting',
+    'WalkSettings',
     'canonical_json',
     'deepest_path',
     'externalize_emptied',

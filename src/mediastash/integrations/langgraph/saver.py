@@ -24,7 +24,7 @@ from mediastash.integrations.langgraph._state import Joined, lean_values, restor
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
-from mediastash.walker.internal import WalkKeywords, WalkSetting, options_from_keywords
+from mediastash.walker.internal import WalkKeywords, WalkSettings, options_from_keywords
 
 __all__ = ['OffloadingCheckpointSaver', 'SyncCallError']
 
@@ -43,7 +43,7 @@ def _overrides(inner: type, name: str) -> bool:
     return getattr(inner, name, None) is not getattr(BaseCheckpointSaver, name)
 
 
-class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
+class OffloadingCheckpointSaver(WalkSettings, BaseCheckpointSaver[Any]):
     """Wraps a LangGraph checkpointer so large message payloads in its checkpoints live in ``media_store``.
 
     ``aput`` and ``aput_writes`` move payloads out of the channel values and
@@ -83,10 +83,6 @@ class OffloadingCheckpointSaver(BaseCheckpointSaver[Any]):
     client sent) keeps it only if this key sealed it for ``media_store``'s
     namespace, else it raises ``UnvouchedEnvelopeError`` (``docs/security.md``).
     """
-
-    threshold_bytes = WalkSetting()
-    known_blobs = WalkSetting()
-    max_concurrency = WalkSetting()
 
     def __new__(
         cls, inner: BaseCheckpointSaver[Any] | None = None, *args: Any, **kwargs: Any

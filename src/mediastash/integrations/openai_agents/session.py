@@ -15,7 +15,7 @@ from mediastash.integrations.openai_agents._items import Joined, lean_items, res
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
-from mediastash.walker.internal import WalkKeywords, WalkSetting, options_from_keywords
+from mediastash.walker.internal import WalkKeywords, WalkSettings, options_from_keywords
 
 __all__ = ['OffloadingSession']
 
@@ -23,7 +23,7 @@ DEFAULT_RECENT_BYTES: Final = 64 << 20
 """Default budget for payload strings this wrapper wrote or read, so reading them again needs no store read."""
 
 
-class OffloadingSession(SessionABC):
+class OffloadingSession(WalkSettings, SessionABC):
     """Wraps an OpenAI Agents SDK session so large payloads of its items live in ``media_store``.
 
     ``add_items`` moves ``input_image`` / ``input_file`` / ``input_audio``
@@ -52,10 +52,6 @@ class OffloadingSession(SessionABC):
     ``media_store``'s namespace, else it raises ``UnvouchedEnvelopeError``
     and adds nothing (``docs/security.md``).
     """
-
-    threshold_bytes = WalkSetting()
-    known_blobs = WalkSetting()
-    max_concurrency = WalkSetting()
 
     def __init__(
         self,

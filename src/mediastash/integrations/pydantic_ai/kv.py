@@ -19,7 +19,7 @@ from mediastash.uri import MEDIA_URI_SCHEME
 from mediastash.walker import WalkOptions
 from mediastash.walker.internal import (
     WalkKeywords,
-    WalkSetting,
+    WalkSettings,
     deepest_path,
     externalize_with,
     options_from_keywords,
@@ -36,7 +36,7 @@ _URL_PART_KIND: Final = '-url"'
 """The end of every URL part's ``kind`` in JSON (``"image-url"``, ...): a value without it holds no reference part."""
 
 
-class OffloadingKV:
+class OffloadingKV(WalkSettings):
     """Wraps an ``AsyncKV`` so large payloads in its JSON values live in ``media_store``.
 
     ``put`` externalizes the value's payloads (``externalize_media`` over the
@@ -63,18 +63,11 @@ class OffloadingKV:
     re-reads every snapshot of a run on each save, so a budget that holds a
     run's snapshots turns that from rebuilding each snapshot into a lookup.
 
-    ``options``: the walk settings as one ``WalkOptions`` (``threshold_bytes``,
-    ``known_blobs``, ``max_concurrency`` and ``structured`` as for
-    ``externalize_media``). The separate ``threshold_bytes=`` /
-    ``known_blobs=`` / ``max_concurrency=`` keywords still work for one
-    release, with a ``DeprecationWarning``.
-    Structured payloads (a tool return's large JSON ``content``) move too,
-    unless ``options=WalkOptions(structured=False)``.
+    The walk settings come as ``options=WalkOptions(...)``, as for every
+    integration (``docs/integrations.md``; the separate keywords of before
+    warn, for one release); structured payloads (a tool return's large JSON
+    ``content``) move too unless it says ``structured=False``.
     """
-
-    threshold_bytes = WalkSetting()
-    known_blobs = WalkSetting()
-    max_concurrency = WalkSetting()
 
     def __init__(
         self,

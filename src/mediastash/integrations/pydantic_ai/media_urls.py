@@ -57,7 +57,7 @@ from mediastash.known_blobs import fingerprint_bytes
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
-from mediastash.walker.internal import WalkKeywords, WalkSetting, options_from_keywords
+from mediastash.walker.internal import WalkKeywords, WalkSettings, options_from_keywords
 
 __all__ = [
     'DEFAULT_MIN_VALIDITY',
@@ -143,7 +143,7 @@ class _StoreCallFailed(Exception):
         self.error = error
 
 
-class MediaUrlSwapper:
+class MediaUrlSwapper(WalkSettings):
     """The request rewrite behind ``MediaUrls``, usable on its own (see ``swap`` and ``__call__``).
 
     ``kinds``: ``'auto'`` swaps the kinds the request's model passes on to its
@@ -192,10 +192,6 @@ class MediaUrlSwapper:
     ``trust_references=True`` resolves every reference: only for trusted
     single-user tools (``docs/security.md``).
     """
-
-    threshold_bytes = WalkSetting()
-    known_blobs = WalkSetting()
-    max_concurrency = WalkSetting()
 
     def __init__(
         self,
