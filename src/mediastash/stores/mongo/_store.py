@@ -50,8 +50,6 @@ from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     VERIFY_ON_PUT_BYTES,
     BaseMediaStore,
-    BlobInfo,
-    BlobStat,
     DriverError,
     Ingest,
     _maps_driver_errors,
@@ -78,6 +76,7 @@ from mediastash.stores.mongo._layout import (
     written_before,
 )
 from mediastash.stores.mongo._options import MongoOptions
+from mediastash.stores.protocols import BlobInfo, BlobStat
 from mediastash.uri import is_digest, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
 

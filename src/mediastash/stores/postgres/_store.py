@@ -18,15 +18,7 @@ from mediastash.stores._blob import OFFLOAD_BYTES, sha256_hex, verify_digest
 from mediastash.stores._metadata import decode_metadata_json, encode_metadata_json
 from mediastash.stores._range import DigestRange
 from mediastash.stores._tokens import token_for
-from mediastash.stores.base import (
-    TOUCH_AFTER_SECONDS,
-    VERIFY_ON_PUT_BYTES,
-    BaseMediaStore,
-    BlobInfo,
-    BlobStat,
-    DriverError,
-    Ingest,
-)
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BaseMediaStore, DriverError, Ingest
 from mediastash.stores.postgres._address import address_of, parse_dsn_address
 from mediastash.stores.postgres._batch import Coalescer, fail
 from mediastash.stores.postgres._errors import SCHEMA_LOSS, classify
@@ -38,6 +30,7 @@ from mediastash.stores.postgres._options import (
     PostgresPool,
 )
 from mediastash.stores.postgres._upload import ChunkUpload
+from mediastash.stores.protocols import BlobInfo, BlobStat
 from mediastash.uri import DIGEST_PATTERN, media_uri
 from mediastash.urls import PublicUrlResolver
 

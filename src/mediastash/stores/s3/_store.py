@@ -45,12 +45,11 @@ from mediastash.stores.base import (
     TOUCH_AFTER_SECONDS,
     VERIFY_ON_PUT_BYTES,
     BaseMediaStore,
-    BlobInfo,
-    BlobStat,
     DriverError,
     Ingest,
     _maps_driver_errors,
 )
+from mediastash.stores.protocols import BlobInfo, BlobStat
 from mediastash.stores.s3._errors import classify_sdk_error
 from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys

@@ -38,15 +38,8 @@ from mediastash.stores._metadata import decode_metadata_json, encode_metadata_js
 from mediastash.stores._namespaces import namespace_segment
 from mediastash.stores._range import DigestRange
 from mediastash.stores._tokens import ObjectToken, token_for
-from mediastash.stores.base import (
-    TOUCH_AFTER_SECONDS,
-    BaseMediaStore,
-    BlobInfo,
-    BlobStat,
-    DriverError,
-    Ingest,
-    _maps_driver_errors,
-)
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, DriverError, Ingest, _maps_driver_errors
+from mediastash.stores.protocols import BlobInfo, BlobStat
 from mediastash.stores.sqlite._options import SqliteOptions
 from mediastash.uri import DIGEST_PATTERN, media_uri, parse_media_uri
 from mediastash.urls import PublicUrlResolver
