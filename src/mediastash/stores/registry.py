@@ -7,8 +7,9 @@ a scheme no built-in or registered backend claims (or on the first
 ``available_schemes()``), and a class is imported only when its scheme is
 used, so ``import mediastash`` needs neither aiobotocore nor pymongo nor any
 plug-in. Built-ins and ``register_store`` calls win over entry points of the
-same name. The contract a store class keeps (``from_url``, optionally
-``plan_from_url``) is in ``docs/stores.md`` ("Writing a backend").
+same name. The contract a store class keeps (an ``options_class``, or its
+own ``from_url`` / ``plan_from_url``) is in ``docs/stores.md`` ("Opening a
+backend from a URL").
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ _SHOWN_SCHEME = re.compile(r'[a-z][a-z0-9+.-]{0,19}')
 """Unknown schemes quoted in errors: short and lowercase, as a scheme is; anything else is not repeated."""
 
 _URL_OPENERS = ('from_url', 'plan_from_url')
-"""What a backend class may write to be opened from a URL (else it names a ``url_planner``)."""
+"""What a backend class may write to be opened from a URL (else it declares ``options_class`` or, the older
+hook, a ``url_planner``)."""
 
 
 @dataclass(slots=True)
