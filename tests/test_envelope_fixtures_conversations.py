@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.stacks import skip_module_unless
+
+skip_module_unless('conversation_store')
+
 from mediastash import DiskMediaStore
 from mediastash.integrations import OffloadingConversationStore
 from tests.conversation_support import SqliteConversationStore
