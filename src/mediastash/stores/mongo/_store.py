@@ -98,6 +98,8 @@ _INDEX_EXISTS_OTHERWISE = frozenset({85, 86})
 _MANIFEST_SET_INDEX = 'mediastash_chunk_set'
 _DEFAULT_SWEEP_GRACE_SECONDS = 24 * 3600.0
 _AGE_FIELDS: Final = {WRITTEN_AT: 1, 'created_at': 1}
+_INFO_FIELDS: Final = {'size': 1, 'size_bytes': 1, **_AGE_FIELDS}
+"""What a listing reads of each manifest: its size and age."""
 _CHUNK_FIELDS: Final = {'chunk_set': 1, 'chunk_size': 1, 'chunk_count': 1}
 _INLINE_SIZE = 'mediastash_inline_size'
 _CHECK_FIELDS: Final = {**_AGE_FIELDS, **_CHUNK_FIELDS, _INLINE_SIZE: {'$binarySize': '$data'}}
@@ -493,61 +495,50 @@ class MongoMediaStore(BaseMediaStore):
 
     # -- optional capabilities ---------------------------------------------------------
 
-    async def _list_digests(self) -> AsyncIterator[str]:
-        """Every stored digest in order, a page of manifests at a time (no long-lived cursor)."""
+    async def _manifests_in_order(
+        self, fields: Mapping[str, Any], bounds: Mapping[str, str] | None = None
+    ) -> AsyncIterator[Document]:
+        """The manifests whose ``_id`` is within ``bounds`` (``fields`` of each), in ``_id`` order, one query of
+        ``_LIST_PAGE`` per page resuming after the last ``_id`` seen (no long-lived cursor)."""
         after = ''
         while True:
-            cursor = self._manifests.find({'_id': {'$gt': after}}, {'_id': 1}).sort('_id', 1).limit(_LIST_PAGE)
-            page = [document['_id'] async for document in cursor]
-            if not page:
-                return
-            for digest in page:
-                if is_digest(digest):
-                    yield digest
-            last = page[-1]
-            if not isinstance(last, str):
-                return
-            after = last
-
-    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
-        """Every stored blob in digest order, a page of manifests at a time (size and age fields only)."""
-        after = ''
-        fields = {'size': 1, 'size_bytes': 1, **_AGE_FIELDS}
-        while True:
-            cursor = self._manifests.find({'_id': {'$gt': after}}, fields).sort('_id', 1).limit(_LIST_PAGE)
+            query = {'_id': {**(bounds or {}), '$gt': after}}
+            cursor = self._manifests.find(query, fields).sort('_id', 1).limit(_LIST_PAGE)
             page = [document async for document in cursor]
             if not page:
                 return
-            for manifest in page:
-                digest = manifest['_id']
-                if is_digest(digest):
-                    yield BlobInfo(media_uri(digest), manifest_size(manifest), manifest_written_at(manifest))
+            for document in page:
+                yield document
             last = page[-1]['_id']
             if not isinstance(last, str):
                 return
             after = last
+
+    async def _blob_infos(self, bounds: Mapping[str, str] | None = None) -> AsyncIterator[BlobInfo]:
+        """The blobs whose digest is within ``bounds``, in digest order (size and age fields only)."""
+        async for manifest in self._manifests_in_order(_INFO_FIELDS, bounds):
+            digest = manifest['_id']
+            if is_digest(digest):
+                yield BlobInfo(media_uri(digest), manifest_size(manifest), manifest_written_at(manifest))
+
+    async def _list_digests(self) -> AsyncIterator[str]:
+        """Every stored digest in order, a page of manifests at a time."""
+        async for manifest in self._manifests_in_order({'_id': 1}):
+            if is_digest(manifest['_id']):
+                yield manifest['_id']
+
+    async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
+        """Every stored blob in digest order, a page of manifests at a time."""
+        async for info in self._blob_infos():
+            yield info
 
     async def _list_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
         """The blobs of one digest range in digest order, read from the ``_id`` index a page at a time."""
         bounds: dict[str, str] = {'$gte': digest_range.start}
         if digest_range.end is not None:
             bounds['$lt'] = digest_range.end
-        after = ''
-        fields = {'size': 1, 'size_bytes': 1, **_AGE_FIELDS}
-        while True:
-            query = {'_id': {**bounds, '$gt': after}}
-            cursor = self._manifests.find(query, fields).sort('_id', 1).limit(_LIST_PAGE)
-            page = [document async for document in cursor]
-            if not page:
-                return
-            for manifest in page:
-                digest = manifest['_id']
-                if is_digest(digest):
-                    yield BlobInfo(media_uri(digest), manifest_size(manifest), manifest_written_at(manifest))
-            last = page[-1]['_id']
-            if not isinstance(last, str):
-                return
-            after = last
+        async for info in self._blob_infos(bounds):
+            yield info
 
     async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
         """Per page of 1,000 digests: one ``update_many`` dating the old manifests, then one ``find`` of the present."""
