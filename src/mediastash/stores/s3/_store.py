@@ -759,13 +759,8 @@ class S3MediaStore(BaseMediaStore):
         pages = aiter(
             paginator.paginate(Bucket=self._bucket, Prefix=self._key_prefix, StartAfter=self._key_prefix + first)
         )
-        while True:
-            with self._bucket_errors():
-                try:
-                    page = await anext(pages)
-                except StopAsyncIteration:
-                    return
-            for item in page.get('Contents', []):
+        while (items := await self._next_page(pages)) is not None:
+            for item in items:
                 name = item['Key'][len(self._key_prefix) :]
                 if name[:1] > 'f':
                     return  # past every key named by a digest (the namespaces' keys sort before the first one)
@@ -784,6 +779,15 @@ class S3MediaStore(BaseMediaStore):
                     written_at = modified.timestamp() if isinstance(modified, datetime) else None
                     yield BlobInfo(media_uri(digest), int(item.get('Size') or 0), written_at)
 
+    async def _next_page(self, pages: AsyncIterator[Any]) -> list[Any] | None:
+        """The listing entries of the next page of ``pages`` (its bucket errors mapped); ``None`` after the last."""
+        with self._bucket_errors():
+            try:
+                page = await anext(pages)
+            except StopAsyncIteration:
+                return None
+        return list(page.get('Contents', []))
+
     async def _list_objects(self) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
         """``(digest, listing entry)`` of each blob object under ``key_prefix``, each digest once.
 
@@ -797,13 +801,8 @@ class S3MediaStore(BaseMediaStore):
         skipped = False
         paginator = client.get_paginator('list_objects_v2')
         pages = aiter(paginator.paginate(Bucket=self._bucket, Prefix=self._key_prefix))
-        while True:
-            with self._bucket_errors():
-                try:
-                    page = await anext(pages)
-                except StopAsyncIteration:
-                    return
-            for item in page.get('Contents', []):
+        while (items := await self._next_page(pages)) is not None:
+            for item in items:
                 if area is not None and item['Key'].startswith(area):
                     if not skipped:
                         skipped = True
