@@ -494,7 +494,7 @@ class DiskMediaStore(BaseMediaStore):
         read; with the default layout names outside the range are passed over before any ``stat``. A custom
         key strategy lists everything and filters."""
         if self._key_strategy is default_key_strategy:
-            files = self._flat_range_files(digest_range)
+            files = _blob_files_in(self._root, digest_range)
         elif self._key_strategy is sharded_key_strategy:
             files = self._sharded_range_files(digest_range)
         else:
@@ -504,17 +504,6 @@ class DiskMediaStore(BaseMediaStore):
         async for info in _in_batches(_stat_blobs(files)):
             yield info
 
-    def _flat_range_files(self, digest_range: DigestRange) -> Generator[tuple[str, str], None, None]:
-        try:
-            entries = os.scandir(self._root)
-        except _NOT_THERE:  # a namespace nothing was written to yet
-            return
-        with entries:
-            for entry in entries:
-                name = entry.name
-                if _is_default_blob_name(name) and name[:64] in digest_range and entry.is_file(follow_symlinks=False):
-                    yield name[:64], entry.path
-
     def _sharded_range_files(self, digest_range: DigestRange) -> Generator[tuple[str, str], None, None]:
         """``<h0h1>/<h2h3>/<hex>.bin`` files of the range, reading only the folders whose prefix it covers."""
         wanted = digest_range.prefixes(4)
@@ -523,20 +512,7 @@ class DiskMediaStore(BaseMediaStore):
             for lower in _subfolders(self._root / upper):
                 if len(lower) != 2 or not _HEX_PAIR.fullmatch(lower) or int(upper + lower, 16) not in wanted:
                     continue
-                folder = os.path.join(self._root, upper, lower)
-                try:
-                    with os.scandir(folder) as entries:
-                        for entry in entries:
-                            name = entry.name
-                            if (
-                                _is_default_blob_name(name)
-                                and name.startswith(upper + lower)
-                                and name[:64] in digest_range
-                                and entry.is_file(follow_symlinks=False)
-                            ):
-                                yield name[:64], entry.path
-                except _NOT_THERE:
-                    continue
+                yield from _blob_files_in(os.path.join(self._root, upper, lower), digest_range, prefix=upper + lower)
 
     def _sweep_now_and_then(self, folder: Path | None = None) -> None:
         """Sweep crash leftovers of ``folder`` (``None``: the whole store) with the default age, at most once
@@ -666,14 +642,7 @@ class DiskMediaStore(BaseMediaStore):
     def _scan_files(self) -> Generator[tuple[str, str], None, None]:
         """``(digest, path)`` of every blob file, each digest once."""
         if self._key_strategy is default_key_strategy:
-            try:
-                entries = os.scandir(self._root)
-            except _NOT_THERE:  # a namespace nothing was written to yet
-                return
-            with entries:
-                for entry in entries:
-                    if _is_default_blob_name(entry.name) and entry.is_file(follow_symlinks=False):
-                        yield entry.name[:64], entry.path
+            yield from _blob_files_in(self._root)
             return
         seen: set[str] = set()
         for dirpath, _dirnames, filenames in self._walk():
@@ -956,6 +925,28 @@ def _subfolders(folder: Path) -> list[str]:
             return [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
     except _NOT_THERE:
         return []
+
+
+def _blob_files_in(
+    folder: str | os.PathLike[str], digest_range: DigestRange | None = None, *, prefix: str = ''
+) -> Generator[tuple[str, str], None, None]:
+    """``(digest, path)`` of each ``<hex>.bin`` file right in ``folder`` whose name starts with ``prefix`` (and
+    whose digest is in ``digest_range``), judged by name before any ``stat``; none when ``folder`` is missing
+    (a namespace or shard folder nothing was written to yet)."""
+    try:
+        entries = os.scandir(folder)
+    except _NOT_THERE:
+        return
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if (
+                _is_default_blob_name(name)
+                and name.startswith(prefix)
+                and (digest_range is None or name[:64] in digest_range)
+                and entry.is_file(follow_symlinks=False)
+            ):
+                yield name[:64], entry.path
 
 
 def _is_default_blob_name(name: str) -> bool:
