@@ -486,7 +486,7 @@ class DiskMediaStore(BaseMediaStore):
 
     async def _list_blobs(self) -> AsyncIterator[BlobInfo]:
         """Every stored blob with its file's size and mtime (a ``stat`` each, no reads). Changes nothing."""
-        async for info in _in_batches(self._scan_blobs()):
+        async for info in _in_batches(_stat_blobs(self._scan_files())):
             yield info
 
     async def _list_blobs_in_range(self, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
@@ -653,15 +653,6 @@ class DiskMediaStore(BaseMediaStore):
                 if match is not None and match.group() not in seen:
                     seen.add(match.group())
                     yield match.group(), os.path.join(dirpath, name)
-
-    def _scan_blobs(self) -> Generator[BlobInfo, None, None]:
-        for digest, path in self._scan_files():
-            try:
-                info = os.stat(path)
-            except _NOT_THERE:
-                continue  # deleted since the folder was read
-            if stat.S_ISREG(info.st_mode):
-                yield BlobInfo(media_uri(digest), info.st_size, info.st_mtime)
 
     async def _touch_many(self, digests: list[str], touch_before: float, max_concurrency: int) -> set[str]:
         """The digests whose file exists; files with an mtime before ``touch_before`` get it set to now."""
