@@ -369,8 +369,9 @@ async def test_the_old_uri_sets_read_the_uris_file_with_a_warning(tmp_path: Path
     old = await store.put(b'old')
     await backdate(store, [old], time.time() - 2 * HOUR)
     report = await collect_garbage(store, [set()], grace=HOUR, dry_run=False, uris_file=tmp_path / 'uris.txt')
-    with pytest.warns(DeprecationWarning, match='iter_uris'):
+    with pytest.warns(DeprecationWarning, match=r"iter_uris\('deleted'\)") as caught:
         assert report.deleted_uris == {old}
+    assert caught[0].filename == __file__  # the warning names the caller's line, not the report's module
     with pytest.warns(DeprecationWarning, match='iter_uris'):
         assert report.deletable_uris == {old}
     assert 'deletable_uris' not in report.as_dict() and report.as_dict()['deleted'] == 1

@@ -76,22 +76,22 @@ class GcReport:
     @property
     def deletable_uris(self) -> frozenset[str]:
         """Deprecated: the URIs judged deletable, read from ``uris_file`` (use ``iter_uris('deletable')``)."""
-        warnings.warn(
-            "GcReport.deletable_uris is deprecated: pass uris_file= and read report.iter_uris('deletable')",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return frozenset(self.iter_uris('deletable'))
+        return self._deprecated_uris('deletable')
 
     @property
     def deleted_uris(self) -> frozenset[str]:
         """Deprecated: the URIs deleted, read from ``uris_file`` (use ``iter_uris('deleted')``)."""
+        return self._deprecated_uris('deleted')
+
+    def _deprecated_uris(self, outcome: GcUriOutcome) -> frozenset[str]:
+        """``iter_uris(outcome)`` as a set, for the deprecated ``<outcome>_uris`` properties (warns, naming the caller's
+        line)."""
         warnings.warn(
-            "GcReport.deleted_uris is deprecated: pass uris_file= and read report.iter_uris('deleted')",
+            f'GcReport.{outcome}_uris is deprecated: pass uris_file= and read report.iter_uris({outcome!r})',
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-        return frozenset(self.iter_uris('deleted'))
+        return frozenset(self.iter_uris(outcome))
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the counts (and ``shard``, ``uris_file``)."""
