@@ -13,6 +13,7 @@ __all__ = [
     'SIZE_OPTIONS',
     'add_command',
     'add_namespace',
+    'add_shard',
     'add_threshold',
     'image_bytes',
     'integer',
@@ -109,11 +110,30 @@ def add_command(
     *,
     help: str,
     description: str,
+    store_url: bool = False,
 ) -> argparse.ArgumentParser:
-    """A subcommand taking the options every command takes (``common``), run by ``handler``."""
+    """A subcommand taking the options every command takes (``common``), run by ``handler``.
+
+    ``store_url``: the command works on one store, given as its first argument ``URL``, with ``--namespace``.
+    """
     parser = commands.add_parser(name, parents=[common], help=help, description=description)
     parser.set_defaults(handler=handler)
+    if store_url:
+        from mediastash.stores.registry import help_forms
+
+        parser.add_argument('url', metavar='URL', help=f'the store: {help_forms()}')
+        add_namespace(parser)
     return parser
+
+
+def add_shard(parser: argparse.ArgumentParser, *, verb: str, note: str) -> None:
+    """``--shard K/N``: the command ``verb``s one shard of the digest space only; ``note`` says how N runs combine."""
+    parser.add_argument(
+        '--shard',
+        type=parse_shard,
+        metavar='K/N',
+        help=f'{verb} only shard K (from 0) of N equal parts of the digest space{note}',
+    )
 
 
 def namespace_name(text: str) -> str:

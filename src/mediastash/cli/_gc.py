@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, Final
 
-from mediastash.cli._args import add_namespace, parse_shard, positive_int
+from mediastash.cli._args import add_namespace, add_shard, positive_int
 from mediastash.cli._ui import Step, Ui
 from mediastash.roots import root_kinds_help
 from mediastash.stores.registry import help_forms
@@ -83,12 +83,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     gc.add_argument(
         '--batch-size', type=positive_int, default=1000, metavar='N', help='blobs per delete call (default: 1000)'
     )
-    gc.add_argument(
-        '--shard',
-        type=parse_shard,
-        metavar='K/N',
-        help='collect only shard K (from 0) of N equal parts of the digest space; run N of these, one per K, '
-        'as N jobs or on N machines, to collect the whole store in parallel (see docs/gc.md)',
+    add_shard(
+        gc,
+        verb='collect',
+        note='; run N of these, one per K, as N jobs or on N machines, to collect the whole store in parallel '
+        '(see docs/gc.md)',
     )
     gc.add_argument(
         '--uris-file',

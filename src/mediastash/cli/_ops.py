@@ -20,7 +20,7 @@ from typing import Any
 
 from mediastash._tasks import for_each
 from mediastash._units import format_bytes, format_threshold
-from mediastash.cli._args import add_command, add_namespace, add_threshold, parse_shard, positive_int
+from mediastash.cli._args import add_command, add_namespace, add_shard, add_threshold, positive_int
 from mediastash.cli._output import check_output, write_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import MediaNotFoundError
@@ -55,7 +55,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     """Add ``stats``, ``verify``, ``ls``, ``externalize`` and ``restore``."""
     url_help = f'the store: {help_forms()}'
 
-    stats = add_command(
+    add_command(
         commands,
         common,
         'stats',
@@ -63,9 +63,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help='count the blobs of a store, with a size histogram and media types',
         description='Count the blobs of a store and their bytes, with a size histogram and the media types '
         "the store recorded ('unknown' where it recorded none, with the reason).",
+        store_url=True,
     )
-    stats.add_argument('url', metavar='URL', help=url_help)
-    add_namespace(stats)
 
     verify = add_command(
         commands,
@@ -75,9 +74,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         help='re-read and re-hash every blob; exit code 1 when one is corrupt or missing',
         description='Read every blob the store lists (or only the URIs given) and check it against its sha256. '
         'Lists corrupt and missing blobs; the exit code is 1 when there is any, 0 otherwise.',
+        store_url=True,
     )
-    verify.add_argument('url', metavar='URL', help=url_help)
-    add_namespace(verify)
     verify.add_argument(
         'uris', nargs='*', metavar='URI', help='check only these media+sha256:// URIs (default: every listed blob)'
     )
@@ -88,12 +86,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         metavar='N',
         help=f'blobs read at a time (default: {_DEFAULT_VERIFY_JOBS})',
     )
-    verify.add_argument(
-        '--shard',
-        type=parse_shard,
-        metavar='K/N',
-        help='check only shard K (from 0) of N equal parts of the digest space (N jobs verify a store together)',
-    )
+    add_shard(verify, verb='check', note=' (N jobs verify a store together)')
     verify.add_argument(
         '--repair',
         action='store_true',
@@ -108,9 +101,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         _ls,
         help='list the URIs of every blob',
         description='Print the media+sha256:// URI of every blob, one per line, sorted.',
+        store_url=True,
     )
-    ls.add_argument('url', metavar='URL', help=url_help)
-    add_namespace(ls)
     ls.add_argument('-l', '--long', action='store_true', help="add each blob's size and media type")
 
     externalize = add_command(

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from mediastash._units import format_bytes, format_seconds
-from mediastash.cli._args import add_command, parse_shard, positive_int
+from mediastash.cli._args import add_command, add_shard, positive_int
 from mediastash.cli._gc import parse_duration
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import EmptySourceError
@@ -57,12 +57,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         metavar='DURATION',
         help='with --delete: keep DST blobs written or touched this recently (default: 24h)',
     )
-    sync.add_argument(
-        '--shard',
-        type=parse_shard,
-        metavar='K/N',
-        help='sync only shard K (from 0) of N equal parts of the digest space (N jobs sync a store together)',
-    )
+    add_shard(sync, verb='sync', note=' (N jobs sync a store together)')
     sync.add_argument(
         '--allow-empty-source',
         action='store_true',
