@@ -15,12 +15,23 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mediastash import MediaContext, media_uri_for
+from mediastash import (
+    CachedMediaStore,
+    InvalidStoreConfiguration,
+    MediaContext,
+    MemoryMediaStore,
+    NamespaceUnsupportedError,
+    WrapperMediaStore,
+    media_uri_for,
+)
+from mediastash.stores import DeletableMediaStore, capabilities_of, class_capabilities
+from mediastash.stores.protocols import confirm_in, exists_in
 from mediastash.testing import StoreTests
 from mediastash.uri import parse_media_uri
 from mediastash.urls import PublicUrlResolver
@@ -357,3 +368,106 @@ async def test_ls_long_stats_and_sync_use_the_media_types_the_plugin_records(tmp
     assert json_of(cli('sync', 'plug://a', 'plug://b', '--json', cwd=tmp_path))['copied'] == 3
     record = json.loads((tmp_path / 'b' / f'{parse_media_uri(media_uri_for(b"small text" * 10))}.json').read_text())
     assert record['media_type'] == 'text/plain'
+
+
+# -- declared capabilities -------------------------------------------------------------------
+
+
+def test_the_plugin_declares_what_it_has(tmp_path: Path) -> None:
+    declared = capabilities_of(PlugMediaStore(tmp_path / 'blobs'))
+    assert declared == class_capabilities(PlugMediaStore)
+    assert declared.listing and declared.deletes and declared.collection and declared.namespaces
+    assert not declared.stream_writes and not declared.stream_reads and not declared.temp_sweep
+    assert PlugMediaStore.supports_listing is True and PlugMediaStore.supports_streaming is False
+    assert PlugMediaStore.put_stream is None and PlugMediaStore.get_stream is None
+
+
+async def test_a_plugin_declaring_a_capability_off_loses_its_methods(tmp_path: Path) -> None:
+    class ReadOnlyPlug(PlugMediaStore):
+        supports_deletes = False
+        supports_namespaces = False
+
+    class StillReadOnly(ReadOnlyPlug):
+        """A parent's ``False`` stays."""
+
+    for cls in (ReadOnlyPlug, StillReadOnly):
+        store = cls(tmp_path / cls.__name__)
+        uri = await store.put(b'kept')
+        declared = capabilities_of(store)
+        assert not declared.deletes and not declared.namespaces and not declared.erase and declared.listing
+        assert store.delete is None and store.delete_many is None  # what plug-ins tested before the flags
+        assert not isinstance(store, DeletableMediaStore)
+        with pytest.raises(NamespaceUnsupportedError):
+            store.namespace('tenant')
+        assert await store.exists(uri)
+
+
+@pytest.mark.parametrize(
+    ('declaration', 'named'),
+    [
+        ('supports_stream_writes = True', '_write_stream'),
+        ('supports_stream_reads = True', '_raw_chunks'),
+        ('supports_streaming = True', 'supports_stream_writes'),
+        ('supports_collection = True', 'supports_guarded_deletes'),
+        ("supports_listing = 'yes'", 'True or False'),
+    ],
+)
+def test_a_declaration_the_class_cannot_keep_is_refused_at_class_creation(declaration: str, named: str) -> None:
+    flag = declaration.split()[0]
+    with pytest.raises(InvalidStoreConfiguration) as raised:
+        exec(f'class Claims(PlugMediaStore):\n    {declaration}\n', {'PlugMediaStore': PlugMediaStore})
+    assert flag in str(raised.value) and named in str(raised.value) and 'Claims' in str(raised.value)
+
+
+class ProtocolOnlyStore:
+    """A plug-in written against the ``MediaStore`` protocol alone: no base class, no declarations."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+
+    async def put(self, data: bytes, *, context: Any = None) -> str:
+        uri = media_uri_for(data)
+        self.blobs[uri] = bytes(data)
+        return uri
+
+    async def get(self, uri: str, *, context: Any = None) -> bytes:
+        return self.blobs[uri]
+
+    async def exists(self, uri: str, *, context: Any = None) -> bool:
+        return uri in self.blobs
+
+    async def public_url(self, uri: str, *, context: Any = None) -> str | None:
+        return None
+
+    async def get_metadata(self, uri: str, *, context: Any = None) -> dict[str, str]:
+        return {}
+
+    async def delete(self, uri: str, *, context: Any = None) -> bool:
+        return self.blobs.pop(uri, None) is not None
+
+    async def delete_many(self, uris: Any) -> int:
+        return sum([await self.delete(uri) for uri in uris])
+
+    async def iter_uris(self) -> AsyncIterator[str]:
+        for uri in list(self.blobs):
+            yield uri
+
+
+async def test_a_protocol_only_plugin_gets_its_capabilities_from_its_methods() -> None:
+    store = ProtocolOnlyStore()
+    declared = capabilities_of(store)
+    assert declared == class_capabilities(ProtocolOnlyStore)
+    assert declared.deletes and declared.listing
+    assert not (declared.exists_many or declared.touch or declared.stat or declared.namespaces)
+    assert not (declared.stream_writes or declared.verifies_reads or declared.collection)
+    first, second = await store.put(b'one'), await store.put(b'two')
+    missing = media_uri_for(b'never put')
+    assert await exists_in(store, [first, missing, second]) == {first, second}  # exists() one by one
+    assert await confirm_in(store, [first, missing]) == {first}  # no touch_many: a plain check
+    wrapped = WrapperMediaStore(store)  # forwards exactly what the plug-in has
+    assert capabilities_of(wrapped).deletes and not capabilities_of(wrapped).stream_writes
+    assert wrapped.put_stream is None and wrapped.stat is None
+    assert await wrapped.touch_many([first, missing]) == {first}
+    assert await wrapped.delete(first) and not await store.exists(first)
+    async with CachedMediaStore(MemoryMediaStore(), cache=store) as cached:  # a cache needs deletes only
+        assert capabilities_of(cached).verifies_reads

@@ -54,8 +54,10 @@ from mediastash.stores import (
     S3AddressableMediaStore,
     SqliteMediaStore,
     StatableMediaStore,
+    StoreCapabilities,
     StreamingMediaStore,
     WrapperMediaStore,
+    capabilities_of,
 )
 from mediastash.stores.cached import CachedMediaStore
 from mediastash.stores.verify import VerifyReport
@@ -125,6 +127,7 @@ __all__ = [
     'S3AddressableMediaStore',
     'SqliteMediaStore',
     'StatableMediaStore',
+    'StoreCapabilities',
     'StreamingMediaStore',
     'UnsafeKeyError',
     'UnvouchedEnvelopeError',
@@ -133,6 +136,7 @@ __all__ = [
     'VerifyReport',
     'WrapperMediaStore',
     '__version__',
+    'capabilities_of',
     'default_key_strategy',
     'is_media_uri',
     'make_static_public_url',

@@ -119,9 +119,11 @@ def storage_key_of(store: object) -> Hashable:
     Other stores get a token unique to the instance for the life of the
     process (never an ``id()``, which a new object can inherit).
     """
-    key = getattr(store, 'storage_key', None)
+    from mediastash.stores.capabilities import storage_key_or_none  # the stores package imports this module
+
+    key = storage_key_or_none(store)
     if key is not None:
-        return key  # type: ignore[no-any-return]
+        return key
     with _registry_lock:
         try:
             token = _foreign_tokens.get(store)
@@ -147,7 +149,9 @@ def deletion_generation(key: Hashable) -> int:
 
 
 def _generation_of(store: object, key: Hashable) -> object:
-    own = getattr(store, 'deletion_generation', None)
+    from mediastash.stores.capabilities import deletion_generation_of  # the stores package imports this module
+
+    own = deletion_generation_of(store)
     return (deletion_generation(key), own)
 
 

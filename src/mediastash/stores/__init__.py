@@ -12,6 +12,7 @@ from mediastash.stores._plan import StorePlan
 from mediastash.stores._range import DigestRange
 from mediastash.stores.base import BaseMediaStore, BlobInfo, BlobStat, DriverError, EraseReport, Ingest
 from mediastash.stores.cached import CachedMediaStore
+from mediastash.stores.capabilities import StoreCapabilities, capabilities_of, class_capabilities
 from mediastash.stores.disk import DiskMediaStore, DiskOptions
 from mediastash.stores.memory import MemoryMediaStore
 from mediastash.stores.protocols import (
@@ -76,10 +77,13 @@ __all__ = [
     'SqliteOptions',
     'StatableMediaStore',
     'StoreOptions',
+    'StoreCapabilities',
     'StorePlan',
     'StreamingMediaStore',
     'WrapperMediaStore',
     'available_schemes',
+    'capabilities_of',
+    'class_capabilities',
     'register_store',
     'store_class',
 ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mediastash.errors import InvalidArgumentError
+from mediastash.stores.capabilities import capabilities_of
 from mediastash.stores.protocols import BlobInfo
 from mediastash.uri import MEDIA_URI_SCHEME
 
@@ -77,9 +78,8 @@ def _bound(index: int, count: int) -> str:
 async def blobs_in_range(store: Any, digest_range: DigestRange) -> AsyncIterator[BlobInfo]:
     """The blobs of ``store`` in ``digest_range``: its own ``iter_blobs_in_range`` when it has one, else its
     whole ``iter_blobs`` listing filtered (any store or wrapper that lists its blobs works)."""
-    ranged = getattr(store, 'iter_blobs_in_range', None)
-    if callable(ranged):
-        listing: AsyncIterable[BlobInfo] = ranged(digest_range)
+    if capabilities_of(store).ranged_listing:
+        listing: AsyncIterable[BlobInfo] = store.iter_blobs_in_range(digest_range)
         async for info in listing:
             yield info
         return

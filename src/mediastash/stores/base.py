@@ -57,6 +57,7 @@ from mediastash.stores._options import StoreOptions
 from mediastash.stores._plan import StorePlan
 from mediastash.stores._range import DigestRange
 from mediastash.stores._rules import AsyncClosing, StoreRules
+from mediastash.stores.capabilities import StoreCapabilities
 from mediastash.stores.protocols import BlobCheck, BlobInfo, BlobStat
 from mediastash.stores.verify import VerifyReport, verify_store
 from mediastash.uri import MEDIA_URI_SCHEME, media_uri
@@ -196,20 +197,95 @@ def _naming_namespace(describe: Callable[[Any], str]) -> Callable[[Any], str]:
     return described
 
 
-# Public capability method -> the primitive that provides it. A subclass that does
-# not supply the primitive has the method set to ``None`` on its class, which is how
-# ``typing`` protocols are told a method is absent: ``isinstance(store,
-# DeletableMediaStore)`` is then False.
-_CAPABILITIES: Final = {
-    'delete': '_delete',
-    'delete_many': '_delete',
-    'iter_uris': '_list_digests',
-    'put_stream': '_write_stream',
-    'get_stream': '_raw_chunks',
-    'iter_blobs': '_list_blobs',
-    'iter_blobs_in_range': '_list_blobs',
-    'delete_unless_touched': '_delete_unless_touched',
+# Each flag a backend may declare -> the primitives that provide it and the public methods it turns on.
+# A subclass that does not supply the primitives (and did not write the public methods itself) has the
+# methods set to ``None`` on its class, which is how ``typing`` protocols are told a method is absent:
+# ``isinstance(store, DeletableMediaStore)`` is then False.
+_DECLARABLE: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    'supports_listing': (('_list_digests',), ('iter_uris',)),
+    'supports_deletes': (('_delete',), ('delete', 'delete_many')),
+    'supports_stream_writes': (('_write_stream',), ('put_stream',)),
+    'supports_stream_reads': (('_raw_chunks',), ('get_stream',)),
+    'supports_blob_listing': (('_list_blobs',), ('iter_blobs', 'iter_blobs_in_range')),
+    'supports_guarded_deletes': (('_delete_unless_touched',), ('delete_unless_touched',)),
+    'supports_namespaces': (('_open_namespace',), ()),
 }
+_COMPUTED: Final = ('supports_streaming', 'supports_collection')
+_EXPLICIT: Final = '_mediastash_declared_flags'
+"""Class attribute: the flags a class body declared itself and a parent's ``False``; they win over the primitives."""
+
+
+def _declare_capabilities(cls: type[BaseMediaStore]) -> None:
+    """Set ``cls``'s ``supports_*`` flags, its optional public methods and its ``capabilities`` (class creation).
+
+    A flag follows the primitives the class supplies unless the class body
+    declares it: ``False`` turns the methods off although the primitives are
+    there; ``True`` without them is an ``InvalidStoreConfiguration`` naming the
+    flag and the primitive to write.
+    """
+    own = vars(cls)
+    for flag in _COMPUTED:
+        if flag in own:
+            raise InvalidStoreConfiguration(
+                f'{cls.__name__} declares {flag}, which follows from other flags: declare '
+                + ', '.join(name for name in _DECLARABLE if name != 'supports_namespaces')
+            )
+    # A parent's False stays (a subclass of a read-only store is read-only); a parent's True is followed
+    # from the primitives again, so a subclass that takes a primitive away loses the capability.
+    explicit: dict[str, bool] = {}
+    for klass in reversed(cls.__mro__[1:]):
+        explicit.update({flag: False for flag, value in vars(klass).get(_EXPLICIT, {}).items() if not value})
+    for flag in _DECLARABLE:
+        if flag in own:
+            value = own[flag]
+            if not isinstance(value, bool):
+                raise InvalidStoreConfiguration(f'{cls.__name__}.{flag} must be True or False')
+            explicit[flag] = value
+    setattr(cls, _EXPLICIT, {flag: value for flag, value in explicit.items() if flag in own or not value})
+    for flag, (primitives, methods) in _DECLARABLE.items():
+        supplied = all(getattr(cls, name) is not getattr(BaseMediaStore, name) for name in primitives)
+        wanted = explicit.get(flag)
+        present = supplied
+        for method in methods:
+            defined = next(vars(klass)[method] for klass in cls.__mro__ if method in vars(klass))
+            standard = vars(BaseMediaStore)[method]
+            if wanted is False:
+                setattr(cls, method, None)
+            elif defined is not None and defined is not standard:
+                present = True  # the backend wrote the public method itself
+            else:
+                setattr(cls, method, standard if supplied else None)
+        if methods:
+            present = all(getattr(cls, method) is not None for method in methods)
+        if wanted is True and not present:
+            raise InvalidStoreConfiguration(
+                f'{cls.__name__} declares {flag} = True but does not supply '
+                + ' and '.join(name for name in primitives if getattr(cls, name) is getattr(BaseMediaStore, name))
+                + ': write it, or drop the declaration'
+            )
+        setattr(cls, flag, present and wanted is not False)
+    cls.supports_streaming = cls.supports_stream_writes and cls.supports_stream_reads
+    cls.supports_collection = cls.supports_blob_listing and cls.supports_guarded_deletes
+    cls.capabilities = StoreCapabilities(
+        listing=cls.supports_listing,
+        deletes=cls.supports_deletes,
+        stream_writes=cls.supports_stream_writes,
+        stream_reads=cls.supports_stream_reads,
+        blob_listing=cls.supports_blob_listing,
+        ranged_listing=cls.supports_blob_listing,
+        guarded_deletes=cls.supports_guarded_deletes,
+        touch=True,
+        exists_many=True,
+        stat=True,
+        check=True,
+        namespaces=cls.supports_namespaces,
+        erase=cls.supports_namespaces and cls.supports_blob_listing and cls.supports_deletes,
+        media_types=callable(getattr(cls, 'media_type_of', None)),
+        require_storage=True,
+        temp_sweep=callable(getattr(cls, 'sweep_temp_files', None)),
+        verifies_reads=cls.verifies_reads is True,
+    )
+
 
 TOUCH_AFTER_SECONDS: Final = 3600.0
 """A confirmation (a ``put`` of stored bytes, a re-check of a known blob) refreshes the blob's
@@ -291,8 +367,31 @@ class BaseMediaStore(StoreRules, ABC):
     _url_planner: ClassVar[UrlPlanner | None] = None
     """The older hook ``plan_from_url`` calls when there is no ``options_class``: the ``url_planner=`` class keyword."""
 
+    # Declared capabilities. Each follows the primitives the backend supplies; a class body may declare
+    # one itself (False turns it off; True without the primitive fails at class creation). Callers read
+    # them through ``capabilities_of(store)`` (``StoreCapabilities``), never by probing methods.
+    supports_listing: ClassVar[bool] = False
+    """``iter_uris`` works: the backend supplies ``_list_digests``."""
+    supports_deletes: ClassVar[bool] = False
+    """``delete`` / ``delete_many`` work: the backend supplies ``_delete``."""
+    supports_stream_writes: ClassVar[bool] = False
+    """``put_stream`` works: the backend supplies ``_write_stream``."""
+    supports_stream_reads: ClassVar[bool] = False
+    """``get_stream`` works: the backend supplies ``_raw_chunks``."""
+    supports_streaming: ClassVar[bool] = False
+    """Both streaming directions (follows from the two above; not declared)."""
+    supports_blob_listing: ClassVar[bool] = False
+    """``iter_blobs`` / ``iter_blobs_in_range`` work: the backend supplies ``_list_blobs``."""
+    supports_guarded_deletes: ClassVar[bool] = False
+    """``delete_unless_touched`` works: the backend supplies ``_delete_unless_touched``."""
+    supports_collection: ClassVar[bool] = False
+    """Garbage collection works (blob listing and guarded deletes; follows from them, not declared)."""
     supports_namespaces: ClassVar[bool] = False
-    """True when ``namespace()`` works: set for a backend that supplies ``_open_namespace``."""
+    """``namespace()`` works: the backend supplies ``_open_namespace``."""
+    capabilities: ClassVar[StoreCapabilities] = StoreCapabilities(
+        touch=True, exists_many=True, stat=True, check=True, require_storage=True, verifies_reads=True
+    )
+    """All of the class's capabilities in one value (what ``capabilities_of`` answers), set at class creation."""
 
     _namespace_name: str | None = None
     _namespace_parent: BaseMediaStore | None = None  # set on a view: the store it was made from
@@ -337,17 +436,10 @@ class BaseMediaStore(StoreRules, ABC):
         super().__init_subclass__(**kwargs)
         if url_planner is not None:
             cls._url_planner = url_planner
-        cls.supports_namespaces = cls._open_namespace is not BaseMediaStore._open_namespace
         own_describe = vars(cls).get('_describe')
         if own_describe is not None and not getattr(own_describe, _NAMES_NAMESPACE, False):
             cls._describe = _naming_namespace(own_describe)  # type: ignore[method-assign]
-        for method, primitive in _CAPABILITIES.items():
-            defined = next(vars(klass)[method] for klass in cls.__mro__ if method in vars(klass))
-            standard = vars(BaseMediaStore)[method]
-            if defined is not None and defined is not standard:
-                continue  # the backend wrote the public method itself
-            supplied = getattr(cls, primitive) is not getattr(BaseMediaStore, primitive)
-            setattr(cls, method, standard if supplied else None)
+        _declare_capabilities(cls)
         # A backend's own public async methods (an override of ``put``, or extras such as a disk store's
         # ``sweep_temp_files``) map driver errors too: a rule no backend has to remember.
         for name, value in list(vars(cls).items()):
@@ -861,7 +953,7 @@ class BaseMediaStore(StoreRules, ABC):
         Backends whose reason differs (a file layout that records none for
         another writer's blobs, an upload without a Content-Type) override it.
         """
-        if type(self)._stat is BaseMediaStore._stat and getattr(self, 'media_type_of', None) is None:
+        if type(self)._stat is BaseMediaStore._stat and not self.capabilities.media_types:
             return f'{self!r} does not record media types'
         return 'they were put without a media type'
 

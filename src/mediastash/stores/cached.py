@@ -13,6 +13,7 @@ copy says nothing about whether the backing store still holds a blob, so
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -27,13 +28,12 @@ from mediastash.known_blobs import DEFAULT_TRUST_SECONDS, deletion_generation, s
 from mediastash.stores._blob import verify_digest
 from mediastash.stores._namespaces import EraseReport
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY
-from mediastash.stores.protocols import (
-    CollectableMediaStore,
-    DeletableMediaStore,
-    MediaStore,
-    StreamingMediaStore,
-    exists_in,
+from mediastash.stores.capabilities import (
+    capabilities_of,
+    close_store,
+    deletion_generation_of,
 )
+from mediastash.stores.protocols import MediaStore, exists_in
 from mediastash.stores.wrapper import WrapperMediaStore
 from mediastash.uri import media_uri, parse_media_uri
 
@@ -103,14 +103,17 @@ class CachedMediaStore(WrapperMediaStore):
             non_negative_int('max_bytes', max_bytes)
         if isinstance(trust_seconds, bool) or not isinstance(trust_seconds, int | float) or not trust_seconds >= 0:
             raise ValueError(f'trust_seconds must be a non-negative number, got {trust_seconds!r}')
-        if not isinstance(cache, DeletableMediaStore):
+        cache_can = capabilities_of(cache)
+        if not cache_can.deletes:
             raise TypeError(f'the cache must be able to delete (a DeletableMediaStore), got {type(cache).__name__}')
-        if max_bytes is not None and not isinstance(cache, CollectableMediaStore):
+        if max_bytes is not None and not cache_can.collection:
             raise TypeError(f'max_bytes needs a cache that lists blob sizes (iter_blobs), got {type(cache).__name__}')
         if storage_key_of(cache) == storage_key_of(backing):
             raise ValueError('the cache and the backing store are the same storage')
         super().__init__(backing)
         self.cache = cache
+        both = cache_can.namespaces and self.capabilities.namespaces
+        self.capabilities = dataclasses.replace(self.capabilities, namespaces=both, erase=both, verifies_reads=True)
         self.max_bytes = max_bytes
         self.write = write
         self._evicted: list[str] = []
@@ -140,7 +143,7 @@ class CachedMediaStore(WrapperMediaStore):
             return data
         asked = self._asking()
         data = await self.inner.get(uri, context=context)
-        if not getattr(self.inner, 'verifies_reads', False):
+        if not capabilities_of(self.inner).verifies_reads:
             data = await verify_digest(digest, data, where=repr(self.inner))
         self._confirm([digest], asked)
         await self._keep(uri, digest, data, context)
@@ -150,7 +153,7 @@ class CachedMediaStore(WrapperMediaStore):
         """The verified cached copy, or ``None`` (absent, unreadable, or corrupt and now discarded)."""
         try:
             data = await self.cache.get(uri, context=context)
-            if not getattr(self.cache, 'verifies_reads', False):
+            if not capabilities_of(self.cache).verifies_reads:
                 data = await verify_digest(digest, data, where=repr(self.cache))
         except MediaNotFoundError:
             await self._forget(digest)
@@ -195,7 +198,7 @@ class CachedMediaStore(WrapperMediaStore):
     def _generation(self) -> tuple[int, object]:
         """Deletions noted for the backing storage in this process (and the backing's own count)."""
         key: Hashable = storage_key_of(self.inner)
-        return (deletion_generation(key), getattr(self.inner, 'deletion_generation', None))
+        return (deletion_generation(key), deletion_generation_of(self.inner))
 
     def _current(self) -> tuple[int, object]:
         """The deletion generation now; every confirmation is dropped when it moved since the last look."""
@@ -243,7 +246,7 @@ class CachedMediaStore(WrapperMediaStore):
     async def _stream(self, uri: str, context: MediaContextLike, chunk_size: int) -> AsyncIterator[bytes]:
         digest = self._open_stream(uri, chunk_size)
         cache: Any = self.cache
-        if isinstance(self.cache, StreamingMediaStore) and await self._stream_verified(uri, digest, chunk_size):
+        if capabilities_of(self.cache).stream_reads and await self._stream_verified(uri, digest, chunk_size):
             stream = cache.get_stream(uri, context=context, chunk_size=chunk_size)
             try:
                 async for chunk in stream:
@@ -397,9 +400,9 @@ class CachedMediaStore(WrapperMediaStore):
         else:
             lru.put(digest, None, size)  # cached by another process since the index was built
             await self._evict()
-        touch = getattr(self.cache, 'touch_many', None)
-        if touch is not None:
-            refresh = functools.partial(touch, [uri], touch_after=HIT_TOUCH_AFTER)
+        if capabilities_of(self.cache).touch:
+            cache: Any = self.cache
+            refresh = functools.partial(cache.touch_many, [uri], touch_after=HIT_TOUCH_AFTER)
             await _best_effort(refresh, 'the cache could not refresh %s', uri, level=logging.DEBUG)
 
     async def _forget(self, digest: str) -> None:
@@ -425,19 +428,19 @@ class CachedMediaStore(WrapperMediaStore):
     @property
     def supports_namespaces(self) -> bool:
         """True when both the backing store and the cache have namespaces."""
-        return all(bool(getattr(store, 'supports_namespaces', False)) for store in (self.inner, self.cache))
+        return self.capabilities.namespaces
 
     def _rewrap(self, inner_view: Any, name: str) -> Self:
         """A ``CachedMediaStore`` over the backing store's view and the cache's view of ``name``, same options.
 
         The view's size bound (``max_bytes``) counts the namespace's cached copies only.
         """
-        opener: Callable[[str], MediaStore] | None = getattr(self.cache, 'namespace', None)
-        if opener is None:
+        if not capabilities_of(self.cache).namespaces:
             raise NamespaceUnsupportedError(f'{self._describe()} has a cache without namespaces')
+        cache: Any = self.cache
         return type(self)(
             inner_view,
-            cache=opener(name),
+            cache=cache.namespace(name),
             max_bytes=self.max_bytes,
             write=self.write,
             trust_seconds=self.trust_seconds,
@@ -459,9 +462,7 @@ class CachedMediaStore(WrapperMediaStore):
         try:
             await super()._aclose()
         finally:
-            close = getattr(self.cache, 'aclose', None)
-            if close is not None:
-                await close()
+            await close_store(self.cache)
 
     def __repr__(self) -> str:
         return f'CachedMediaStore({self.inner!r}, cache={self.cache!r})'

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
+from mediastash.stores.capabilities import capabilities_of
 
 __all__ = [
     'BlobCheck',
@@ -171,14 +172,14 @@ class CacheAwareMediaStore(Protocol):
     @property
     def deletion_generation(self) -> int: ...
 
-    async def exists_many(self, uris: Iterable[str]) -> frozenset[str]: ...
+    async def exists_many(self, uris: Iterable[str], *, max_concurrency: int = ...) -> frozenset[str]: ...
 
 
 async def exists_in(store: MediaStore, uris: Iterable[str], *, max_concurrency: int = 16) -> frozenset[str]:
     """The subset of ``uris`` stored in ``store``: its ``exists_many`` when it has one, else ``exists`` calls."""
-    batched = getattr(store, 'exists_many', None)
-    if batched is not None:
-        return frozenset(await batched(uris, max_concurrency=max_concurrency))
+    if capabilities_of(store).exists_many:
+        batched = cast(CacheAwareMediaStore, store)
+        return frozenset(await batched.exists_many(uris, max_concurrency=max_concurrency))
     wanted = list(dict.fromkeys(uris))
     gate = asyncio.Semaphore(max_concurrency)
 
@@ -198,7 +199,9 @@ class CollectableMediaStore(Protocol):
 
     async def delete_unless_touched(self, uris: Iterable[str], *, written_before: float) -> frozenset[str]: ...
 
-    async def touch_many(self, uris: Iterable[str], *, touch_after: float = ...) -> frozenset[str]: ...
+    async def touch_many(
+        self, uris: Iterable[str], *, touch_after: float = ..., max_concurrency: int = ...
+    ) -> frozenset[str]: ...
 
 
 @runtime_checkable
@@ -217,7 +220,7 @@ async def confirm_in(store: MediaStore, uris: Iterable[str], *, max_concurrency:
     """The subset of ``uris`` stored in ``store``, marking them as in use where the store keeps ages
     (``touch_many``); a plain existence check otherwise. What a writer calls before re-trusting a
     cached blob."""
-    touch = getattr(store, 'touch_many', None)
-    if touch is not None:
-        return frozenset(await touch(uris, max_concurrency=max_concurrency))
+    if capabilities_of(store).touch:
+        touching = cast(CollectableMediaStore, store)
+        return frozenset(await touching.touch_many(uris, max_concurrency=max_concurrency))
     return await exists_in(store, uris, max_concurrency=max_concurrency)

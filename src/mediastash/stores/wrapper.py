@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Mapping
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
 from mediastash.errors import NamespaceUnsupportedError
@@ -21,27 +21,30 @@ from mediastash.stores._namespaces import EraseReport, check_namespace_name
 from mediastash.stores._range import DigestRange, blobs_in_range
 from mediastash.stores._rules import StoreRules
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
-from mediastash.stores.protocols import (
-    BlobInfo,
-    BlobStat,
-    CollectableMediaStore,
-    DeletableMediaStore,
-    ListableMediaStore,
-    MediaStore,
-    StatableMediaStore,
-    StreamingMediaStore,
-    exists_in,
+from mediastash.stores.capabilities import (
+    StoreCapabilities,
+    capabilities_of,
+    close_store,
+    deletion_generation_of,
+    namespace_name_of,
+    public_url_lifetime_of,
+    switched_off,
+    unknown_media_type_reason_of,
 )
+from mediastash.stores.protocols import BlobInfo, BlobStat, MediaStore, exists_in
 
 __all__ = ['WrapperMediaStore']
 
-_OPTIONAL_METHODS = (
-    (CollectableMediaStore, ('iter_blobs', 'iter_blobs_in_range', 'delete_unless_touched')),
-    (DeletableMediaStore, ('delete', 'delete_many')),
-    (ListableMediaStore, ('iter_uris',)),
-    (StreamingMediaStore, ('put_stream', 'get_stream')),
-    (StatableMediaStore, ('stat',)),
+_FORWARDED: Final = (
+    ('blob_listing', ('iter_blobs', 'iter_blobs_in_range')),
+    ('guarded_deletes', ('delete_unless_touched',)),
+    ('deletes', ('delete', 'delete_many')),
+    ('listing', ('iter_uris',)),
+    ('stream_writes', ('put_stream',)),
+    ('stream_reads', ('get_stream',)),
+    ('stat', ('stat',)),
 )
+"""The optional methods a wrapper forwards, by the capability of the wrapped store that they need."""
 
 
 _ORIGIN = '_wrapper_origin'
@@ -75,19 +78,38 @@ class WrapperMediaStore(StoreRules):
 
     def __init__(self, inner: MediaStore) -> None:
         self.inner = inner
-        missing = tuple(
-            name for protocol, names in _OPTIONAL_METHODS if not isinstance(inner, protocol) for name in names
-        )
+        wrapped = capabilities_of(inner)
+        self.capabilities = switched_off(self._capabilities_over(wrapped), type(self))
+        """What this wrapper can do: its wrapped store's capabilities (see ``capabilities_of``)."""
+        missing = tuple(name for flag, names in _FORWARDED if not getattr(wrapped, flag) for name in names)
         if missing:
             # Protocols look at the class before the instance: switch to a variant of this
             # class with the missing methods set to None, which is how a protocol is told "absent".
             object.__setattr__(self, '__class__', _without(type(self), missing))
 
+    def _capabilities_over(self, wrapped: StoreCapabilities) -> StoreCapabilities:
+        """This wrapper's capabilities given the wrapped store's; a subclass that adds or drops one overrides it."""
+        return StoreCapabilities(
+            listing=wrapped.listing,
+            deletes=wrapped.deletes,
+            stream_writes=wrapped.stream_writes,
+            stream_reads=wrapped.stream_reads,
+            blob_listing=wrapped.blob_listing,
+            ranged_listing=wrapped.blob_listing,  # the wrapped store's own, or its listing filtered
+            guarded_deletes=wrapped.guarded_deletes,
+            touch=True,  # the wrapped store's touch_many, or its existence check
+            exists_many=True,
+            stat=wrapped.stat,
+            namespaces=wrapped.namespaces,
+            erase=wrapped.erase,
+            verifies_reads=wrapped.verifies_reads,
+        )
+
     # -- what the walks use beyond MediaStore -----------------------------------------
 
     @property
     def verifies_reads(self) -> bool:
-        return bool(getattr(self.inner, 'verifies_reads', False))
+        return self.capabilities.verifies_reads
 
     @property
     def storage_key(self) -> Hashable:
@@ -95,18 +117,16 @@ class WrapperMediaStore(StoreRules):
 
     @property
     def public_url_lifetime(self) -> float | None:
-        lifetime = getattr(self.inner, 'public_url_lifetime', None)
-        return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
+        return public_url_lifetime_of(self.inner)
 
     @property
     def deletion_generation(self) -> object:
-        return getattr(self.inner, 'deletion_generation', None)
+        return deletion_generation_of(self.inner)
 
     @property
     def unknown_media_type_reason(self) -> str:
         """The wrapped store's reason (see ``BaseMediaStore.unknown_media_type_reason``)."""
-        reason = getattr(self.inner, 'unknown_media_type_reason', None)
-        return reason if isinstance(reason, str) else f'{self.inner!r} does not record media types'
+        return unknown_media_type_reason_of(self.inner)
 
     async def touch_many(
         self,
@@ -116,10 +136,10 @@ class WrapperMediaStore(StoreRules):
         max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
     ) -> frozenset[str]:
         wanted = list(self._open_digests(uris).values())
-        touch = getattr(self.inner, 'touch_many', None)
-        if touch is None:
+        if not capabilities_of(self.inner).touch:
             return await exists_in(self.inner, wanted, max_concurrency=max_concurrency)
-        return frozenset(await touch(wanted, touch_after=touch_after, max_concurrency=max_concurrency))
+        inner: Any = self.inner
+        return frozenset(await inner.touch_many(wanted, touch_after=touch_after, max_concurrency=max_concurrency))
 
     def iter_blobs(self) -> AsyncIterator[BlobInfo]:
         self._check_open()
@@ -146,13 +166,12 @@ class WrapperMediaStore(StoreRules):
     @property
     def supports_namespaces(self) -> bool:
         """The wrapped store's (see ``BaseMediaStore.supports_namespaces``)."""
-        return bool(getattr(self.inner, 'supports_namespaces', False))
+        return self.capabilities.namespaces
 
     @property
     def namespace_name(self) -> str | None:
         """The wrapped store's namespace; ``None`` for a store that is not a namespace view."""
-        name = getattr(self.inner, 'namespace_name', None)
-        return name if isinstance(name, str) else None
+        return namespace_name_of(self.inner)
 
     def namespace(self, name: str) -> Self:
         """This wrapper around ``inner.namespace(name)`` (see ``BaseMediaStore.namespace``).
@@ -161,10 +180,10 @@ class WrapperMediaStore(StoreRules):
         """
         check_namespace_name(name)
         self._check_open()
-        opener: Callable[[str], Any] | None = getattr(self.inner, 'namespace', None)
-        if opener is None:
+        if not capabilities_of(self.inner).namespaces:
             raise NamespaceUnsupportedError(f'{self._describe()} wraps a store without namespaces')
-        view = self._rewrap(opener(name), name)
+        inner: Any = self.inner
+        view = self._rewrap(inner.namespace(name), name)
         view._namespace_parent = self
         return view
 
@@ -178,11 +197,11 @@ class WrapperMediaStore(StoreRules):
     ) -> EraseReport:
         """The wrapped view's ``erase`` (see ``BaseMediaStore.erase``)."""
         self._check_open()
-        erase: Any = getattr(self.inner, 'erase', None)
-        if erase is None:
+        if not capabilities_of(self.inner).erase:
             raise NamespaceUnsupportedError(f'{self._describe()} wraps a store that cannot erase')
         extra = {'exclusive': True} if exclusive else {}  # a wrapped store of before ``exclusive`` still erases
-        report: EraseReport = await erase(progress=progress, **extra)
+        inner: Any = self.inner
+        report: EraseReport = await inner.erase(progress=progress, **extra)
         return report
 
     # -- MediaStore ---------------------------------------------------------------------
@@ -246,9 +265,7 @@ class WrapperMediaStore(StoreRules):
 
     async def _aclose(self) -> None:
         """Close the wrapped store (when it can be closed)."""
-        close = getattr(self.inner, 'aclose', None)
-        if close is not None:
-            await close()
+        await close_store(self.inner)
 
     def _describe(self) -> str:
         return repr(self)

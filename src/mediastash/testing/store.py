@@ -71,6 +71,14 @@ from mediastash.markers import URI_KEY
 from mediastash.stores import DeletableMediaStore, ListableMediaStore, StreamingMediaStore
 from mediastash.stores._range import DigestRange, blobs_in_range
 from mediastash.stores.base import TOUCH_AFTER_SECONDS, VERIFY_ON_PUT_BYTES, BlobInfo
+from mediastash.stores.capabilities import (
+    CAPABILITY_METHODS,
+    capabilities_of,
+    close_store,
+    media_type_of,
+    namespace_name_of,
+    storage_key_or_none,
+)
 from mediastash.stores.protocols import (
     BlobStat,
     CollectableMediaStore,
@@ -238,9 +246,7 @@ class StoreTests:
 
     async def close_store(self, store: Any) -> None:
         """Release a store made by ``make_store`` or ``reopen_store`` (default: ``aclose`` when it has one)."""
-        aclose = getattr(store, 'aclose', None)
-        if aclose is not None:
-            await aclose()
+        await close_store(store)
 
     # -- fixtures ----------------------------------------------------------------------
 
@@ -448,7 +454,7 @@ class StoreTests:
             'get_metadata': lambda: store.get_metadata(uri),
             'public_url': lambda: store.public_url(uri),
         }
-        if getattr(store, 'exists_many', None) is not None:
+        if capabilities_of(store).exists_many:
             calls['exists_many'] = lambda: store.exists_many([uri])
         if _has(store, DeletableMediaStore):
             calls['delete'] = lambda: store.delete(uri)
@@ -491,7 +497,7 @@ class StoreTests:
 
     async def test_storage_key_is_hashable_and_stable(self, store_factory: StoreFactory) -> None:
         store = await store_factory()
-        if getattr(store, 'storage_key', None) is None:
+        if storage_key_or_none(store) is None:
             pytest.skip(f'{type(store).__name__} has no storage_key (the walks give it a private known-blob cache)')
         key = store.storage_key
         assert {key: 'usable as a dict key'}[key]
@@ -973,9 +979,9 @@ class StoreTests:
         assert written_at is not None and written_at >= now - self.written_at_resolution - 1
 
     async def test_touch_many_reports_what_is_stored(self, store: Any) -> None:
-        touch_many = getattr(store, 'touch_many', None)
-        if touch_many is None:
+        if not capabilities_of(store).touch:
             pytest.skip(f'{type(store).__name__} has no touch_many')
+        touch_many = store.touch_many
         first, second = await store.put(b'touched 1'), await store.put(b'touched 2')
         assert await touch_many([first, second, MISSING_URI, first]) == {first, second}
         assert await touch_many([]) == frozenset()
@@ -1188,11 +1194,79 @@ class StoreTests:
         are skipped."""
         return None
 
+    # -- declared capabilities ------------------------------------------------------------
+
+    async def test_declared_capabilities_have_their_methods(self, store: Any) -> None:
+        """Each declared capability's methods are there; an undeclared one's are absent (``None`` on the base)."""
+        declared = capabilities_of(store)
+        name = type(store).__name__
+        for flag, methods in CAPABILITY_METHODS.items():
+            for method in methods:
+                found = _method(store, method)
+                if getattr(declared, flag):
+                    assert found is not None, f'{name} declares {flag} but has no {method}'
+                elif flag == 'namespaces' and found is not None:
+                    with pytest.raises(NamespaceUnsupportedError):
+                        found('undeclared')
+                elif flag != 'erase':  # every base store has erase(); it refuses unless on a view
+                    assert found is None, f'{name} has {method} but does not declare {flag}'
+        assert declared.deletes == _has(store, DeletableMediaStore)
+        assert declared.listing == _has(store, ListableMediaStore)
+        assert declared.streaming == _has(store, StreamingMediaStore)
+        assert declared.stat == _has(store, StatableMediaStore)
+        assert declared.collection == _has(store, CollectableMediaStore)
+
+    async def test_declared_capabilities_work(self, store: Any) -> None:
+        """What each declared capability promises holds for a blob just put (deletion last)."""
+        declared = capabilities_of(store)
+        data = blob(3000, seed=73)
+        uri = await store.put(data, context=MediaContext(media_type='text/plain'))
+        if declared.listing:
+            assert uri in await collect(store.iter_uris()), 'iter_uris must list what was put'
+        if declared.blob_listing:
+            assert uri in {info.uri async for info in store.iter_blobs()}, 'iter_blobs must list it'
+        if declared.ranged_listing:
+            whole = {info.uri async for info in store.iter_blobs_in_range(DigestRange.shard(0, 1))}
+            assert uri in whole, 'iter_blobs_in_range must list it'
+        if declared.exists_many:
+            assert await store.exists_many([uri, MISSING_URI]) == {uri}
+        if declared.touch:
+            assert await store.touch_many([uri, MISSING_URI]) == {uri}
+        if declared.stat:
+            assert (await store.stat(uri)).size == len(data)
+        if declared.check:
+            assert (await store.check_blob(uri)).size == len(data)
+        if declared.stream_reads:
+            assert b''.join(await collect(store.get_stream(uri, chunk_size=1000))) == data
+        if declared.stream_writes:
+            streamed = blob(2500, seed=74)
+            assert await store.put_stream(chunked(streamed, 700)) == media_uri_for(streamed)
+            assert await store.get(media_uri_for(streamed)) == streamed
+        if declared.media_types:
+            assert await media_type_of(store, uri) in {'text/plain', None}
+        if declared.require_storage:
+            await store.require_storage()
+        if declared.temp_sweep:
+            await store.sweep_temp_files()
+        if declared.guarded_deletes:
+            assert await store.delete_unless_touched([uri], written_before=0.0) == frozenset()
+            assert await store.exists(uri), 'a blob written after written_before must stay'
+        if declared.namespaces:
+            view = store.namespace('capabilities-check')
+            inside = await view.put(b'only in the view')
+            assert not await store.exists(inside)
+            if declared.erase:
+                await view.erase()
+                assert not await view.exists(inside)
+        if declared.deletes:
+            assert await store.delete(uri) is True
+            assert not await store.exists(uri)
+
     # -- tenant namespaces ----------------------------------------------------------------
 
     def _namespaced(self, store: Any) -> Any:
         """``store`` when it is expected to have namespaces (``has_namespaces``); otherwise skip the test."""
-        declared = bool(getattr(store, 'supports_namespaces', False))
+        declared = capabilities_of(store).namespaces
         expected = declared if self.has_namespaces is None else self.has_namespaces
         if not expected:
             pytest.skip(f'{type(store).__name__} has no namespaces')
@@ -1200,16 +1274,15 @@ class StoreTests:
         return store
 
     async def test_namespace_support_is_declared(self, store: Any) -> None:
-        declared = bool(getattr(store, 'supports_namespaces', False))
+        declared = capabilities_of(store).namespaces
         expected = declared if self.has_namespaces is None else self.has_namespaces
         assert declared == expected, f'{type(store).__name__}.supports_namespaces must be {expected}'
-        opener = getattr(store, 'namespace', None)
         if not expected:
-            if opener is not None:
+            if _method(store, 'namespace') is not None:
                 with pytest.raises(NamespaceUnsupportedError):
-                    opener('tenant-a')
+                    store.namespace('tenant-a')
             return
-        assert getattr(store, 'namespace_name', None) is None
+        assert namespace_name_of(store) is None
         view = store.namespace('tenant-a')
         assert type(view) is type(store), 'a view is a store of the same type'
         assert view.namespace_name == 'tenant-a'
@@ -1235,7 +1308,7 @@ class StoreTests:
                 await view.get(missing)
             with pytest.raises(MediaNotFoundError):
                 await view.get_metadata(missing)
-            if getattr(view, 'exists_many', None) is not None:
+            if capabilities_of(view).exists_many:
                 assert await view.exists_many([missing]) == frozenset()
             if _has(view, StatableMediaStore):
                 with pytest.raises(MediaNotFoundError):
@@ -1298,7 +1371,7 @@ class StoreTests:
 
     async def test_namespace_storage_keys_differ(self, store: Any) -> None:
         store = self._namespaced(store)
-        if getattr(store, 'storage_key', None) is None:
+        if storage_key_or_none(store) is None:
             pytest.skip(f'{type(store).__name__} has no storage_key')
         first, second = store.namespace('tenant-a'), store.namespace('tenant-b')
         keys = {store.storage_key, first.storage_key, second.storage_key}
@@ -1439,6 +1512,12 @@ async def _written_at(store: Any, uri: str) -> float | None:
     found: list[float | None] = [info.written_at for info in await _blobs(store) if info.uri == uri]
     assert len(found) == 1, f'{uri} listed {len(found)} times'
     return found[0]
+
+
+def _method(store: Any, name: str) -> Any:
+    """``store``'s method ``name``, or ``None`` when it has none (what the declaration check compares against)."""
+    found = getattr(store, name, None)
+    return found if callable(found) else None
 
 
 def _has(store: Any, capability: type) -> bool:

@@ -33,6 +33,14 @@ __all__ = ['PlugMediaStore']
 class PlugMediaStore(BaseMediaStore):
     """Blobs as files in one folder; listing, deleting, garbage collection and namespaces (sub-folders)."""
 
+    # What it can do, declared (each follows from the primitive below anyway; a declaration without its
+    # primitive fails when the class is created, naming the primitive to write).
+    supports_listing = True  # _list_digests
+    supports_deletes = True  # _delete
+    supports_blob_listing = True  # _list_blobs
+    supports_guarded_deletes = True  # _delete_unless_touched
+    supports_namespaces = True  # _open_namespace
+
     def __init__(self, folder: str | os.PathLike[str], *, public_url: PublicUrlResolver | None = None) -> None:
         super().__init__(public_url=public_url)
         self.folder = Path(folder)
