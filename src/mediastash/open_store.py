@@ -21,6 +21,7 @@ from mediastash.stores._plan import StorePlan
 from mediastash.stores._url import SCHEME
 from mediastash.stores.base import BaseMediaStore, owning_view
 from mediastash.stores.cached import CachedMediaStore, WriteMode
+from mediastash.stores.capabilities import capabilities_of, class_capabilities, url_planner_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.stores.registry import available_schemes, known_forms, scheme_form, store_class
 
@@ -95,7 +96,7 @@ def _check_namespaces(url: str | os.PathLike[str], name: str | None) -> None:
         return
     match = SCHEME.match(url) if isinstance(url, str) else None
     cls = store_class('file' if match is None else match.group(1))
-    if not getattr(cls, 'supports_namespaces', False):
+    if not class_capabilities(cls).namespaces:
         raise NamespaceUnsupportedError(f'{cls.__name__} has no namespaces; nothing was opened')
 
 
@@ -137,7 +138,7 @@ def _backend_plan(
     A subclass that overrides only ``from_url`` gets its ``from_url`` (its
     parent's ``plan_from_url`` does not know about the override).
     """
-    planner = getattr(store, 'plan_from_url', None)
+    planner = url_planner_of(store)
     if planner is not None and _defined_in(store, 'from_url') in _defined_in(store, 'plan_from_url').__mro__:
         plan: StorePlan[BaseMediaStore] = planner(url, create=create, **overrides)
         return plan
@@ -184,7 +185,7 @@ def open_cached_store(
             raise InvalidStoreConfiguration('the cache URL takes no namespace= (the cache follows namespace=)')
         _check_namespaces(cache, name)
         cache_plan = _namespaced(_plan(cache, True, {}), name)
-    elif name is not None and getattr(cache, 'namespace', None) is None:
+    elif name is not None and not capabilities_of(cache).namespaces:
         raise NamespaceUnsupportedError(f'the cache {type(cache).__name__} has no namespaces; nothing was opened')
 
     def build() -> CachedMediaStore:

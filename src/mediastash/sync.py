@@ -10,7 +10,6 @@ larger than memory copies in constant memory.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -23,6 +22,7 @@ from mediastash._digest_set import DigestSet
 from mediastash.context import MediaContext
 from mediastash.errors import EmptySourceError, InvalidArgumentError, MediaStashError
 from mediastash.stores._range import DigestRange, blobs_in_range
+from mediastash.stores.capabilities import media_type_of as recorded_media_type
 from mediastash.stores.protocols import (
     CollectableMediaStore,
     ListableMediaStore,
@@ -204,13 +204,7 @@ async def media_type_of(store: MediaStore, uri: str) -> str | None:
     ``media_type_of`` (sync or async) for a store without ``stat``; ``None`` when neither is there."""
     if isinstance(store, StatableMediaStore):
         return (await store.stat(uri)).media_type
-    method = getattr(store, 'media_type_of', None)
-    if method is None:
-        return None
-    value = method(uri)
-    if inspect.isawaitable(value):
-        value = await value
-    return value if isinstance(value, str) else None
+    return await recorded_media_type(store, uri)
 
 
 async def _copy_one(source: MediaStore, destination: MediaStore, uri: str, verify: bool) -> int:

@@ -25,6 +25,7 @@ from mediastash.cli._output import check_output, write_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import MediaNotFoundError
 from mediastash.stores.base import BaseMediaStore
+from mediastash.stores.capabilities import require_storage, sweep_temp_files, unknown_media_type_reason_of
 from mediastash.stores.protocols import (
     BlobStat,
     CollectableMediaStore,
@@ -154,9 +155,8 @@ async def _opened(url: str, *, create: bool, namespace: str | None = None) -> As
     from mediastash.open_store import open_store
 
     async with open_store(url, create=create, namespace=namespace) as store:
-        require = getattr(store, 'require_storage', None)
-        if not create and require is not None:
-            await require()  # e.g. a SQLite file without the store's table: refused, nothing created
+        if not create:
+            await require_storage(store)  # e.g. a SQLite file without the store's table: refused, nothing created
         yield store
 
 
@@ -211,10 +211,7 @@ async def _stat_all(store: MediaStore, uris: list[str], ui: Ui) -> _Measured:
 
         await for_each(uris, _LOOKUP_JOBS, one)
     in_order = {uri: found[uri] for uri in uris if uri in found}
-    reason = getattr(store, 'unknown_media_type_reason', None)
-    if not isinstance(reason, str):
-        reason = f'{store!r} does not record media types'
-    return _Measured(in_order, sorted(vanished), reason)
+    return _Measured(in_order, sorted(vanished), unknown_media_type_reason_of(store))
 
 
 # -- stats -----------------------------------------------------------------------------------
@@ -356,9 +353,7 @@ async def _sweep_leftovers(store: MediaStore) -> None:
     Only ``verify --repair`` does this among the store commands: the read-only
     ones (``ls``, ``stats``, ``verify``) change nothing.
     """
-    sweep = getattr(store, 'sweep_temp_files', None)
-    if sweep is not None:
-        await sweep()
+    await sweep_temp_files(store)
 
 
 # -- ls --------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from mediastash.gc._report import GcReport
 from mediastash.gc._roots import Root, as_root
 from mediastash.gc._sweep import GcProgress, Sweeper, Tally, UriLog
 from mediastash.stores._range import DigestRange, blobs_in_range
+from mediastash.stores.capabilities import capabilities_of, sweep_temp_files
 from mediastash.stores.protocols import BlobInfo
 from mediastash.uri import MEDIA_URI_SCHEME
 
@@ -179,10 +180,11 @@ def _grace_seconds(grace: timedelta | float) -> float:
 
 
 def _check_store(store: Any, *, dry_run: bool, include_unknown_age: bool) -> None:
-    needed = ['iter_blobs', 'delete_unless_touched']
+    declared = capabilities_of(store)
+    needed = {'iter_blobs': declared.blob_listing, 'delete_unless_touched': declared.guarded_deletes}
     if include_unknown_age and not dry_run:
-        needed.append('delete_many')
-    missing = [name for name in needed if not callable(getattr(store, name, None))]
+        needed['delete_many'] = declared.deletes
+    missing = [name for name, present in needed.items() if not present]
     if missing:
         raise StoreNotCollectable(
             f'{store!r} cannot be garbage-collected: it lacks {", ".join(missing)} '
@@ -198,6 +200,4 @@ async def _sweep_leftovers(store: Any) -> None:
     never does. The store's own ``sweep_temp_files`` and its default age
     decide what is old enough (a live writer's file never is).
     """
-    sweep = getattr(store, 'sweep_temp_files', None)
-    if callable(sweep):
-        await sweep()
+    await sweep_temp_files(store)

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from mediastash.errors import UnvouchedEnvelopeError
 from mediastash.reference_keys import ReferenceKey, SealCheck
+from mediastash.stores.capabilities import namespace_name_of
 from mediastash.uri import MEDIA_URI_SCHEME
 
 __all__ = ['SEAL_KEY', 'check_envelope', 'named_digests', 'refuse_unvouched', 'seal_envelope', 'store_namespace']
@@ -52,8 +53,7 @@ def store_namespace(media_store: object) -> str | None:
 
     (Here rather than ``_references`` so integrations without pydantic-ai import it.)
     """
-    name = getattr(media_store, 'namespace_name', None)
-    return name if isinstance(name, str) else None
+    return namespace_name_of(media_store)
 
 
 def seal_envelope(key: ReferenceKey, named: Any, namespace: str | None) -> str:

@@ -10,7 +10,7 @@ simply be run again.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -107,9 +107,8 @@ async def erase_all(
                 if len(batch) >= ERASE_BATCH:
                     break
         finally:
-            close = getattr(listing, 'aclose', None)
-            if close is not None:
-                await close()
+            if isinstance(listing, AsyncGenerator):  # what every store's listing is: closed, not left to GC
+                await listing.aclose()
         if not batch:
             return EraseReport(namespace, count, size)
         if unremoved & batch.keys():

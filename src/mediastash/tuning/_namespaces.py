@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from mediastash.errors import NamespaceCleanupError, NamespaceUnsupportedError, StoreNotFoundError
 from mediastash.known_blobs import storage_key_of
+from mediastash.stores.capabilities import capabilities_of
 from mediastash.stores.protocols import ListableMediaStore, MediaStore
 from mediastash.uri import media_uri_for
 
@@ -115,7 +116,7 @@ class StoreNamespaces:
     def __init__(self, store: MediaStore, *, journal: Path | None = None, record_runs: bool = True) -> None:
         self.name = f'{SCRATCH_PREFIX}{secrets.token_hex(6)}'
         """The run's scratch namespace."""
-        if getattr(store, 'supports_namespaces', False) is not True:  # a plug-in may not derive from the base
+        if not capabilities_of(store).namespaces:  # a plug-in may not derive from the base
             raise NamespaceUnsupportedError(
                 f'tune measures in a namespace of the store (store.namespace(name), which replaced '
                 f'scratch_namespace()); {type(store).__name__} has no namespaces: a backend gets them by '

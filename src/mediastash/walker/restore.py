@@ -41,6 +41,7 @@ from mediastash.markers import (
     marker_stash,
 )
 from mediastash.stores._blob import check_digest
+from mediastash.stores.capabilities import capabilities_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.uri import is_media_uri
 from mediastash.walker._batch import urlsafe_alphabet_used
@@ -362,7 +363,7 @@ async def restore_collecting(
         raise with_path(error.error, tree, error.node) from None
     slots: list[tuple[dict[str, Any], str]] = []
     if walker.wanted:
-        verify = not getattr(media_store, 'verifies_reads', False)
+        verify = not capabilities_of(media_store).verifies_reads
         try:
             await run_all(
                 _fetch(wanted, media_store, verify, cache, gate, raw_binary) for wanted in walker.wanted.values()

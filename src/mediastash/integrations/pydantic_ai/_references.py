@@ -36,6 +36,7 @@ from mediastash.integrations.pydantic_ai._model_kinds import MediaKind, kind_of_
 from mediastash.integrations.pydantic_ai._typed_walk import binary_marker, known_urlsafe, read_blobs, urlsafe_of
 from mediastash.markers import MARKER_KEY, URI_KEY, URLSAFE_KEY, URLSAFE_STAMP, marker_shape
 from mediastash.reference_keys import ReferenceKey, SealCheck
+from mediastash.stores.capabilities import namespace_name_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri
 from mediastash.walker import WalkOptions
@@ -100,8 +101,7 @@ def split_reference_url(url: object) -> tuple[str, str | None] | None:
 
 def namespace_of(media_store: MediaStore) -> str | None:
     """The namespace a store (or a store's namespace view) is confined to; ``None`` for the whole store."""
-    name = getattr(media_store, 'namespace_name', None)
-    return name if isinstance(name, str) else None
+    return namespace_name_of(media_store)
 
 
 def reference_check(url: str, key: ReferenceKey, namespace: str | None) -> SealCheck:

@@ -55,6 +55,7 @@ from mediastash.integrations.pydantic_ai._typed_walk import TypedBinaries, read_
 from mediastash.integrations.pydantic_ai.provider_files import ProviderFiles, UploadRegistry, streaming_request
 from mediastash.known_blobs import fingerprint_bytes
 from mediastash.reference_keys import ReferenceKey, reference_key_of
+from mediastash.stores.capabilities import public_url_lifetime_of
 from mediastash.stores.protocols import MediaStore
 from mediastash.walker import WalkOptions
 from mediastash.walker.internal import WalkKeywords, WalkSettings, options_from_keywords
@@ -272,8 +273,7 @@ class MediaUrlSwapper(WalkSettings):
     def url_lifetime(self) -> float | None:
         """Seconds a URL stays valid (``None``: never expires)."""
         if self._url_lifetime == 'store':
-            lifetime = getattr(self.media_store, 'public_url_lifetime', None)
-            return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
+            return public_url_lifetime_of(self.media_store)
         return self._url_lifetime
 
     def issued_url(self, uri: str, media_type: str) -> str | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from mediastash.integrations.pydantic_ai._model_kinds import MediaKind
+from mediastash.stores.capabilities import wrapped_store_of
 from mediastash.stores.protocols import S3AddressableMediaStore
 
 __all__ = ['FILE_GONE_STATUSES', 'GEMINI_FILE_LIFETIME', 'Target', 'Uploader', 'target_for']
@@ -165,7 +166,7 @@ def _s3_store_of(store: Any) -> S3AddressableMediaStore | None:
     for _ in range(8):
         if isinstance(store, S3AddressableMediaStore):
             return store
-        store = getattr(store, 'inner', None)
+        store = wrapped_store_of(store)
         if store is None:
             return None
     return None
