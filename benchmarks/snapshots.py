@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import gc
 import json
+import marshal
 import random
 import shutil
 import statistics
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import pydantic_core
 from pydantic_ai.messages import (
     BinaryImage,
     ModelMessage,
@@ -440,10 +442,32 @@ async def own_cost_profile(steps_count: int) -> None:
     pstats.Stats(profile, stream=sys.stdout).sort_stats('tottime').print_stats(15)
 
 
+def own_cost_floor(steps: list[list[ModelMessage]]) -> tuple[float, float]:
+    """What any exact offloading wrapper pays on the series beyond the media store's ``put``, timed here alone:
+    one compact JSON of each new structured tool output (the payload's bytes), and, at every save, one exact
+    reading (``marshal``, the fastest measured) of every earlier output, to know it was not changed in place."""
+    outputs: list[list[Any] | dict[str, Any]] = []
+    json_seconds = read_seconds = 0.0
+    for added in steps:
+        for message in added:
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart) and type(part.content) in (list, dict):
+                    start = time.perf_counter()
+                    pydantic_core.to_json(part.content)
+                    json_seconds += time.perf_counter() - start
+                    outputs.append(part.content)
+        start = time.perf_counter()
+        for output in outputs:  # the new ones too: the state the next save compares with
+            marshal.dumps(output, 4)
+        read_seconds += time.perf_counter() - start
+    return json_seconds, read_seconds
+
+
 async def own_cost_case(steps_count: int, repeats: int, image_mib: float, anchor: bool) -> None:
     """The wrapper's own cost on a save: ``OffloadingStepStore.save_snapshot`` time outside the inner store's,
-    against the inner store's time in the wrapper and (``anchor``) against the harness's FileStepStore with its
-    own DiskMediaStore saving the same history alone (row (S1) / (1))."""
+    against the inner store's time in the wrapper, against the floor any exact wrapper pays (the media store's
+    ``put`` and ``own_cost_floor``, timed in the same round) and (``anchor``) against the harness's FileStepStore
+    with its own DiskMediaStore saving the same history alone (row (S1) / (1))."""
     series = {
         'structured outputs (S3)': build_structured_steps(steps_count),
         'images and logs (2)': build_steps(steps_count, image_mib),
@@ -451,30 +475,35 @@ async def own_cost_case(steps_count: int, repeats: int, image_mib: float, anchor
     print(f'{steps_count} steps per series; median of {repeats} rounds (each series once per round)')
     print(
         '| series | total save time (s) | inner store (s) | wrapper own (s) | own / inner '
-        '| of which media put (s) | own beyond media put / inner '
-        '| harness FileStepStore alone (s) | own / harness alone |'
+        '| of which media put (s) | floor: JSON of new outputs (s) | floor: exact re-read of outputs (s) '
+        '| floor / inner | own beyond floor / inner | harness FileStepStore alone (s) | own / harness alone |'
     )
-    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
-    runs: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in series}
+    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+    runs: dict[str, list[tuple[float, ...]]] = {name: [] for name in series}
     for round_index in range(repeats):
         for name, steps in series.items():
             total, inner, put = await own_cost_once(steps)
+            json_seconds, read_seconds = own_cost_floor(steps)
             alone = (await run_once(harness_file, steps)).seconds if anchor else float('nan')
-            runs[name].append((total, inner, put, alone))
+            runs[name].append((total, inner, put, json_seconds, read_seconds, alone))
             print(
                 f'  round {round_index + 1}: {name}: {total:.2f} s, inner {inner:.2f} s, media put {put:.2f} s, '
-                f'harness alone {alone:.2f} s',
+                f'floor JSON {json_seconds:.2f} s, floor re-read {read_seconds:.2f} s, harness alone {alone:.2f} s',
                 file=sys.stderr,
                 flush=True,
             )
     for name, measured in runs.items():
-        total, inner, put, alone = (statistics.median(run[i] for run in measured) for i in range(4))
-        own_inner = statistics.median((t - i) / i for t, i, _, _ in measured)
-        beyond = statistics.median((t - i - p) / i for t, i, p, _ in measured)
-        own_alone = statistics.median((t - i) / a for t, i, _, a in measured)
+        total, inner, put, json_seconds, read_seconds, alone = (
+            statistics.median(run[i] for run in measured) for i in range(6)
+        )
+        own_inner = statistics.median((t - i) / i for t, i, *_ in measured)
+        floor_inner = statistics.median((p + j + r) / i for _, i, p, j, r, _ in measured)
+        beyond = statistics.median((t - i - p - j - r) / i for t, i, p, j, r, _ in measured)
+        own_alone = statistics.median((t - i) / a for t, i, *_, a in measured)
         print(
             f'| {name} | {total:.2f} | {inner:.2f} | {total - inner:.2f} | {own_inner:.2f}x '
-            f'| {put:.2f} | {beyond:.2f}x | {alone:.2f} | {own_alone:.2f}x |'
+            f'| {put:.2f} | {json_seconds:.2f} | {read_seconds:.2f} | {floor_inner:.2f}x | {beyond:.2f}x '
+            f'| {alone:.2f} | {own_alone:.2f}x |'
         )
 
 

@@ -63,7 +63,7 @@ class LeanMemo:
         if state is None or entry is None or entry.message is not message or not entry.state.same_as(state):
             return None, state
         self._next[id(message)] = entry
-        return entry, state
+        return entry, entry.state  # the state just taken is dropped now: one copy of each output's form is held
 
     def remember(
         self,
