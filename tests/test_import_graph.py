@@ -296,13 +296,15 @@ FRAMEWORK_HOMES = {
 }
 """Each agent framework's top-level package, and the one integration subpackage that may import it."""
 
-FRAMEWORK_FREE_PACKAGES = ('mediastash.walker', 'mediastash.stores', 'mediastash.cli', 'mediastash.testing')
-"""Packages that must import no framework at all (with every module outside ``integrations``; see below)."""
-
-NOT_YET_FRAMEWORK_FREE = {
-    'mediastash.tuning._inputs': "tune reads pydantic-ai-harness step stores and their messages (issue 33's area)",
-}
-"""Core modules that still import a framework, each with the work that removes it; a test keeps this list exact."""
+FRAMEWORK_FREE_PACKAGES = (
+    'mediastash.walker',
+    'mediastash.stores',
+    'mediastash.cli',
+    'mediastash.testing',
+    'mediastash.tuning',
+)
+"""Packages that must import no framework at all (as every module outside ``integrations``; see below). ``tuning``
+was the last exception: its step-store reader is the pydantic-ai integration's (``_tune_inputs``), found by name."""
 
 
 @dataclass(frozen=True)
@@ -373,17 +375,21 @@ def test_the_reader_sees_framework_imports() -> None:
     ]
 
 
+def framework_imports_outside_the_integrations(found: Iterable[ExternalImport], when: str) -> list[str]:
+    """The framework imports (running ``when``) of modules outside ``mediastash.integrations``."""
+    return [
+        str(one)
+        for one in found
+        if one.package in FRAMEWORK_HOMES and one.when == when and not _inside(one.importer, INTEGRATIONS)
+    ]
+
+
 @pytest.mark.parametrize('when', ['module', 'function', 'typing'])
 def test_the_walker_and_the_core_import_no_framework(when: str) -> None:
     """Issue 30 item 2: nothing outside ``mediastash.integrations`` imports an agent framework, not even for typing
-    (``walker/`` above all: the typed pydantic-ai walk lives in ``integrations/pydantic_ai/``)."""
-    outside = [
-        str(found)
-        for found in FRAMEWORK_IMPORTS
-        if found.when == when
-        and not _inside(found.importer, INTEGRATIONS)
-        and found.importer not in NOT_YET_FRAMEWORK_FREE
-    ]
+    (``walker/`` above all: the typed pydantic-ai walk lives in ``integrations/pydantic_ai/``; ``tuning/``: the
+    step-store reader of ``tune`` lives there too). No module is exempt."""
+    outside = framework_imports_outside_the_integrations(FRAMEWORK_IMPORTS, when)
     assert not outside, '\n'.join(outside)
     in_free_packages = [
         str(found)
@@ -393,11 +399,35 @@ def test_the_walker_and_the_core_import_no_framework(when: str) -> None:
     assert not in_free_packages, '\n'.join(in_free_packages)
 
 
-def test_the_known_exceptions_are_still_needed() -> None:
-    """Each core module allowed a framework import still has one: an exception is dropped once its work is done."""
-    importing = {found.importer for found in FRAMEWORK_IMPORTS}
-    assert set(NOT_YET_FRAMEWORK_FREE) <= importing, sorted(set(NOT_YET_FRAMEWORK_FREE) - importing)
-    assert not any(_inside(name, package) for name in NOT_YET_FRAMEWORK_FREE for package in FRAMEWORK_FREE_PACKAGES)
+OLD_TUNING_INPUTS = """
+from mediastash.tuning._readers import read_with
+
+async def load_step_store(path, *, media_store=None):
+    try:
+        from pydantic_ai_harness.step_persistence import FileStepStore, SqliteStepStore
+
+        from mediastash.integrations import OffloadingStepStore
+    except ImportError:
+        raise HistoryInputError('needs pydantic-ai-harness') from None
+
+def _dumped(snapshot):
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+"""
+"""The imports ``tuning/_inputs.py`` had while it read step stores itself (issue 30's last exception)."""
+
+
+def test_the_framework_rule_catches_what_tuning_once_imported() -> None:
+    """Were ``tuning/_inputs.py`` to import the harness, pydantic-ai or an integration again, the checks would fail."""
+    name = 'mediastash.tuning._inputs'
+    found = external_imports(name, OLD_TUNING_INPUTS)
+    assert framework_imports_outside_the_integrations(found, 'function') == [
+        f'{name}:6 imports pydantic_ai_harness (function)',
+        f'{name}:13 imports pydantic_ai (function)',
+    ]
+    integration = [
+        imported for imported, _ in imported_names_in(name, OLD_TUNING_INPUTS, False) if _inside(imported, INTEGRATIONS)
+    ]
+    assert integration == ['mediastash.integrations']
 
 
 @pytest.mark.parametrize('when', ['module', 'function', 'typing'])
@@ -439,9 +469,14 @@ def imported_names(name: str) -> list[tuple[str, int]]:
     """Every module an ``import`` / ``from ... import`` of module ``name`` names, mediastash or not (with its line),
     wherever it sits (module level, a function, ``TYPE_CHECKING``)."""
     path, is_package = MODULES[name]
+    return imported_names_in(name, path.read_text(), is_package)
+
+
+def imported_names_in(name: str, source: str, is_package: bool) -> list[tuple[str, int]]:
+    """``imported_names`` of the module ``name`` whose text is ``source``."""
     package = name if is_package else name.rpartition('.')[0]
     found: list[tuple[str, int]] = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.extend((imported, node.lineno) for imported in _imported_names(node, package))
     return found
@@ -451,9 +486,15 @@ def _framework(module: str) -> bool:
     return module.partition('.')[0] in FRAMEWORKS
 
 
-@pytest.mark.parametrize('layer', [GC, ROOTS])
-def test_gc_and_the_roots_contract_import_no_integration_nor_framework(layer: str) -> None:
-    """gc reads roots through ``mediastash.roots``: an integration implements them, gc never names one."""
+TUNING = 'mediastash.tuning'
+HISTORY_INPUTS = 'mediastash._history_inputs'
+
+
+@pytest.mark.parametrize('layer', [GC, ROOTS, TUNING, HISTORY_INPUTS])
+def test_gc_tuning_and_their_contracts_import_no_integration_nor_framework(layer: str) -> None:
+    """gc reads roots through ``mediastash.roots``: an integration implements them, gc never names one. Likewise
+    ``tune`` reads a framework's store through a reader its integration implements (``tuning/_readers.py`` names the
+    built-in ones as ``module:attribute`` strings) and ``mediastash._history_inputs``, what both share."""
     found = [
         f'{name}:{line} -> {imported}'
         for name in MODULES

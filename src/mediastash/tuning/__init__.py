@@ -32,6 +32,7 @@ from mediastash.tuning._namespaces import (
     journal_folder,
 )
 from mediastash.tuning._plot import PlotError, check_plot_target, plot_sweep
+from mediastash.tuning._readers import HistoryRead, available_history_readers, register_history_reader
 from mediastash.tuning._results import (
     DYNAMODB_ITEM_LIMIT,
     KNOWN_LIMITS,
@@ -74,6 +75,7 @@ __all__ = [
     'STALE_AFTER',
     'History',
     'HistoryInputError',
+    'HistoryRead',
     'Limit',
     'MemoryNamespaces',
     'NamespaceCleanupError',
@@ -85,6 +87,7 @@ __all__ = [
     'ThresholdRow',
     'UrlNamespaces',
     'advice',
+    'available_history_readers',
     'check_plot_target',
     'count_snapshots',
     'format_bytes',
@@ -98,6 +101,7 @@ __all__ = [
     'persisted_size',
     'plot_sweep',
     'recommend',
+    'register_history_reader',
     'rule_text',
     'size_histogram',
     'snapshots_of',
