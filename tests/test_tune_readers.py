@@ -1,0 +1,198 @@
+"""``tune`` finds the reader of each input in a registry: tuning imports no framework (issue 30).
+
+``tests/plugin_tune/`` holds a package ``plugtune`` and its ``plugtune-0.1.dist-info``
+(``chat-log = plugtune`` in the ``mediastash.tune_inputs`` group), as an installed
+distribution would leave them; mediastash never names it. With that folder on
+``PYTHONPATH``, ``mediastash tune talk.chatlog`` must replay the chat log. The
+built-in reader of harness step stores lives in ``integrations/pydantic_ai/``;
+without pydantic-ai-harness a step store is refused naming the extra. This module
+runs on both stacks (the latest one has no harness: the refusal is real there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediastash import MemoryMediaStore
+from mediastash.errors import InvalidArgumentError
+from mediastash.stores.protocols import MediaStore
+from mediastash.tuning import (
+    History,
+    HistoryInputError,
+    _readers,
+    available_history_readers,
+    load_inputs,
+    load_step_store,
+    register_history_reader,
+)
+
+pytestmark = pytest.mark.pydantic_ai
+
+PLUGIN_PATH = Path(__file__).parent / 'plugin_tune'
+ROOT = Path(__file__).parent.parent
+FRAMEWORKS = ('pydantic_ai', 'pydantic_ai_harness', 'pydantic_ai_persistence', 'langgraph', 'langchain_core', 'agents')
+HARNESS_MODULES = (
+    'pydantic_ai_harness',
+    'mediastash.integrations.pydantic_ai._tune_inputs',
+    'mediastash.integrations.pydantic_ai.step_store',
+)
+
+
+def python(code_or_args: list[str], *, cwd: Path, plugins: bool = True) -> subprocess.CompletedProcess[str]:
+    paths = [*([str(PLUGIN_PATH)] if plugins else []), str(ROOT / 'src'), str(ROOT)]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(paths), 'COLUMNS': '200'}
+    env.pop('COVERAGE_PROCESS_START', None)
+    return subprocess.run(
+        [sys.executable, *code_or_args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry as shipped, restored after the test (registrations are process-wide)."""
+    monkeypatch.setattr(_readers, '_registered', dict(_readers._registered))
+
+
+def chat_log(path: Path, *lines: str) -> Path:
+    path.write_text(''.join(f'{line}\n' for line in lines), encoding='utf-8')
+    return path
+
+
+def test_a_plugin_reader_from_its_entry_point_feeds_tune(tmp_path: Path) -> None:
+    chat_log(tmp_path / 'talk.chatlog', 'user: ' + 'a' * 30_000, 'model: hello', 'user: thanks')
+    result = python(
+        ['-m', 'mediastash', 'tune', 'talk.chatlog', '--store', 'memory://', '--thresholds', '4KiB,64KiB', '--json'],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report['histories'] == [{'name': 'talk.chatlog (chat log)', 'messages': 3}]
+    blobs = {row['threshold_bytes']: row['blobs'] for row in report['rows']}
+    assert blobs == {4096: 1, 65536: 0}  # the 30,000-character prompt leaves the history at 4 KiB only
+
+    chat_log(tmp_path / 'bad.chatlog', 'someone: hi')
+    result = python(['-m', 'mediastash', 'tune', 'bad.chatlog', '--store', 'memory://'], cwd=tmp_path)
+    assert result.returncode != 0
+    assert 'bad.chatlog: a line that is not "user: TEXT" or "model: TEXT"' in result.stderr
+    assert 'Traceback' not in result.stderr
+
+    listed = python(['-c', 'from mediastash.tuning import available_history_readers as a; print(a())'], cwd=tmp_path)
+    assert listed.stdout.strip() == "['harness-steps', 'chat-log']"
+    without = python(['-m', 'mediastash', 'tune', 'talk.chatlog', '--store', 'memory://'], cwd=tmp_path, plugins=False)
+    assert 'talk.chatlog is not JSON' in without.stderr  # no reader claims it: read as a history file
+
+
+def test_reading_a_history_file_imports_no_framework(tmp_path: Path) -> None:
+    (tmp_path / 'history.json').write_text(
+        json.dumps([{'kind': 'request', 'parts': [{'part_kind': 'user-prompt', 'content': 'hi'}]}])
+    )
+    code = (
+        'import asyncio, sys\nfrom pathlib import Path\nfrom mediastash.tuning import load_inputs\n'
+        "(history,) = asyncio.run(load_inputs([Path('history.json')]))\n"
+        'print(history.messages[0]["parts"][0]["content"])\n'
+        f'print(sorted(m for m in sys.modules if m.split(".")[0] in {FRAMEWORKS!r} '
+        "or m.startswith('mediastash.integrations')))\n"
+    )
+    result = python(['-c', code], cwd=tmp_path, plugins=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ['hi', '[]']
+
+
+async def test_a_registered_reader_is_asked_before_the_history_file_reading(tmp_path: Path, registry: None) -> None:
+    seen: list[tuple[Path, MediaStore | None]] = []
+
+    async def read(path: Path, *, media_store: MediaStore | None) -> list[History]:
+        seen.append((path, media_store))
+        return [History(f'{path}#1', [{'kind': 'request', 'parts': []}]), History(f'{path}#2', [])]
+
+    register_history_reader('dot-runs', read, claims=lambda path: path.suffix == '.runs')
+    assert available_history_readers()[:2] == ['harness-steps', 'dot-runs']
+    store = MemoryMediaStore()
+    (tmp_path / 'a.runs').write_text('anything')
+    (tmp_path / 'b.json').write_text('[{"kind": "response", "parts": []}]')
+    histories = await load_inputs([tmp_path / 'a.runs', tmp_path / 'b.json'], media_store=store)
+    assert [history.name for history in histories] == [
+        f'{tmp_path}/a.runs#1',
+        f'{tmp_path}/a.runs#2',
+        str(tmp_path / 'b.json'),
+    ]
+    assert seen == [(tmp_path / 'a.runs', store)]
+
+
+async def test_a_reader_that_breaks_is_named_and_its_message_kept_out(tmp_path: Path, registry: None) -> None:
+    async def read(path: Path, *, media_store: MediaStore | None) -> list[History]:
+        raise RuntimeError('token=hunter2')
+
+    register_history_reader('broken', read, claims=lambda path: path.name == 'x.bin')
+    (tmp_path / 'x.bin').write_bytes(b'x')
+    with pytest.raises(HistoryInputError) as raised:
+        await load_inputs([tmp_path / 'x.bin'])
+    assert 'the tune input reader broken (registered) failed on' in str(raised.value)
+    assert 'RuntimeError' in str(raised.value) and 'hunter2' not in str(raised.value)
+
+    def claims(path: Path) -> bool:
+        raise OSError('token=hunter2')
+
+    register_history_reader('broken', read, claims=claims)
+    with pytest.raises(HistoryInputError, match='reader broken') as raised:
+        await load_inputs([tmp_path / 'x.bin'])
+    assert 'hunter2' not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ('arguments', 'named'),
+    [
+        (('Bad Kind', 'm:f'), 'kind'),
+        (('ok-kind', 'no colon'), 'read'),
+        (('ok-kind', 42), 'read'),
+    ],
+)
+def test_register_refuses_bad_arguments_by_name(arguments: tuple[Any, Any], named: str, registry: None) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf'^{named}') as raised:
+        register_history_reader(*arguments, claims=bool)
+    assert 'no colon' not in str(raised.value) and 'Bad Kind' not in str(raised.value)
+    with pytest.raises(InvalidArgumentError, match=r'^claims'):
+        register_history_reader('ok-kind', 'm:f', claims='yes')  # type: ignore[arg-type]
+    assert 'ok-kind' not in available_history_readers()
+
+
+def harness_step_stores(folder: Path) -> list[Path]:
+    """A ``FileStepStore`` folder and a ``SqliteStepStore`` database as the classifier sees them (no harness)."""
+    runs = folder / 'runs'
+    (runs / 'r1').mkdir(parents=True)
+    (runs / 'r1' / 'run.json').write_text('{}')
+    database = folder / 'steps.db'
+    with sqlite3.connect(database) as connection:
+        connection.execute('CREATE TABLE snapshots (run_id TEXT, data TEXT)')
+    connection.close()
+    return [runs, database]
+
+
+@pytest.fixture
+def no_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pydantic-ai-harness as not installed (on the latest stack it is not; on the harness stack it is hidden)."""
+    for name in HARNESS_MODULES:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(sys.modules, 'pydantic_ai_harness', None)
+    built_in = _readers._registered[_readers.HARNESS_STEPS]
+    monkeypatch.setattr(built_in, 'read', 'mediastash.integrations.pydantic_ai._tune_inputs:read_step_store')
+
+
+@pytest.mark.parametrize('form', [0, 1], ids=['folder', 'sqlite'])
+async def test_a_step_store_without_the_harness_names_the_extra(form: int, tmp_path: Path, no_harness: None) -> None:
+    path = harness_step_stores(tmp_path)[form]
+    expected = f'reading the step store {path} needs pydantic-ai-harness: pip install "mediastash[harness]"'
+    with pytest.raises(HistoryInputError) as raised:
+        await load_inputs([path])
+    assert str(raised.value) == expected
+    with pytest.raises(HistoryInputError) as raised:
+        await load_step_store(path)
+    assert str(raised.value) == expected
