@@ -179,7 +179,7 @@ def harness_step_stores(folder: Path) -> list[Path]:
 @pytest.fixture
 def no_harness(monkeypatch: pytest.MonkeyPatch) -> None:
     """pydantic-ai-harness as not installed (on the latest stack it is not; on the harness stack it is hidden)."""
-    for name in HARNESS_MODULES:
+    for name in [*HARNESS_MODULES, *(name for name in sys.modules if name.startswith('pydantic_ai_harness.'))]:
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setitem(sys.modules, 'pydantic_ai_harness', None)
     built_in = _readers._registered[_readers.HARNESS_STEPS]
