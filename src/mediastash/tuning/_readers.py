@@ -25,7 +25,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from mediastash._history_inputs import History, HistoryInputError, step_store_kind
 from mediastash._plugins import declared, import_target
@@ -52,23 +52,25 @@ _KIND_NAME: Final = re.compile(r'[a-z][a-z0-9-]{1,39}')
 
 @dataclass(slots=True)
 class _Reader:
+    """One reader of ``tune`` inputs, as the registry keeps it.
+
+    ``read`` is a string (``module:attribute``) until first use; ``claims`` is
+    ``None`` for a plug-in until its object is imported. ``what`` and
+    ``needs`` word a built-in's install hint (``reading the step store P needs
+    pydantic-ai-harness: pip install "mediastash[harness]"``); an error a
+    built-in does not turn into a ``HistoryInputError`` is a bug, raised as
+    is. ``origin`` and ``rivals``: the entry points declaring a plug-in's kind
+    (with more than one target, the kind is refused).
+    """
+
     kind: str
     read: HistoryRead | str
-    """The read, or ``module:attribute`` until first use."""
     claims: Callable[[Path], bool] | None
-    """The claim; ``None`` for a plug-in until its object is imported."""
     what: str = 'the input'
-    """What the input is, for messages (``the step store``)."""
     needs: str = ''
-    """The framework the read imports, for the install hint."""
-    extra: str | None = None
-    """The mediastash extra that installs it."""
     built_in: bool = False
-    """Shipped with mediastash: an error it does not turn into a ``HistoryInputError`` is a bug, raised as is."""
     origin: str = ''
-    """The entry point that declared it (empty for a built-in or a registration)."""
     rivals: list[str] = field(default_factory=list)
-    """Other entry points declaring the same kind with another target (then the kind is refused)."""
 
 
 def _is_harness_step_store(path: Path) -> bool:
@@ -84,8 +86,7 @@ _BUILT_IN: Final = (
         'mediastash.integrations.pydantic_ai._tune_inputs:read_step_store',
         _is_harness_step_store,
         'the step store',
-        'pydantic-ai-harness',
-        'harness',
+        'pydantic-ai-harness: pip install "mediastash[harness]"',
         built_in=True,
     ),
 )
@@ -162,22 +163,26 @@ def _read_of(reader: _Reader, path: Path) -> HistoryRead:
     """The reader's read, imported now if it is named by a string."""
     if reader.claims is None:
         _plugin(reader)
-    if not isinstance(reader.read, str):
-        return reader.read
+    if isinstance(reader.read, str):
+        reader.read = _imported(reader, reader.read, path)
+    return reader.read
+
+
+def _imported(reader: _Reader, target: str, path: Path) -> HistoryRead:
+    """Import a read named ``module:attribute``: a missing framework is the install hint, our own module's
+    failure the import error itself."""
     try:
-        found: Any = import_target(reader.read)
+        found: Any = import_target(target)
     except ImportError as error:
-        if reader.needs and not (error.name or '').startswith('mediastash'):
-            raise HistoryInputError(
-                f'reading {reader.what} {path} needs {reader.needs}: pip install "mediastash[{reader.extra}]"'
-            ) from None
-        raise HistoryInputError(
-            f'the tune input reader {reader.kind} ({reader.read}) cannot be imported: {type(error).__name__}: {error}'
-        ) from error
-    if not callable(found):
-        raise HistoryInputError(f'the tune input reader {reader.kind} ({reader.read}) is not callable')
-    reader.read = found
-    return found  # type: ignore[no-any-return]
+        ours = (error.name or '').startswith('mediastash')
+        if reader.needs and not ours:
+            raise HistoryInputError(f'reading {reader.what} {path} needs {reader.needs}') from None
+        problem = f'cannot be imported: {type(error).__name__}: {error}'
+    else:
+        if callable(found):
+            return cast(HistoryRead, found)
+        problem = 'is not callable'
+    raise HistoryInputError(f'the tune input reader {reader.kind} ({target}) {problem}')
 
 
 def _plugin(reader: _Reader) -> _Reader:
