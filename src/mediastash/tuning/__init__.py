@@ -10,6 +10,9 @@ What ``mediastash tune`` runs, usable from Python::
     print(pick.line(), advice(pick, sizes, steps_by_history(histories), thresholds=[16 << 10, 64 << 10, 256 << 10]))
 
 ``docs/tuning.md`` describes what is replayed, what is measured and the rule.
+An input other than a JSON history file is read by the reader that claims it
+(``register_history_reader``; the harness step stores' reader is the pydantic-ai
+integration's): this package imports no framework.
 """
 
 from mediastash._units import format_bytes, format_seconds, format_threshold
