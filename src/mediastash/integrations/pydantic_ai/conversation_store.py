@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Unpack
 
 from pydantic_ai.conversation_store import (
     ConversationDetails,
@@ -15,16 +14,12 @@ from pydantic_ai.conversation_store import (
 
 from mediastash.errors import InvalidArgumentError
 from mediastash.integrations.pydantic_ai._envelope import EntriesPlace
-from mediastash.integrations.pydantic_ai._typed import RESTORE_MODES, Offloader, RestoreMode
-from mediastash.reference_keys import ReferenceKey, reference_key_of
-from mediastash.stores.protocols import MediaStore
-from mediastash.walker import WalkOptions
-from mediastash.walker.internal import WalkKeywords, options_from_keywords
+from mediastash.integrations.pydantic_ai._store_wrapper import MessageStoreWrapper
 
 __all__ = ['OffloadingConversationStore']
 
 
-class OffloadingConversationStore(ConversationStore):
+class OffloadingConversationStore(MessageStoreWrapper[ConversationStore], ConversationStore):
     """A ``ConversationStore`` that keeps payloads at or above ``threshold_bytes`` in ``media_store``.
 
     It wraps ``inner``, any ``ConversationStore``, and is one itself: ``load``,
@@ -47,32 +42,13 @@ class OffloadingConversationStore(ConversationStore):
     (``docs/conversations.md``).
     """
 
-    def __init__(
-        self,
-        inner: ConversationStore,
-        *,
-        media_store: MediaStore,
-        options: WalkOptions | None = None,
-        restore: RestoreMode = 'bytes',
-        reference_key: ReferenceKey | bytes | None = None,
-        **walk_keywords: Unpack[WalkKeywords],
-    ) -> None:
+    _wrapper_name = 'OffloadingConversationStore'
+
+    def _check_inner(self, inner: ConversationStore) -> None:
         if not isinstance(inner, ConversationStore):
             raise InvalidArgumentError(
                 'inner', 'a pydantic-ai ConversationStore (pydantic_ai.conversation_store)', inner
             )
-        if not isinstance(restore, str) or restore not in RESTORE_MODES:
-            raise InvalidArgumentError('restore', "'bytes' or 'references'", restore)
-        self.inner = inner
-        self.media_store = media_store
-        self.restore_mode: RestoreMode = restore
-        chosen = options_from_keywords('OffloadingConversationStore', options, walk_keywords, structured=True)
-        self._offloader = Offloader(
-            media_store,
-            options=chosen,
-            reference_key=reference_key_of(reference_key),
-            reader='OffloadingConversationStore',
-        )
 
     # -- writing: payloads out of new entries ---------------------------------------------------
 

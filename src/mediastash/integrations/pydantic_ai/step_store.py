@@ -6,21 +6,17 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, Unpack
+from typing import Any
 
 from pydantic_ai_harness.step_persistence import ContinuableSnapshot
 
-from mediastash.errors import InvalidArgumentError
-from mediastash.integrations.pydantic_ai._typed import RESTORE_MODES, Offloader, RestoreMode
-from mediastash.reference_keys import ReferenceKey, reference_key_of
-from mediastash.stores.protocols import MediaStore
-from mediastash.walker import WalkOptions
-from mediastash.walker.internal import WalkKeywords, options_from_keywords
+from mediastash.integrations.pydantic_ai._store_wrapper import MessageStoreWrapper
+from mediastash.integrations.pydantic_ai._typed import RestoreMode
 
 __all__ = ['OffloadingStepStore', 'RestoreMode']
 
 
-class OffloadingStepStore:
+class OffloadingStepStore(MessageStoreWrapper[Any]):
     """Wraps a step store so snapshot payloads at or above ``threshold_bytes`` live in ``media_store``.
 
     ``save_snapshot`` stores the payloads first, then hands ``inner`` a snapshot
@@ -55,24 +51,7 @@ class OffloadingStepStore:
     unless ``options=WalkOptions(structured=False)``.
     """
 
-    def __init__(
-        self,
-        inner: Any,
-        *,
-        media_store: MediaStore,
-        options: WalkOptions | None = None,
-        restore: RestoreMode = 'bytes',
-        reference_key: ReferenceKey | bytes | None = None,
-        **walk_keywords: Unpack[WalkKeywords],
-    ) -> None:
-        if not isinstance(restore, str) or restore not in RESTORE_MODES:
-            raise InvalidArgumentError('restore', "'bytes' or 'references'", restore)
-        self.restore_mode: RestoreMode = restore
-        """The ``restore`` given (named so it never hides an ``inner`` method called ``restore``)."""
-        self.inner = inner
-        self.media_store = media_store
-        chosen = options_from_keywords('OffloadingStepStore', options, walk_keywords, structured=True)
-        self._offloader = Offloader(media_store, options=chosen, reference_key=reference_key_of(reference_key))
+    _wrapper_name = 'OffloadingStepStore'
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
         """Store the snapshot's payloads, then save the lean snapshot in ``inner``."""
