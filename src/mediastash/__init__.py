@@ -8,33 +8,9 @@ versioned markers; ``restore_media`` puts the exact bytes back.
 import logging
 from typing import TYPE_CHECKING
 
+from mediastash import errors
 from mediastash.context import EMPTY_CONTEXT, MediaContext, MediaContextLike
-from mediastash.errors import (
-    CorruptMetadataError,
-    IntegrityError,
-    InvalidArgumentError,
-    InvalidMediaType,
-    InvalidMediaURI,
-    InvalidNamespaceError,
-    InvalidStoreConfiguration,
-    MalformedMarker,
-    MediaNotFoundError,
-    MediaStashError,
-    MetadataTooLargeError,
-    NamespaceCleanupError,
-    NamespaceUnsupportedError,
-    NotARegularFileError,
-    StoreClosedError,
-    StoreNotFoundError,
-    StoreOperationError,
-    StorePermissionError,
-    StoreUnavailableError,
-    TreeDepthError,
-    UnsafeKeyError,
-    UnsupportedMarkerFormat,
-    UnvouchedEnvelopeError,
-    UnvouchedReferenceError,
-)
+from mediastash.errors import *  # noqa: F403  (every public error: errors.__all__, re-exported below)
 from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.open_store import open_store
@@ -81,15 +57,7 @@ __version__ = '0.1.0'
 # extra, and `from mediastash import *` must work without it.
 __all__ = [
     'DEFAULT_THRESHOLD_BYTES',
-    'CorruptMetadataError',
-    'InvalidStoreConfiguration',
     'KnownBlobCache',
-    'StoreClosedError',
-    'StoreNotFoundError',
-    'StoreOperationError',
-    'StorePermissionError',
-    'StoreUnavailableError',
-    'TreeDepthError',
     'WalkOptions',
     'externalize_media',
     'restore_media',
@@ -104,22 +72,10 @@ __all__ = [
     'DeletableMediaStore',
     'DiskMediaStore',
     'EraseReport',
-    'IntegrityError',
-    'InvalidArgumentError',
-    'InvalidNamespaceError',
-    'InvalidMediaType',
-    'InvalidMediaURI',
     'KeyStrategy',
     'ListableMediaStore',
-    'MalformedMarker',
     'MediaContext',
     'MediaContextLike',
-    'MediaNotFoundError',
-    'MediaStashError',
-    'MetadataTooLargeError',
-    'NamespaceCleanupError',
-    'NamespaceUnsupportedError',
-    'NotARegularFileError',
     'MediaStore',
     'MemoryMediaStore',
     'PublicUrlResolver',
@@ -129,10 +85,6 @@ __all__ = [
     'StatableMediaStore',
     'StoreCapabilities',
     'StreamingMediaStore',
-    'UnsafeKeyError',
-    'UnvouchedEnvelopeError',
-    'UnvouchedReferenceError',
-    'UnsupportedMarkerFormat',
     'VerifyReport',
     'WrapperMediaStore',
     '__version__',
@@ -145,6 +97,8 @@ __all__ = [
     'parse_media_uri',
     'sharded_key_strategy',
 ]
+# Every public error is importable from here: errors.__all__ names them once (the star import above binds them).
+__all__ += errors.__all__
 
 
 def __getattr__(name: str) -> object:
