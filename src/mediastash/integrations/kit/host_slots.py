@@ -34,6 +34,7 @@ __all__ = [
     'Host',
     'HostFinder',
     'Joined',
+    'PayloadRoute',
     'Seals',
     'joined_key',
     'moved_hosts',
@@ -83,25 +84,39 @@ class Seals:
         refuse_unvouched(self.key, named, self.namespace, envelope.get(SEAL_KEY), at)
 
 
-async def read_back(
-    hosts: Sequence[tuple[tuple[Step, ...], Sequence[Slot]]],
-    media_store: MediaStore,
-    options: WalkOptions,
-    joined: Joined | None,
-) -> list[list[str]]:
+@dataclass(frozen=True, slots=True)
+class PayloadRoute:
+    """What a host-envelope wrapper's saves and restores go through: its store, its walk options, the recent
+    strings it remembers (``joined``, ``None`` for none) and the key sealing its envelopes.
+
+    Built for each call from the wrapper's current settings, so one set later is honoured.
+    """
+
+    media_store: MediaStore
+    options: WalkOptions
+    joined: Joined | None
+    reference_key: ReferenceKey
+
+    def seals(self) -> Seals:
+        """The seals of envelopes written to (and vouched for from) this route's store namespace."""
+        return Seals.for_store(self.reference_key, self.media_store)
+
+
+async def read_back(hosts: Sequence[tuple[tuple[Step, ...], Sequence[Slot]]], route: PayloadRoute) -> list[list[str]]:
     """The payload string (``data:`` head included) of every slot of each ``(host path, live slots)``.
 
     Slots found in ``joined`` need no store read (their blob was read and
     verified, or written, by this process); the others are restored in one
     batch, verified, and remembered.
     """
+    joined = route.joined
     keys = [joined_key(slot) for _, slots in hosts for slot in slots]
     known = [None if joined is None else joined.get(key) for key in keys]
     markers = [slot.marker for _, slots in hosts for slot in slots]
     wanted = [marker for marker, hit in zip(markers, known, strict=True) if hit is None]
     restored: list[Any] = []
     if wanted:
-        restored, _ = await restore_collecting(wanted, media_store, options)
+        restored, _ = await restore_collecting(wanted, route.media_store, route.options)
     results = iter(restored)
     found = iter(zip(keys, known, strict=True))
     out: list[list[str]] = []
@@ -276,7 +291,7 @@ def set_at(host: dict[Any, Any], path: tuple[Step, ...], value: object) -> None:
 
 
 async def moved_hosts(
-    finder: HostFinder, values: Sequence[object], media_store: MediaStore, options: WalkOptions, joined: Joined | None
+    finder: HostFinder, values: Sequence[object], route: PayloadRoute
 ) -> list[tuple[Host, list[tuple[Site, Slot]]]]:
     """The hosts of ``values`` to rebuild when saving, each with the sites the walker moved and their new slots.
 
@@ -288,8 +303,9 @@ async def moved_hosts(
     hosts = finder.roots(values)
     if not hosts:
         return []
-    lean = await externalize_with([site.synthetic() for host in hosts for site in host.sites], media_store, options)
-    results = iter(lean)
+    sites = [site.synthetic() for host in hosts for site in host.sites]
+    results = iter(await externalize_with(sites, route.media_store, route.options))
+    joined = route.joined
     out: list[tuple[Host, list[tuple[Site, Slot]]]] = []
     for host in hosts:
         moved: list[tuple[Site, Slot]] = []

@@ -25,13 +25,18 @@ from langchain_core.messages import BaseMessage
 
 from mediastash.errors import MalformedMarker
 from mediastash.integrations.kit.envelope import ENVELOPE_KEY, Slot, Step, make_envelope
-from mediastash.integrations.kit.host_slots import Host, HostFinder, Joined, Seals, moved_hosts, read_back, set_at
+from mediastash.integrations.kit.host_slots import (
+    Host,
+    HostFinder,
+    Joined,
+    PayloadRoute,
+    moved_hosts,
+    read_back,
+    set_at,
+)
 from mediastash.integrations.kit.placeholders import how_to_open, placeholder_text
 from mediastash.integrations.kit.recognisers import payload_size
 from mediastash.integrations.langgraph._sites import Site, dict_sites, message_text_site
-from mediastash.reference_keys import ReferenceKey
-from mediastash.stores.protocols import MediaStore
-from mediastash.walker import WalkOptions
 
 __all__ = ['Joined', 'envelope_markers', 'lean_values', 'restore_values']
 
@@ -177,25 +182,18 @@ def _lean_host(moved: list[tuple[Site, Slot]], kept: list[Slot], seal: Callable[
     return transform
 
 
-async def lean_values(
-    values: Sequence[object],
-    media_store: MediaStore,
-    options: WalkOptions,
-    joined: Joined | None = None,
-    *,
-    reference_key: ReferenceKey,
-) -> list[Any]:
-    """``values`` with their large message payloads stored and replaced by placeholders and envelopes.
+async def lean_values(values: Sequence[object], route: PayloadRoute) -> list[Any]:
+    """``values`` with their large message payloads stored in ``route``'s store, replaced by placeholders and envelopes.
 
-    ``joined`` learns each moved string (see ``restore_values``). Every
-    envelope written is sealed under ``reference_key``; an envelope already
-    in ``values`` (a plain read written back) must carry such a seal for
-    ``media_store``'s namespace, else ``UnvouchedEnvelopeError`` (nothing moves).
+    ``route.joined`` learns each moved string (see ``restore_values``). Every
+    envelope written is sealed under ``route.reference_key``; an envelope already
+    in ``values`` (a plain read written back) must carry such a seal for the
+    store's namespace, else ``UnvouchedEnvelopeError`` (nothing moves).
     """
-    seals = Seals.for_store(reference_key, media_store)
-    finder = _Finder(options.threshold_bytes, saving=True, seals=seals)
+    seals = route.seals()
+    finder = _Finder(route.options.threshold_bytes, saving=True, seals=seals)
     trie: dict[Any, Any] = {}
-    for host, moved in await moved_hosts(finder, values, media_store, options, joined):
+    for host, moved in await moved_hosts(finder, values, route):
         _plant(trie, host.path, _lean_host(moved, host.slots, seals.seal))
     return _apply(values, trie) if trie else list(values)
 
@@ -217,18 +215,16 @@ def _full_host(slots: list[Slot], payloads: list[str]) -> Transform:
     return transform
 
 
-async def restore_values(
-    values: Sequence[object], media_store: MediaStore, options: WalkOptions, joined: Joined | None = None
-) -> list[Any]:
+async def restore_values(values: Sequence[object], route: PayloadRoute) -> list[Any]:
     """``values`` with every envelope's payloads read back (verified) and put in place, envelopes removed.
 
-    ``joined`` remembers each restored string; a slot found there needs no
+    ``route.joined`` remembers each restored string; a slot found there needs no
     store read (its blob was read and verified, or written, by this process).
     """
-    hosts = _Finder(options.threshold_bytes, saving=False).roots(values)
+    hosts = _Finder(route.options.threshold_bytes, saving=False).roots(values)
     if not hosts:
         return list(values)
-    payloads = await read_back([(host.path, host.slots) for host in hosts], media_store, options, joined)
+    payloads = await read_back([(host.path, host.slots) for host in hosts], route)
     trie: dict[Any, Any] = {}
     for host, strings in zip(hosts, payloads, strict=True):
         _plant(trie, host.path, _full_host(host.slots, strings))

@@ -20,6 +20,7 @@ from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
 from mediastash.errors import MediaStashError
 from mediastash.integrations._loop_thread import LoopThread, LoopThreadClosedError
+from mediastash.integrations.kit.host_slots import PayloadRoute
 from mediastash.integrations.langgraph._state import Joined, lean_values, restore_values
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
@@ -185,16 +186,13 @@ class OffloadingCheckpointSaver(WalkSettings, BaseCheckpointSaver[Any]):
         self._bind_loop()
         await self.inner.adelete_thread(thread_id)
 
+    def _route(self) -> PayloadRoute:
+        return PayloadRoute(self.media_store, self._walk_options, self._joined, self.reference_key)
+
     async def _lean_checkpoint(self, checkpoint: Checkpoint) -> Checkpoint:
         """``checkpoint`` with the payloads of its channel values moved out (itself when nothing moved)."""
         values = checkpoint['channel_values']
-        lean = await lean_values(
-            list(values.values()),
-            self.media_store,
-            self._walk_options,
-            self._joined,
-            reference_key=self.reference_key,
-        )
+        lean = await lean_values(list(values.values()), self._route())
         if any(new is not old for new, old in zip(lean, values.values(), strict=True)):
             checkpoint = checkpoint.copy()
             checkpoint['channel_values'] = dict(zip(values, lean, strict=True))
@@ -202,13 +200,7 @@ class OffloadingCheckpointSaver(WalkSettings, BaseCheckpointSaver[Any]):
 
     async def _lean_writes(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
         """``writes`` with the payloads of their values moved out."""
-        lean = await lean_values(
-            [value for _, value in writes],
-            self.media_store,
-            self._walk_options,
-            self._joined,
-            reference_key=self.reference_key,
-        )
+        lean = await lean_values([value for _, value in writes], self._route())
         return [(channel, value) for (channel, _), value in zip(writes, lean, strict=True)]
 
     async def _restored(self, found: CheckpointTuple) -> CheckpointTuple:
@@ -216,7 +208,7 @@ class OffloadingCheckpointSaver(WalkSettings, BaseCheckpointSaver[Any]):
         values = found.checkpoint['channel_values']
         writes = found.pending_writes or []
         roots: list[Any] = [*values.values(), *(write[2] for write in writes)]
-        full = await restore_values(roots, self.media_store, self._walk_options, self._joined)
+        full = await restore_values(roots, self._route())
         if all(new is old for new, old in zip(full, roots, strict=True)):
             return found
         checkpoint = found.checkpoint.copy()

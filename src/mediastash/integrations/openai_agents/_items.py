@@ -25,12 +25,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from mediastash.integrations.kit.envelope import ENVELOPE_KEY, Step, make_envelope
-from mediastash.integrations.kit.host_slots import HostFinder, Joined, Seals, moved_hosts, read_back, set_at
+from mediastash.integrations.kit.host_slots import HostFinder, Joined, PayloadRoute, moved_hosts, read_back, set_at
 from mediastash.integrations.kit.placeholders import how_to_open, placeholder_text
 from mediastash.integrations.kit.recognisers import Site, compose, payload_size
-from mediastash.reference_keys import ReferenceKey
-from mediastash.stores.protocols import MediaStore
-from mediastash.walker import WalkOptions
 
 __all__ = ['HOW_TO_OPEN', 'Joined', 'item_markers', 'lean_items', 'restore_items']
 
@@ -79,27 +76,21 @@ def _placeholder(site: Site, uri: str) -> str:
     return placeholder_text(what, uri, payload_size(site), HOW_TO_OPEN)
 
 
-async def lean_items(
-    items: Sequence[Any],
-    media_store: MediaStore,
-    options: WalkOptions,
-    joined: Joined | None = None,
-    *,
-    reference_key: ReferenceKey,
-) -> list[Any]:
-    """``items`` with their large payloads stored, replaced by placeholders and envelopes (``joined`` learns each).
+async def lean_items(items: Sequence[Any], route: PayloadRoute) -> list[Any]:
+    """``items`` with their large payloads stored in ``route``'s store, replaced by placeholders and envelopes
+    (``route.joined`` learns each).
 
-    Every envelope written is sealed under ``reference_key``. An envelope
+    Every envelope written is sealed under ``route.reference_key``. An envelope
     already in ``items`` (a plain read written back) must carry such a seal
-    for ``media_store``'s namespace, else ``UnvouchedEnvelopeError`` and
+    for the store's namespace, else ``UnvouchedEnvelopeError`` and
     nothing moves; its slots whose place still holds exactly their
     placeholder are kept, edited ones dropped, and a large payload the edit
     put in moves out like any other.
     """
-    seals = Seals.for_store(reference_key, media_store)
-    finder = _Finder(options.threshold_bytes, saving=True, seals=seals)
+    seals = route.seals()
+    finder = _Finder(route.options.threshold_bytes, saving=True, seals=seals)
     changes: dict[tuple[Step, ...], dict[str, Any]] = {}
-    for host, moved in await moved_hosts(finder, items, media_store, options, joined):
+    for host, moved in await moved_hosts(finder, items, route):
         new = dict(_host_at(items, host.path))
         for site, slot in moved:
             set_at(new, site.path, _placeholder(site, slot.uri))
@@ -112,19 +103,17 @@ async def lean_items(
     return _replaced(items, _nested_last(changes)) if changes else list(items)
 
 
-async def restore_items(
-    items: Sequence[Any], media_store: MediaStore, options: WalkOptions, joined: Joined | None = None
-) -> list[Any]:
+async def restore_items(items: Sequence[Any], route: PayloadRoute) -> list[Any]:
     """``items`` with every envelope's payloads read back (verified) and put in place, envelopes removed.
 
-    A slot whose place a plain reader edited keeps the edit. ``joined`` remembers each restored string; a
+    A slot whose place a plain reader edited keeps the edit. ``route.joined`` remembers each restored string; a
     slot found there needs no store read (its blob was read and verified, or written, by this process).
     """
-    hosts = _Finder(options.threshold_bytes, saving=False).roots(items)
+    hosts = _Finder(route.options.threshold_bytes, saving=False).roots(items)
     if not hosts:
         return list(items)
     live = [(host.path, host.slots) for host in hosts]
-    payloads = await read_back(live, media_store, options, joined)
+    payloads = await read_back(live, route)
     changes: dict[tuple[Step, ...], dict[str, Any]] = {}
     for (path, slots), strings in zip(live, payloads, strict=True):
         new = dict(_host_at(items, path))

@@ -11,6 +11,7 @@ from agents.memory.session_settings import SessionSettings
 
 from mediastash._checks import non_negative_int
 from mediastash._lru import BoundedLRU
+from mediastash.integrations.kit.host_slots import PayloadRoute
 from mediastash.integrations.openai_agents._items import Joined, lean_items, restore_items
 from mediastash.reference_keys import ReferenceKey, reference_key_of
 from mediastash.stores.protocols import MediaStore
@@ -94,16 +95,17 @@ class OffloadingSession(WalkSettings, SessionABC):
     def session_settings(self, value: SessionSettings | None) -> None:
         self.inner.session_settings = value
 
+    def _route(self) -> PayloadRoute:
+        return PayloadRoute(self.media_store, self._walk_options, self._joined, self.reference_key)
+
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[TResponseInputItem]:
         """``inner``'s items (its ``limit`` rule: the latest N in order), payloads read back."""
         found = await _call(self.inner.get_items, wrapper, limit)
-        return await restore_items(found, self.media_store, self._walk_options, self._joined)
+        return await restore_items(found, self._route())
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Store the payloads of ``items`` and give ``inner`` the lean items (the caller's are never changed)."""
-        lean = await lean_items(
-            items, self.media_store, self._walk_options, self._joined, reference_key=self.reference_key
-        )
+        lean = await lean_items(items, self._route())
         await _call(self.inner.add_items, wrapper, lean)
 
     async def pop_item(self, *, wrapper: Any = None) -> TResponseInputItem | None:
@@ -111,7 +113,7 @@ class OffloadingSession(WalkSettings, SessionABC):
         found = await _call(self.inner.pop_item, wrapper)
         if found is None:
             return None
-        (item,) = await restore_items([found], self.media_store, self._walk_options, self._joined)
+        (item,) = await restore_items([found], self._route())
         restored: TResponseInputItem = item
         return restored
 
