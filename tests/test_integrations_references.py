@@ -248,6 +248,49 @@ async def test_a_copied_reference_history_saves_the_same_lean_json() -> None:
     assert 'KiB stored as media+sha256://' in original[0]  # the stand-ins keep the payload sizes
 
 
+async def test_an_unchanged_message_is_not_searched_for_references_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32: every save repeats the history; a message the walker meets unchanged since the save that found no
+    reference part in it is not searched again. One changed in place to hold a reference part is searched and
+    saved with its marker: what the save writes is what a wrapper saving it for the first time writes."""
+    from mediastash.integrations.pydantic_ai import _typed
+
+    searched: list[int] = []
+    original_search = _typed.has_reference_parts
+
+    def counting(message: ModelMessage) -> bool:
+        searched.append(id(message))
+        return original_search(message)
+
+    monkeypatch.setattr(_typed, 'has_reference_parts', counting)
+    media = MemoryMediaStore()
+    inner, _, _ = await saved(media)
+    steps = steps_over(inner, media, restore='references')
+    restored = await restored_messages(steps)
+    plain = ModelRequest(parts=[UserPromptPart(content=['nothing stored here'])])
+    history = [*restored, plain]
+    holding = [id(m) for m in history if _typed.has_reference_parts(m)]
+    assert len(holding) == 2 and id(plain) not in holding
+
+    await steps.save_snapshot(snapshot(history, 2))
+    searched.clear()
+    await steps.save_snapshot(snapshot(history, 3))
+    assert sorted(searched) == sorted(holding)  # only the messages whose reference parts become markers
+    before = await inner_json(inner)
+
+    reference = restored[0].parts[0].content[1]  # type: ignore[union-attr,index]
+    assert isinstance(reference, ImageUrl)
+    plain.parts[0].content.append(reference)  # type: ignore[union-attr]
+    searched.clear()
+    await steps.save_snapshot(snapshot(history, 4))
+    assert id(plain) in searched
+    written = await inner_json(inner)
+    assert written[:-1] == before[:-1] and written[-1] != before[-1]
+    fresh = InMemoryStepStore()  # a wrapper saving the changed message first (the others' sizes it cannot know)
+    await steps_over(fresh, media, restore='references').save_snapshot(snapshot(history, 4))
+    assert written[-1] == (await inner_json(fresh))[-1]
+    assert reference.url.split('#')[0] in written[-1]  # the new message is an envelope naming the image's blob
+
+
 async def test_a_save_without_the_url_safe_stamp_in_memory_reads_the_blob_once() -> None:
     """The one field a URL part cannot hold, the URL-safe stamp, is read from the blob if this process never saw it."""
     media = CountingMediaStore(MemoryMediaStore())

@@ -80,6 +80,9 @@ class Offloader:
         """The previous save's envelopes by ``id`` of the message they stand for (see ``offload``)."""
         self._restored: BoundedLRU[str, ModelMessage] = BoundedLRU(max_items=_RESTORED_ENVELOPES)
         """Envelopes restored as reference parts, by their lean JSON text (see ``offload``)."""
+        self._without_references: dict[int, ModelMessage] = {}
+        """The latest walk's messages that hold no reference part, by ``id``: one the walker meets unchanged
+        again is not searched again (a tool output may be a list of thousands of rows)."""
 
     # -- saving ------------------------------------------------------------------------
 
@@ -110,15 +113,24 @@ class Offloader:
     async def _externalized(self, messages: list[ModelMessage]) -> tuple[LeanMessages, set[int]]:
         """The walker's lean messages, every reference part written as its binary marker; which held one."""
         walked = await self._walker.externalize(messages)
-        referencing: set[int] = set()
+        previous, plain = self._without_references, {}
+        holding: list[int] = []
         for index, message in enumerate(messages):
-            if has_reference_parts(message):
-                walked.json[index], replaced = await references_to_markers(
-                    walked.json[index], self.media_store, self.options, self.reference_key
-                )
-                if replaced:
-                    walked.changed[index] = True
-                    referencing.add(index)
+            if walked.unchanged[index] and previous.get(id(message)) is message:
+                plain[id(message)] = message  # unchanged since the walk that found none in it
+            elif has_reference_parts(message):
+                holding.append(index)
+            else:
+                plain[id(message)] = message
+        self._without_references = plain  # in step with the walker's memo, before anything below can raise
+        referencing: set[int] = set()
+        for index in holding:
+            walked.json[index], replaced = await references_to_markers(
+                walked.json[index], self.media_store, self.options, self.reference_key
+            )
+            if replaced:
+                walked.changed[index] = True
+                referencing.add(index)
         return walked, referencing
 
     async def offload(self, messages: list[ModelMessage]) -> list[ModelMessage]:

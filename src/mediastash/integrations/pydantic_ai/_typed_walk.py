@@ -59,6 +59,9 @@ class LeanMessages:
     """Whether the lean JSON differs from the message's plain JSON."""
     sizes: list[dict[str, int]]
     """Size in bytes of each typed payload the message stored, by URI."""
+    unchanged: list[bool]
+    """Whether the message was met unchanged since this walker's previous save (``LeanMemo``), so anything
+    derived from it then still holds."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -114,10 +117,12 @@ class TypedWalker:
         if any(job is None or job.uri != uri for job, uri in readded):
             memo.forget()  # a remembered payload has another URI now: walk everything again
             return await self.externalize(messages)
-        out = LeanMessages([None] * len(messages), [False] * len(messages), [{} for _ in messages])
+        count = len(messages)
+        out = LeanMessages([None] * count, [False] * count, [{} for _ in messages], [False] * count)
         for index, (entry, _) in enumerate(taken):
             if entry is not None:
                 out.json[index], out.changed[index], out.sizes[index] = entry.lean, entry.changed, entry.sizes
+                out.unchanged[index] = True
         for position, index in enumerate(fresh):
             lean, changed, sizes = walked.json[position], walked.changed[position], walked.sizes[position]
             out.json[index], out.changed[index], out.sizes[index] = lean, changed, sizes
@@ -152,7 +157,7 @@ class TypedWalker:
         for item, job in zip(found, jobs, strict=True):
             if job is not None and job.uri is not None:
                 sizes[item.message][job.uri] = item.size
-        return _Walked(lean, changed, sizes, waited)
+        return _Walked(lean, changed, sizes, [False] * len(messages), waited)
 
     def _identifier(self, content: BinaryContent, job: Job | None, computed: list[tuple[Job, str]]) -> str:
         """``content.identifier``; one computed here is remembered by URI once the batch knows it."""
