@@ -249,9 +249,9 @@ async def test_a_copied_reference_history_saves_the_same_lean_json() -> None:
 
 
 async def test_an_unchanged_message_is_not_searched_for_references_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 32: every save repeats the history; a message the walker meets unchanged since the save that found no
-    reference part in it is not searched again. One changed in place to hold a reference part is searched and
-    saved with its marker: what the save writes is what a wrapper saving it for the first time writes."""
+    """Issue 32: every save repeats the history; a message the walker meets unchanged (its exact state check) is
+    not searched for reference parts again, its answer is kept with its state. One changed in place to hold a
+    reference part is searched and saved with its marker: what a wrapper saving it for the first time writes."""
     from mediastash.integrations.pydantic_ai import _typed
 
     searched: list[int] = []
@@ -272,17 +272,18 @@ async def test_an_unchanged_message_is_not_searched_for_references_again(monkeyp
     assert len(holding) == 2 and id(plain) not in holding
 
     await steps.save_snapshot(snapshot(history, 2))
+    before = await inner_json(inner)
     searched.clear()
     await steps.save_snapshot(snapshot(history, 3))
-    assert sorted(searched) == sorted(holding)  # only the messages whose reference parts become markers
-    before = await inner_json(inner)
+    assert searched == []  # every message unchanged: the answers of the first save hold
+    assert await inner_json(inner) == before  # and its reference parts are still written as markers
 
     reference = restored[0].parts[0].content[1]  # type: ignore[union-attr,index]
     assert isinstance(reference, ImageUrl)
     plain.parts[0].content.append(reference)  # type: ignore[union-attr]
     searched.clear()
     await steps.save_snapshot(snapshot(history, 4))
-    assert id(plain) in searched
+    assert searched == [id(plain)]
     written = await inner_json(inner)
     assert written[:-1] == before[:-1] and written[-1] != before[-1]
     fresh = InMemoryStepStore()  # a wrapper saving the changed message first (the others' sizes it cannot know)

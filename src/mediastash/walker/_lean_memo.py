@@ -43,6 +43,8 @@ class Remembered:
     changed: bool
     sizes: dict[str, int]
     payloads: tuple[_Payload, ...]
+    found: bool = False
+    """The caller's yes/no about the message, asked when this state was taken (it holds while the state does)."""
 
 
 class LeanMemo:
@@ -73,6 +75,7 @@ class LeanMemo:
         changed: bool,
         sizes: dict[str, int],
         jobs: list[Job],
+        found: bool = False,
     ) -> None:
         """What the save produced for ``message`` in ``state`` (``None``: it has none, nothing is kept)."""
         if state is None:
@@ -82,7 +85,7 @@ class LeanMemo:
             for job in jobs
             if job.uri is not None
         )
-        self._next[id(message)] = Remembered(message, state, lean, changed, sizes, payloads)
+        self._next[id(message)] = Remembered(message, state, lean, changed, sizes, payloads, found)
 
     def end_save(self) -> None:
         """The save is done: keep what it met, drop the rest."""

@@ -80,9 +80,6 @@ class Offloader:
         """The previous save's envelopes by ``id`` of the message they stand for (see ``offload``)."""
         self._restored: BoundedLRU[str, ModelMessage] = BoundedLRU(max_items=_RESTORED_ENVELOPES)
         """Envelopes restored as reference parts, by their lean JSON text (see ``offload``)."""
-        self._without_references: dict[int, ModelMessage] = {}
-        """The latest walk's messages that hold no reference part, by ``id``: one the walker meets unchanged
-        again is not searched again (a tool output may be a list of thousands of rows)."""
 
     # -- saving ------------------------------------------------------------------------
 
@@ -112,19 +109,12 @@ class Offloader:
 
     async def _externalized(self, messages: list[ModelMessage]) -> tuple[LeanMessages, set[int]]:
         """The walker's lean messages, every reference part written as its binary marker; which held one."""
-        walked = await self._walker.externalize(messages)
-        previous, plain = self._without_references, {}
-        holding: list[int] = []
-        for index, message in enumerate(messages):
-            if walked.unchanged[index] and previous.get(id(message)) is message:
-                plain[id(message)] = message  # unchanged since the walk that found none in it
-            elif has_reference_parts(message):
-                holding.append(index)
-            else:
-                plain[id(message)] = message
-        self._without_references = plain  # in step with the walker's memo, before anything below can raise
+        # The search runs with the walker's exact state check: a message met unchanged is not searched again.
+        walked = await self._walker.externalize(messages, has_reference_parts)
         referencing: set[int] = set()
-        for index in holding:
+        for index, holds in enumerate(walked.found):
+            if not holds:
+                continue
             walked.json[index], replaced = await references_to_markers(
                 walked.json[index], self.media_store, self.options, self.reference_key
             )

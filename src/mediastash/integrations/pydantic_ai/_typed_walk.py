@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter
@@ -59,9 +59,9 @@ class LeanMessages:
     """Whether the lean JSON differs from the message's plain JSON."""
     sizes: list[dict[str, int]]
     """Size in bytes of each typed payload the message stored, by URI."""
-    unchanged: list[bool]
-    """Whether the message was met unchanged since this walker's previous save (``LeanMemo``), so anything
-    derived from it then still holds."""
+    found: list[bool]
+    """The ``search`` given to ``externalize``, per message: asked when the message's state is taken, and
+    remembered with it, so a message met unchanged is not asked again."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -90,13 +90,18 @@ class TypedWalker:
 
     # -- saving ------------------------------------------------------------------------
 
-    async def externalize(self, messages: list[ModelMessage]) -> LeanMessages:
+    async def externalize(
+        self, messages: list[ModelMessage], search: Callable[[ModelMessage], bool] | None = None
+    ) -> LeanMessages:
         """Store the messages' payloads; their lean JSON, what changed, and the stored sizes.
 
         The typed payloads join the same batch as anything the walk of the
         emptied dump finds; one flush stores them all. A message met
         unchanged since the previous save (``LeanMemo``) is not walked again:
-        its payloads only rejoin the batch. Raises what
+        its payloads only rejoin the batch. ``search``: a yes/no the caller
+        wants of each message (``LeanMessages.found``), asked right when its
+        state is taken (no await between), so the answer kept with an
+        unchanged message is the one for that very state. Raises what
         ``externalize_media`` raises (``TreeDepthError`` also for messages
         pydantic-core cannot dump for depth or a cycle).
         """
@@ -106,6 +111,10 @@ class TypedWalker:
         memo = self._lean
         memo.start_save()
         taken = [memo.take(message) for message in messages]
+        found = [
+            entry.found if entry is not None else search is not None and search(message)
+            for message, (entry, _) in zip(messages, taken, strict=True)
+        ]
         fresh = [index for index, (entry, _) in enumerate(taken) if entry is None]
         readded: list[tuple[Job | None, str]] = []
         for message, (entry, _) in zip(messages, taken, strict=True):
@@ -116,17 +125,16 @@ class TypedWalker:
         walked = await self._walk([messages[index] for index in fresh], batch)
         if any(job is None or job.uri != uri for job, uri in readded):
             memo.forget()  # a remembered payload has another URI now: walk everything again
-            return await self.externalize(messages)
+            return await self.externalize(messages, search)
         count = len(messages)
-        out = LeanMessages([None] * count, [False] * count, [{} for _ in messages], [False] * count)
+        out = LeanMessages([None] * count, [False] * count, [{} for _ in messages], found)
         for index, (entry, _) in enumerate(taken):
             if entry is not None:
                 out.json[index], out.changed[index], out.sizes[index] = entry.lean, entry.changed, entry.sizes
-                out.unchanged[index] = True
         for position, index in enumerate(fresh):
             lean, changed, sizes = walked.json[position], walked.changed[position], walked.sizes[position]
             out.json[index], out.changed[index], out.sizes[index] = lean, changed, sizes
-            memo.remember(messages[index], taken[index][1], lean, changed, sizes, walked.jobs[position])
+            memo.remember(messages[index], taken[index][1], lean, changed, sizes, walked.jobs[position], found[index])
         memo.end_save()
         return out
 
