@@ -10,6 +10,7 @@ conformance suite runs on ``PlugMediaStore`` in this process.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -23,18 +24,22 @@ import pytest
 
 from mediastash import (
     CachedMediaStore,
+    IntegrityError,
     InvalidStoreConfiguration,
     MediaContext,
     MemoryMediaStore,
     NamespaceUnsupportedError,
     WrapperMediaStore,
+    externalize_media,
     media_uri_for,
+    restore_media,
 )
 from mediastash.stores import DeletableMediaStore, capabilities_of, class_capabilities
 from mediastash.stores.protocols import confirm_in, exists_in
 from mediastash.testing import StoreTests
 from mediastash.uri import parse_media_uri
 from mediastash.urls import PublicUrlResolver
+from mediastash.walker import WalkOptions
 
 PLUGIN_PATH = Path(__file__).parent / 'plugin_backend'
 
@@ -471,3 +476,22 @@ async def test_a_protocol_only_plugin_gets_its_capabilities_from_its_methods() -
     assert await wrapped.delete(first) and not await store.exists(first)
     async with CachedMediaStore(MemoryMediaStore(), cache=store) as cached:  # a cache needs deletes only
         assert capabilities_of(cached).verifies_reads
+
+
+class ChangesBytes(WrapperMediaStore):
+    """A wrapper whose ``get`` changes the bytes: it declares so, and the walks hash again."""
+
+    verifies_reads = False
+
+    async def get(self, uri: str, *, context: Any = None) -> bytes:
+        return b'changed ' + await super().get(uri)
+
+
+async def test_a_wrapper_declaring_unverified_reads_gets_its_reads_hashed() -> None:
+    inner = MemoryMediaStore()
+    store = ChangesBytes(inner)
+    assert capabilities_of(inner).verifies_reads and not capabilities_of(store).verifies_reads
+    image = base64.b64encode(bytes(range(256)) * 400).decode()
+    lean = await externalize_media([{'kind': 'binary', 'media_type': 'image/png', 'data': image}], media_store=inner)
+    with pytest.raises(IntegrityError):  # no known-blob cache: the bytes come from get
+        await restore_media(lean, media_store=store, options=WalkOptions(known_blobs=False))

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 __all__ = [
     'CAPABILITY_METHODS',
+    'as_class_declares',
     'StoreCapabilities',
     'capabilities_of',
     'class_capabilities',
@@ -31,7 +32,6 @@ __all__ = [
     'require_storage',
     'storage_key_or_none',
     'sweep_temp_files',
-    'switched_off',
     'unknown_media_type_reason_of',
     'url_planner_of',
     'wrapped_store_of',
@@ -167,15 +167,19 @@ def capabilities_of(store: object) -> StoreCapabilities:
     return found
 
 
-def switched_off(capabilities: StoreCapabilities, cls: type) -> StoreCapabilities:
-    """``capabilities`` without the flags whose methods ``cls`` sets to ``None`` (a subclass opting out,
-    the way stores said "absent" before flags were declared)."""
-    off = {
+def as_class_declares(capabilities: StoreCapabilities, cls: type) -> StoreCapabilities:
+    """``capabilities`` (a wrapper's, from what it wraps) as a subclass ``cls`` changes them: without the flags
+    whose methods it sets to ``None`` (how stores said "absent" before flags were declared), and with the
+    ``verifies_reads`` it sets (``False`` for a wrapper that changes the bytes ``get`` returns)."""
+    changed: dict[str, bool] = {
         flag: False
         for flag, methods in CAPABILITY_METHODS.items()
         if getattr(capabilities, flag) and any(inspect.getattr_static(cls, name, True) is None for name in methods)
     }
-    return dataclasses.replace(capabilities, **off) if off else capabilities
+    verifies = inspect.getattr_static(cls, 'verifies_reads', None)
+    if isinstance(verifies, bool) and verifies != capabilities.verifies_reads:
+        changed['verifies_reads'] = verifies
+    return dataclasses.replace(capabilities, **changed) if changed else capabilities
 
 
 # -- the optional attributes callers read --------------------------------------------------

@@ -23,12 +23,12 @@ from mediastash.stores._rules import StoreRules
 from mediastash.stores.base import DEFAULT_EXISTS_CONCURRENCY, TOUCH_AFTER_SECONDS
 from mediastash.stores.capabilities import (
     StoreCapabilities,
+    as_class_declares,
     capabilities_of,
     close_store,
     deletion_generation_of,
     namespace_name_of,
     public_url_lifetime_of,
-    switched_off,
     unknown_media_type_reason_of,
 )
 from mediastash.stores.protocols import BlobInfo, BlobStat, MediaStore, exists_in
@@ -79,7 +79,7 @@ class WrapperMediaStore(StoreRules):
     def __init__(self, inner: MediaStore) -> None:
         self.inner = inner
         wrapped = capabilities_of(inner)
-        self.capabilities = switched_off(self._capabilities_over(wrapped), type(self))
+        self.capabilities = as_class_declares(self._capabilities_over(wrapped), type(self))
         """What this wrapper can do: its wrapped store's capabilities (see ``capabilities_of``)."""
         missing = tuple(name for flag, names in _FORWARDED if not getattr(wrapped, flag) for name in names)
         if missing:
