@@ -211,6 +211,8 @@ _DECLARABLE: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     'supports_namespaces': (('_open_namespace',), ()),
 }
 _COMPUTED: Final = ('supports_streaming', 'supports_collection')
+_ALWAYS: Final = {'touch': True, 'exists_many': True, 'stat': True, 'check': True, 'require_storage': True}
+"""The capabilities every ``BaseMediaStore`` has, whatever primitives the backend writes (the base supplies them)."""
 _EXPLICIT: Final = '_mediastash_declared_flags'
 """Class attribute: the flags a class body declared itself and a parent's ``False``; they win over the primitives."""
 
@@ -266,22 +268,13 @@ def _declare_capabilities(cls: type[BaseMediaStore]) -> None:
         setattr(cls, flag, present and wanted is not False)
     cls.supports_streaming = cls.supports_stream_writes and cls.supports_stream_reads
     cls.supports_collection = cls.supports_blob_listing and cls.supports_guarded_deletes
+    declared = {flag.removeprefix('supports_'): getattr(cls, flag) for flag in _DECLARABLE}  # same names
     cls.capabilities = StoreCapabilities(
-        listing=cls.supports_listing,
-        deletes=cls.supports_deletes,
-        stream_writes=cls.supports_stream_writes,
-        stream_reads=cls.supports_stream_reads,
-        blob_listing=cls.supports_blob_listing,
+        **_ALWAYS,
+        **declared,
         ranged_listing=cls.supports_blob_listing,
-        guarded_deletes=cls.supports_guarded_deletes,
-        touch=True,
-        exists_many=True,
-        stat=True,
-        check=True,
-        namespaces=cls.supports_namespaces,
         erase=cls.supports_namespaces and cls.supports_blob_listing and cls.supports_deletes,
         media_types=callable(getattr(cls, 'media_type_of', None)),
-        require_storage=True,
         temp_sweep=callable(getattr(cls, 'sweep_temp_files', None)),
         verifies_reads=cls.verifies_reads is True,
     )
@@ -388,9 +381,7 @@ class BaseMediaStore(StoreRules, ABC):
     """Garbage collection works (blob listing and guarded deletes; follows from them, not declared)."""
     supports_namespaces: ClassVar[bool] = False
     """``namespace()`` works: the backend supplies ``_open_namespace``."""
-    capabilities: ClassVar[StoreCapabilities] = StoreCapabilities(
-        touch=True, exists_many=True, stat=True, check=True, require_storage=True, verifies_reads=True
-    )
+    capabilities: ClassVar[StoreCapabilities] = StoreCapabilities(**_ALWAYS, verifies_reads=True)
     """All of the class's capabilities in one value (what ``capabilities_of`` answers), set at class creation."""
 
     _namespace_name: str | None = None
