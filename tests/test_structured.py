@@ -343,6 +343,7 @@ async def test_step_store_moves_a_big_tool_output(kind: str, tmp_path: Path) -> 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(content=containers(_strings), known=st.booleans())
+@example(content={'part_kind': None}, known=False)  # JSON that may hold a part of its own: walked, not moved
 def test_kv_round_trip_is_exact(content: Any, known: bool) -> None:
     async def scenario() -> None:
         inner = InMemoryAsyncKV()
@@ -353,7 +354,14 @@ def test_kv_round_trip_is_exact(content: Any, known: bool) -> None:
         tree = tool_tree(content)
         await kv.put('p', 's', json.dumps(tree))
         lean = await inner.get('p', 's')
-        assert lean is not None and markers.JSON_ESCAPE_FORMAT in lean
+        assert lean is not None
+        raw = canonical_json(content)
+        if raw is not None and any(marker in raw for marker in EMBEDDED_MARKERS):
+            # JSON that may hold a payload or marker of its own (a key named part_kind...) is left to the
+            # ordinary walk, as in the JSON walks above: the part keeps its content, not one structured marker.
+            assert 'content' in part_of(json.loads(lean))
+        else:
+            assert markers.JSON_ESCAPE_FORMAT in lean
         for _ in range(2):
             got = await kv.get('p', 's')
             assert got is not None
