@@ -196,3 +196,28 @@ async def test_a_step_store_without_the_harness_names_the_extra(form: int, tmp_p
     with pytest.raises(HistoryInputError) as raised:
         await load_step_store(path)
     assert str(raised.value) == expected
+
+
+@pytest.mark.parametrize(
+    ('returned', 'got'),
+    [
+        ([], 'returned no history'),
+        (None, 'returned a NoneType'),
+        ({'name': [{'kind': 'request', 'parts': []}]}, 'returned a dict'),
+        ([History('ok', [{'kind': 'request', 'parts': []}]), [{'kind': 'request'}]], 'returned a list holding a list'),
+    ],
+    ids=['empty', 'none', 'dict', 'not-history'],
+)
+async def test_a_reader_returning_no_histories_is_refused(
+    returned: Any, got: str, tmp_path: Path, registry: None
+) -> None:
+    """A claimed input gives its histories or fails: nothing is dropped silently, nothing else is replayed."""
+
+    async def read(path: Path, *, media_store: MediaStore | None) -> Any:
+        return returned
+
+    register_history_reader('odd-runs', read, claims=lambda path: path.suffix == '.runs')
+    (tmp_path / 'a.runs').write_text('anything')
+    with pytest.raises(HistoryInputError) as raised:
+        await load_inputs([tmp_path / 'a.runs'])
+    assert str(raised.value).startswith(f'the tune input reader odd-runs (registered) {got} for {tmp_path}/a.runs')

@@ -136,11 +136,15 @@ def reader_for(path: Path) -> str | None:
 
 
 async def read_with(kind: str, path: Path, *, media_store: MediaStore | None) -> list[History]:
-    """The histories the reader of ``kind`` finds in ``path``; a missing framework names the extra to install."""
+    """The histories the reader of ``kind`` finds in ``path``; a missing framework names the extra to install.
+
+    A reader that returns anything but a non-empty list of ``History`` objects
+    is refused (``HistoryInputError``): a claimed input never gives less.
+    """
     reader = _registered.get(kind) or _entry_point_readers()[kind]
     read = _read_of(reader, path)
     try:
-        return await read(path, media_store=media_store)
+        histories = await read(path, media_store=media_store)
     except MediaStashError:
         raise
     except Exception as error:
@@ -149,6 +153,19 @@ async def read_with(kind: str, path: Path, *, media_store: MediaStore | None) ->
         raise HistoryInputError(
             f'the tune input reader {kind} ({reader.origin or "registered"}) failed on {path}: {type(error).__name__}'
         ) from error
+    if not isinstance(histories, list) or not histories or not all(isinstance(one, History) for one in histories):
+        # a claimed input must give its histories or fail: one silently dropped would skew the sweep
+        if not isinstance(histories, list):
+            got = f'a {type(histories).__name__}'
+        elif not histories:
+            got = 'no history'
+        else:
+            got = f'a list holding a {next(type(one).__name__ for one in histories if not isinstance(one, History))}'
+        raise HistoryInputError(
+            f'the tune input reader {kind} ({reader.origin or "registered"}) returned {got} for {path}: '
+            'expected a non-empty list of History objects, or a HistoryInputError'
+        )
+    return histories
 
 
 def _readers() -> Iterator[_Reader]:
