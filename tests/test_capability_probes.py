@@ -117,3 +117,21 @@ def test_the_check_catches_a_probe(line: str) -> None:
 )
 def test_the_check_leaves_other_getattr_calls_alone(line: str) -> None:
     assert not probes_in(line), line
+
+
+def test_derived_capabilities_do_not_keep_a_class_alive() -> None:
+    """The per-class cache of derived capabilities holds its classes weakly: one made at run time can be freed."""
+    import gc
+    import weakref
+
+    from mediastash.stores.capabilities import capabilities_of
+
+    async def iter_uris() -> None:  # pragma: no cover - never called, only looked at
+        return None
+
+    made = type('MadeAtRunTime', (), {'iter_uris': iter_uris})
+    assert capabilities_of(made()).listing
+    alive = weakref.ref(made)
+    del made
+    gc.collect()
+    assert alive() is None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -114,7 +115,8 @@ CAPABILITY_METHODS: Final[dict[str, tuple[str, ...]]] = {
 }
 """Each capability flag -> the store methods it promises."""
 
-_derived: dict[type, StoreCapabilities] = {}
+_derived: weakref.WeakKeyDictionary[type, StoreCapabilities] = weakref.WeakKeyDictionary()
+"""Capabilities derived per plug-in class; weak, so a class made at run time (a test's, a factory's) is not kept."""
 _derived_lock = threading.Lock()
 
 
