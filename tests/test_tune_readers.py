@@ -221,3 +221,22 @@ async def test_a_reader_returning_no_histories_is_refused(
     with pytest.raises(HistoryInputError) as raised:
         await load_inputs([tmp_path / 'a.runs'])
     assert str(raised.value).startswith(f'the tune input reader odd-runs (registered) {got} for {tmp_path}/a.runs')
+
+
+async def test_a_registered_read_that_cannot_be_imported_is_named(
+    tmp_path: Path, registry: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in ``module:attribute`` or a module failing as it runs is a ``HistoryInputError`` naming the
+    reader and its target, never the module's own message."""
+    (tmp_path / 'failing_tune_reader.py').write_text("raise RuntimeError('token=hunter2')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / 'a.runs').write_text('anything')
+    for target, problem in [
+        ('json:no_such_reader', 'cannot be imported: AttributeError'),
+        ('failing_tune_reader:read', 'cannot be imported: RuntimeError'),
+    ]:
+        register_history_reader('odd-runs', target, claims=lambda path: path.suffix == '.runs')
+        with pytest.raises(HistoryInputError) as raised:
+            await load_inputs([tmp_path / 'a.runs'])
+        assert str(raised.value) == f'the tune input reader odd-runs ({target}) {problem}'
+    monkeypatch.delitem(sys.modules, 'failing_tune_reader', raising=False)

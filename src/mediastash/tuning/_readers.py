@@ -187,7 +187,7 @@ def _read_of(reader: _Reader, path: Path) -> HistoryRead:
 
 def _imported(reader: _Reader, target: str, path: Path) -> HistoryRead:
     """Import a read named ``module:attribute``: a missing framework is the install hint, our own module's
-    failure the import error itself."""
+    failure the import error itself, any other failure of a registered read its type only."""
     try:
         found: Any = import_target(target)
     except ImportError as error:
@@ -195,6 +195,10 @@ def _imported(reader: _Reader, target: str, path: Path) -> HistoryRead:
         if reader.needs and not ours:
             raise HistoryInputError(f'reading {reader.what} {path} needs {reader.needs}') from None
         problem = f'cannot be imported: {type(error).__name__}: {error}'
+    except Exception as error:  # a missing attribute, or the module failing as it runs: its message kept out
+        if reader.built_in:
+            raise
+        problem = f'cannot be imported: {type(error).__name__}'
     else:
         if callable(found):
             return cast(HistoryRead, found)
