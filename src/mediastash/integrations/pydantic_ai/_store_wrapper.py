@@ -49,4 +49,4 @@ class MessageStoreWrapper(Generic[InnerStore]):
         )
 
     def _check_inner(self, inner: InnerStore) -> None:
-        """Refuse an ``inner`` this wrapper cannot serve (every one, unless a subclass says otherwise)."""
+        """Refuse an ``inner`` this wrapper cannot serve (here any is accepted; a subclass checks what it needs)."""
