@@ -240,3 +240,29 @@ async def test_a_registered_read_that_cannot_be_imported_is_named(
             await load_inputs([tmp_path / 'a.runs'])
         assert str(raised.value) == f'the tune input reader odd-runs ({target}) {problem}'
     monkeypatch.delitem(sys.modules, 'failing_tune_reader', raising=False)
+
+
+@pytest.mark.parametrize(
+    ('messages', 'problem'),
+    [
+        ({'kind': 'request', 'parts': []}, 'expected a JSON list of messages, got a JSON object'),
+        (['request'], 'message 0 is a JSON string, not an object'),
+        ([{'kind': 'response', 'parts': []}, {'parts': []}], 'message 1 has no "kind" of "request" or "response"'),
+        ([{'kind': 'request', 'parts': 'hi'}], 'message 0 has no "parts" list'),
+    ],
+    ids=['object', 'string', 'no-kind', 'no-parts'],
+)
+async def test_histories_a_reader_gives_are_checked_as_history_files_are(
+    messages: Any, problem: str, tmp_path: Path, registry: None
+) -> None:
+    """What the sweep cannot replay is refused naming the reader, as a history file would be: never half replayed."""
+
+    async def read(path: Path, *, media_store: MediaStore | None) -> list[History]:
+        return [History(f'{path}#1', [{'kind': 'request', 'parts': []}]), History(f'{path}#2', messages)]
+
+    register_history_reader('odd-runs', read, claims=lambda path: path.suffix == '.runs')
+    (tmp_path / 'a.runs').write_text('anything')
+    with pytest.raises(HistoryInputError) as raised:
+        await load_inputs([tmp_path / 'a.runs'])
+    expected = f'the tune input reader odd-runs gave {tmp_path}/a.runs#2, which is not a pydantic-ai message history'
+    assert str(raised.value) == f'{expected}: {problem}'

@@ -62,12 +62,24 @@ async def load_inputs(paths: list[Path], *, media_store: MediaStore | None = Non
             raise HistoryInputError(f'no such file or folder: {path}')
         kind = reader_for(path)
         if kind is not None:
-            histories.extend(await read_with(kind, path, media_store=media_store))
+            histories.extend(_checked(kind, await read_with(kind, path, media_store=media_store)))
         elif path.is_dir() or _is_sqlite(path):
             check_step_store(path)  # says what the folder or database is not
             raise HistoryInputError(f'no tune input reader claims {path}')  # its kind's reader was replaced
         else:
             histories.append(await _full_history(load_history_file(path), media_store))
+    return histories
+
+
+def _checked(kind: str, histories: list[History]) -> list[History]:
+    """A reader's histories, each refused unless it is the JSON form of messages the sweep can replay (or empty)."""
+    for history in histories:
+        problem = _history_problem(history.messages) if history.messages != [] else None
+        if problem is not None:
+            raise HistoryInputError(
+                f'the tune input reader {kind} gave {history.name}, which is not a pydantic-ai message history: '
+                f'{problem}'
+            )
     return histories
 
 
