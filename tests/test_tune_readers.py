@@ -266,3 +266,22 @@ async def test_histories_a_reader_gives_are_checked_as_history_files_are(
         await load_inputs([tmp_path / 'a.runs'])
     expected = f'the tune input reader odd-runs gave {tmp_path}/a.runs#2, which is not a pydantic-ai message history'
     assert str(raised.value) == f'{expected}: {problem}'
+
+
+async def test_a_registration_while_readers_are_asked_does_not_break_the_asking(tmp_path: Path, registry: None) -> None:
+    """The readers asked about one input are those registered when the asking began; a registration made
+    meanwhile (by a claims(), or another thread) counts from the next input on."""
+
+    async def read(path: Path, *, media_store: MediaStore | None) -> list[History]:
+        return [History(str(path), [{'kind': 'request', 'parts': []}])]
+
+    def claims_and_registers(path: Path) -> bool:
+        register_history_reader('late-runs', read, claims=lambda path: path.suffix == '.late')
+        return False
+
+    register_history_reader('eager-runs', read, claims=claims_and_registers)
+    (tmp_path / 'a.late').write_text('anything')
+    (tmp_path / 'b.late').write_text('anything')
+    with pytest.raises(HistoryInputError, match=r'a\.late is not JSON'):
+        await load_inputs([tmp_path / 'a.late'])  # late-runs was not there when a.late was asked about
+    assert [history.name for history in await load_inputs([tmp_path / 'b.late'])] == [str(tmp_path / 'b.late')]

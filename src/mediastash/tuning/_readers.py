@@ -169,7 +169,7 @@ async def read_with(kind: str, path: Path, *, media_store: MediaStore | None) ->
 
 
 def _readers() -> Iterator[_Reader]:
-    yield from _registered.values()
+    yield from list(_registered.values())  # a copy: a claims() or another thread may register meanwhile
     plugins = _entry_point_readers()
     for kind in sorted(plugins):
         if kind not in _registered:
