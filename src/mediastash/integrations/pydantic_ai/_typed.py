@@ -75,7 +75,7 @@ class Offloader:
         self.reference_key = reference_key_of(reference_key)
         """Seals the reference parts a restore makes, and tells a save which ones it vouched for."""
         self._namespace = namespace_of(media_store)
-        self._walker = TypedWalker(media_store, options)
+        self._walker = TypedWalker(media_store, options, has_reference_parts)
         self._envelopes: dict[int, _Enveloped] = {}
         """The previous save's envelopes by ``id`` of the message they stand for (see ``offload``)."""
         self._restored: BoundedLRU[str, ModelMessage] = BoundedLRU(max_items=_RESTORED_ENVELOPES)
@@ -110,7 +110,7 @@ class Offloader:
     async def _externalized(self, messages: list[ModelMessage]) -> tuple[LeanMessages, set[int]]:
         """The walker's lean messages, every reference part written as its binary marker; which held one."""
         # The search runs with the walker's exact state check: a message met unchanged is not searched again.
-        walked = await self._walker.externalize(messages, has_reference_parts)
+        walked = await self._walker.externalize(messages)
         referencing: set[int] = set()
         for index, holds in enumerate(walked.found):
             if not holds:

@@ -60,8 +60,8 @@ class LeanMessages:
     sizes: list[dict[str, int]]
     """Size in bytes of each typed payload the message stored, by URI."""
     found: list[bool]
-    """The ``search`` given to ``externalize``, per message: asked when the message's state is taken, and
-    remembered with it, so a message met unchanged is not asked again."""
+    """The walker's ``search``, per message: asked when the message's state is taken, and remembered with
+    it, so a message met unchanged is not asked again."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -78,34 +78,40 @@ class TypedWalker:
     again is not hashed for them again, which tool outputs hold only plain
     JSON, so they are not checked again (``PlainJsonMemo``), and each message's
     lean JSON from the latest save, so an unchanged message is not walked
-    again (``LeanMemo``).
+    again (``LeanMemo``). ``search``: a yes/no the caller wants of each message
+    (``LeanMessages.found``); fixed for the walker's life, so an answer kept with
+    a message is always one of the same question.
     """
 
-    def __init__(self, media_store: MediaStore, options: WalkOptions) -> None:
+    def __init__(
+        self,
+        media_store: MediaStore,
+        options: WalkOptions,
+        search: Callable[[ModelMessage], bool] | None = None,
+    ) -> None:
         self.media_store = media_store
         self.options = options
+        self._search = search
         self._identifiers = IdentifierMemo()
         self._plain = PlainJsonMemo()
         self._lean = LeanMemo()
 
     # -- saving ------------------------------------------------------------------------
 
-    async def externalize(
-        self, messages: list[ModelMessage], search: Callable[[ModelMessage], bool] | None = None
-    ) -> LeanMessages:
+    async def externalize(self, messages: list[ModelMessage]) -> LeanMessages:
         """Store the messages' payloads; their lean JSON, what changed, and the stored sizes.
 
         The typed payloads join the same batch as anything the walk of the
         emptied dump finds; one flush stores them all. A message met
         unchanged since the previous save (``LeanMemo``) is not walked again:
-        its payloads only rejoin the batch. ``search``: a yes/no the caller
-        wants of each message (``LeanMessages.found``), asked right when its
-        state is taken (no await between), so the answer kept with an
-        unchanged message is the one for that very state. Raises what
+        its payloads only rejoin the batch. The walker's ``search`` is asked
+        of each message right when its state is taken (no await between), so
+        the answer kept with an unchanged message is the one for that very
+        state. Raises what
         ``externalize_media`` raises (``TreeDepthError`` also for messages
         pydantic-core cannot dump for depth or a cycle).
         """
-        options = self.options
+        options, search = self.options, self._search
         cache = select_cache(options.known_blobs, self.media_store)
         batch = PayloadBatch(self.media_store, cache, options.max_concurrency)
         memo = self._lean
@@ -125,7 +131,7 @@ class TypedWalker:
         walked = await self._walk([messages[index] for index in fresh], batch)
         if any(job is None or job.uri != uri for job, uri in readded):
             memo.forget()  # a remembered payload has another URI now: walk everything again
-            return await self.externalize(messages, search)
+            return await self.externalize(messages)
         count = len(messages)
         out = LeanMessages([None] * count, [False] * count, [{} for _ in messages], found)
         for index, (entry, _) in enumerate(taken):
