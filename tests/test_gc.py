@@ -856,7 +856,7 @@ def test_cli_bad_store_and_grace(cli_store: tuple[Path, dict[str, str]]) -> None
 
 
 def test_durations() -> None:
-    from mediastash.cli._gc import parse_duration
+    from mediastash.cli._args import parse_duration
 
     assert parse_duration('24h') == timedelta(hours=24)
     assert parse_duration('1h30m') == timedelta(minutes=90)

@@ -44,13 +44,18 @@ class MediaStashError(Exception):
     """Base class of every error mediastash raises on purpose."""
 
 
+def _placed(preposition: str, place: str | None) -> str:
+    """`` in <place>`` / `` at <path>`` for a message, or nothing when the place is not known."""
+    return f' {preposition} {place}' if place else ''
+
+
 class MediaNotFoundError(MediaStashError, FileNotFoundError):
     """No blob is stored under the requested URI."""
 
     def __init__(self, uri: str, *, where: str | None = None) -> None:
         self.uri = uri
         self.where = where
-        suffix = f' in {where}' if where else ''
+        suffix = _placed('in', where)
         super().__init__(f'no media stored for {uri}{suffix}')
 
     def __str__(self) -> str:
@@ -64,9 +69,8 @@ class IntegrityError(MediaStashError):
         self.uri = uri
         self.actual_digest = actual_digest
         self.where = where
-        suffix = f' in {where}' if where else ''
         super().__init__(
-            f'stored bytes for {uri}{suffix} hash to sha256 {actual_digest}; '
+            f'stored bytes for {uri}{_placed("in", where)} hash to sha256 {actual_digest}; '
             'the blob is corrupt or truncated and was not returned'
         )
 
@@ -92,9 +96,8 @@ class UnsupportedMarkerFormat(MediaStashError, ValueError):
         self.what = what
         self.version = version
         self.path = path
-        where = f' at {path}' if path else ''
         super().__init__(
-            f'{what}{where} is stamped with unsupported format version {version!r}; '
+            f'{what}{_placed("at", path)} is stamped with unsupported format version {version!r}; '
             'upgrade mediastash to read it (nothing was restored)'
         )
 
@@ -104,7 +107,7 @@ class MalformedMarker(MediaStashError, ValueError):
 
     def __init__(self, reason: str, *, path: str = '') -> None:
         self.path = path
-        where = f' at {path}' if path else ''
+        where = _placed('at', path)
         super().__init__(f'malformed media marker{where}: {reason}')
 
 
@@ -185,7 +188,7 @@ class CorruptMetadataError(MediaStashError, ValueError):
     def __init__(self, uri: str, reason: str, *, where: str | None = None) -> None:
         self.uri = uri
         self.where = where
-        suffix = f' in {where}' if where else ''
+        suffix = _placed('in', where)
         super().__init__(f'stored metadata for {uri}{suffix} is unreadable: {reason}')
 
 

@@ -1,10 +1,11 @@
-"""What the commands share to declare their arguments: byte sizes, positive integers, a subcommand."""
+"""What the commands share to declare their arguments: sizes, durations, positive integers, a subcommand."""
 
 from __future__ import annotations
 
 import argparse
 import re
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, Final
 
 from mediastash import _units
@@ -12,12 +13,15 @@ from mediastash import _units
 __all__ = [
     'SIZE_OPTIONS',
     'add_command',
+    'add_grace',
+    'add_jobs',
     'add_namespace',
     'add_shard',
     'add_threshold',
     'image_bytes',
     'integer',
     'namespace_name',
+    'parse_duration',
     'parse_shard',
     'parse_size',
     'positive_int',
@@ -29,6 +33,9 @@ _MIN_IMAGE_BYTES = 50 << 10
 SIZE_OPTIONS: Final = frozenset({'--threshold', '--thresholds', '--limit', '--image-bytes', '--read-cost'})
 """The options whose values are sizes (``split_size_problem`` looks for a unit split from their number)."""
 _SPLIT_UNIT = re.compile(r'([A-Za-z]+)(?:,.*)?', re.DOTALL)
+_DURATION_PART: Final = re.compile(r'(\d+(?:\.\d+)?)\s*(d|h|m|s)', re.IGNORECASE)
+_DURATION: Final = re.compile(r'\s*(?:\d+(?:\.\d+)?\s*[dhms]\s*)+', re.IGNORECASE)
+_UNIT_SECONDS: Final = {'d': 86400.0, 'h': 3600.0, 'm': 60.0, 's': 1.0}
 
 
 def parse_size(text: str) -> int:
@@ -65,6 +72,25 @@ def split_size_problem(argv: Sequence[str]) -> str | None:
                 "given as a separate word; a path that is only a unit's name is written ./NAME)"
             )
     return None
+
+
+def parse_duration(text: str) -> timedelta:
+    """``24h``, ``90m``, ``1h30m``, ``2d``, ``45s`` or plain seconds (``0``, ``3600``)."""
+    stripped = text.strip()
+    if re.fullmatch(r'-?\d+(?:\.\d+)?', stripped):
+        seconds = float(stripped)
+    elif _DURATION.fullmatch(stripped):
+        seconds = sum(float(number) * _UNIT_SECONDS[unit.lower()] for number, unit in _DURATION_PART.findall(stripped))
+    else:
+        raise argparse.ArgumentTypeError(
+            f'expected a duration such as 24h, 90m, 1h30m, 2d or 3600 (seconds), got {text!r}'
+        )
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f'a duration cannot be negative, got {text!r}')
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f'the duration {text!r} is too long') from None
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -134,6 +160,18 @@ def add_shard(parser: argparse.ArgumentParser, *, verb: str, note: str) -> None:
         metavar='K/N',
         help=f'{verb} only shard K (from 0) of N equal parts of the digest space{note}',
     )
+
+
+def add_jobs(parser: argparse.ArgumentParser, *, default: int, what: str) -> None:
+    """``--jobs N``: how many ``what`` (say ``blobs copied``) the command has in flight at once."""
+    parser.add_argument(
+        '--jobs', type=positive_int, default=default, metavar='N', help=f'{what} at once (default: {default})'
+    )
+
+
+def add_grace(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """``--grace DURATION`` (default 24h): blobs written or touched more recently than this are never deleted."""
+    parser.add_argument('--grace', type=parse_duration, default=timedelta(hours=24), metavar='DURATION', help=help)
 
 
 def namespace_name(text: str) -> str:

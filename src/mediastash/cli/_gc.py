@@ -4,45 +4,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any, Final
 
-from mediastash.cli._args import add_namespace, add_shard, positive_int
+from mediastash.cli._args import add_grace, add_namespace, add_shard, positive_int
 from mediastash.cli._ui import Step, Ui
 from mediastash.roots import root_kinds_help
 from mediastash.stores.registry import help_forms
 
-__all__ = ['parse_duration', 'register']
+__all__ = ['register']
 
-_DURATION_PART: Final = re.compile(r'(\d+(?:\.\d+)?)\s*(d|h|m|s)', re.IGNORECASE)
-_DURATION: Final = re.compile(r'\s*(?:\d+(?:\.\d+)?\s*[dhms]\s*)+', re.IGNORECASE)
-_UNIT_SECONDS: Final = {'d': 86400.0, 'h': 3600.0, 'm': 60.0, 's': 1.0}
 _PHASES: Final = {'mark': 'reading roots', 'list': 'listing blobs', 'delete': 'deleting'}
 _ROOT_HELP = (
     'what keeps blobs alive: {kinds}, or any folder: every file below it is read as the root it is, and a file of '
     'no known kind stops the collection; without a KIND: prefix the kind is recognised from the path'
 )
-
-
-def parse_duration(text: str) -> timedelta:
-    """``24h``, ``90m``, ``1h30m``, ``2d``, ``45s`` or plain seconds (``0``, ``3600``)."""
-    stripped = text.strip()
-    if re.fullmatch(r'-?\d+(?:\.\d+)?', stripped):
-        seconds = float(stripped)
-    elif _DURATION.fullmatch(stripped):
-        seconds = sum(float(number) * _UNIT_SECONDS[unit.lower()] for number, unit in _DURATION_PART.findall(stripped))
-    else:
-        raise argparse.ArgumentTypeError(
-            f'expected a duration such as 24h, 90m, 1h30m, 2d or 3600 (seconds), got {text!r}'
-        )
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f'a duration cannot be negative, got {text!r}')
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise argparse.ArgumentTypeError(f'the duration {text!r} is too long') from None
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -65,11 +41,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     gc.add_argument(
         '--roots', required=True, nargs='+', metavar='ROOT', help=_ROOT_HELP.format(kinds=root_kinds_help())
     )
-    gc.add_argument(
-        '--grace',
-        type=parse_duration,
-        default=timedelta(hours=24),
-        metavar='DURATION',
+    add_grace(
+        gc,
         help="keep blobs written or touched this recently (default: 24h); shorter than the writers' cache "
         'trust age plus 1h is safe only when nothing writes to the store meanwhile',
     )

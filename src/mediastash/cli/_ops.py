@@ -20,7 +20,7 @@ from typing import Any
 
 from mediastash._tasks import for_each
 from mediastash._units import format_bytes, format_threshold
-from mediastash.cli._args import add_command, add_namespace, add_shard, add_threshold, positive_int
+from mediastash.cli._args import add_command, add_jobs, add_namespace, add_shard, add_threshold
 from mediastash.cli._output import check_output, write_output
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import MediaNotFoundError
@@ -80,13 +80,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     verify.add_argument(
         'uris', nargs='*', metavar='URI', help='check only these media+sha256:// URIs (default: every listed blob)'
     )
-    verify.add_argument(
-        '--jobs',
-        type=positive_int,
-        default=_DEFAULT_VERIFY_JOBS,
-        metavar='N',
-        help=f'blobs read at a time (default: {_DEFAULT_VERIFY_JOBS})',
-    )
+    add_jobs(verify, default=_DEFAULT_VERIFY_JOBS, what='blobs read')
     add_shard(verify, verb='check', note=' (N jobs verify a store together)')
     verify.add_argument(
         '--repair',

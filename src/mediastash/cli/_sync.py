@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from datetime import timedelta
 from typing import Any
 
 from mediastash._units import format_bytes, format_seconds
-from mediastash.cli._args import add_command, add_shard, positive_int
-from mediastash.cli._gc import parse_duration
+from mediastash.cli._args import add_command, add_grace, add_jobs, add_shard
 from mediastash.cli._ui import EXIT_FAILED, Ui, UserError
 from mediastash.errors import EmptySourceError
 from mediastash.stores.registry import help_forms
@@ -35,7 +33,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     )
     sync.add_argument('source', metavar='SRC_URL', help=f'the store to copy from: {url_help}')
     sync.add_argument('destination', metavar='DST_URL', help=f'the store to copy to (created if needed): {url_help}')
-    sync.add_argument('--jobs', type=positive_int, default=4, metavar='N', help='blobs copied at once (default: 4)')
+    add_jobs(sync, default=4, what='blobs copied')
+    add_shard(sync, verb='sync', note=' (N jobs sync a store together)')
     sync.add_argument(
         '--verify', action='store_true', help='read each copied blob back from DST to its end and check its sha256'
     )
@@ -50,14 +49,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         action='store_true',
         help='also delete from DST the blobs SRC lacks, unless written or touched in DST within --grace',
     )
-    sync.add_argument(
-        '--grace',
-        type=parse_duration,
-        default=timedelta(hours=24),
-        metavar='DURATION',
-        help='with --delete: keep DST blobs written or touched this recently (default: 24h)',
-    )
-    add_shard(sync, verb='sync', note=' (N jobs sync a store together)')
+    add_grace(sync, help='with --delete: keep DST blobs written or touched this recently (default: 24h)')
     sync.add_argument(
         '--allow-empty-source',
         action='store_true',
