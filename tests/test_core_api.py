@@ -181,6 +181,28 @@ def test_optional_stores_stay_out_of_all_but_importable_by_name() -> None:
     assert (S3MediaStore, PresignedUrls, MongoMediaStore) == (s3_store, presigned, mongo_store)
 
 
+def test_the_root_exports_the_whole_store_api_as_the_same_objects() -> None:
+    from mediastash import stores
+
+    assert set(stores.__all__) <= set(mediastash.__all__)
+    assert len(mediastash.__all__) == len(set(mediastash.__all__))
+    for name in stores.__all__:
+        assert getattr(mediastash, name) is getattr(stores, name), name
+
+
+def test_the_root_loads_every_optional_store_and_its_options_lazily() -> None:
+    from mediastash import stores
+
+    for name in ('MongoMediaStore', 'MongoOptions', 'PostgresMediaStore', 'PostgresOptions', 'S3Options'):
+        assert name not in mediastash.__all__
+        assert getattr(mediastash, name) is getattr(stores, name), name
+        assert name in dir(mediastash)
+    with pytest.raises(AttributeError, match=r"module 'mediastash' has no attribute 'NoSuchStore'"):
+        mediastash.NoSuchStore  # noqa: B018
+    with pytest.raises(AttributeError, match=r"module 'mediastash.stores' has no attribute 'NoSuchStore'"):
+        stores.NoSuchStore  # noqa: B018
+
+
 def test_integrations_without_the_harness_extra_give_the_install_hint() -> None:
     code = """
 import mediastash

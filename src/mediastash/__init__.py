@@ -8,34 +8,14 @@ versioned markers; ``restore_media`` puts the exact bytes back.
 import logging
 from typing import TYPE_CHECKING
 
-from mediastash import errors
+from mediastash import errors, stores
 from mediastash.context import EMPTY_CONTEXT, MediaContext, MediaContextLike
 from mediastash.errors import *  # noqa: F403  (every public error: errors.__all__, re-exported below)
 from mediastash.keys import KeyStrategy, default_key_strategy, sharded_key_strategy
 from mediastash.known_blobs import KnownBlobCache
 from mediastash.open_store import open_store
 from mediastash.reference_keys import ReferenceKey
-from mediastash.stores import (
-    BaseMediaStore,
-    BlobInfo,
-    BlobStat,
-    CacheAwareMediaStore,
-    CollectableMediaStore,
-    DeletableMediaStore,
-    DiskMediaStore,
-    EraseReport,
-    ListableMediaStore,
-    MediaStore,
-    MemoryMediaStore,
-    S3AddressableMediaStore,
-    SqliteMediaStore,
-    StatableMediaStore,
-    StoreCapabilities,
-    StreamingMediaStore,
-    WrapperMediaStore,
-    capabilities_of,
-)
-from mediastash.stores.cached import CachedMediaStore
+from mediastash.stores import *  # noqa: F403  (the store API: stores.__all__, re-exported below)
 from mediastash.stores.verify import VerifyReport
 from mediastash.uri import MEDIA_URI_SCHEME, is_media_uri, media_uri_for, parse_media_uri
 from mediastash.urls import PublicUrlResolver, make_static_public_url
@@ -43,8 +23,12 @@ from mediastash.walker import DEFAULT_THRESHOLD_BYTES, WalkOptions, externalize_
 
 if TYPE_CHECKING:  # `X as X` re-exports them for type checkers without listing them in __all__
     from mediastash.stores.mongo import MongoMediaStore as MongoMediaStore
+    from mediastash.stores.mongo import MongoOptions as MongoOptions
+    from mediastash.stores.postgres import PostgresMediaStore as PostgresMediaStore
+    from mediastash.stores.postgres import PostgresOptions as PostgresOptions
     from mediastash.stores.s3 import PresignedUrls as PresignedUrls
     from mediastash.stores.s3 import S3MediaStore as S3MediaStore
+    from mediastash.stores.s3 import S3Options as S3Options
 
 # Silent unless the application configures logging: records of the `mediastash` logger hierarchy
 # (one logger per module) go nowhere by default. docs/logging.md lists what is logged.
@@ -52,9 +36,9 @@ logging.getLogger('mediastash').addHandler(logging.NullHandler())
 
 __version__ = '0.1.0'
 
-# MongoMediaStore, S3MediaStore and PresignedUrls are importable by name
-# (`from mediastash import S3MediaStore`) but kept out of __all__: they need an
-# extra, and `from mediastash import *` must work without it.
+# The stores behind extras (S3MediaStore, PresignedUrls, MongoMediaStore, PostgresMediaStore and their
+# options) are importable by name (`from mediastash import S3MediaStore`) but kept out of __all__: they
+# need an extra, and `from mediastash import *` must work without it.
 __all__ = [
     'DEFAULT_THRESHOLD_BYTES',
     'KnownBlobCache',
@@ -63,32 +47,13 @@ __all__ = [
     'restore_media',
     'EMPTY_CONTEXT',
     'MEDIA_URI_SCHEME',
-    'BaseMediaStore',
-    'BlobInfo',
-    'BlobStat',
-    'CacheAwareMediaStore',
-    'CachedMediaStore',
-    'CollectableMediaStore',
-    'DeletableMediaStore',
-    'DiskMediaStore',
-    'EraseReport',
     'KeyStrategy',
-    'ListableMediaStore',
     'MediaContext',
     'MediaContextLike',
-    'MediaStore',
-    'MemoryMediaStore',
     'PublicUrlResolver',
     'ReferenceKey',
-    'S3AddressableMediaStore',
-    'SqliteMediaStore',
-    'StatableMediaStore',
-    'StoreCapabilities',
-    'StreamingMediaStore',
     'VerifyReport',
-    'WrapperMediaStore',
     '__version__',
-    'capabilities_of',
     'default_key_strategy',
     'is_media_uri',
     'make_static_public_url',
@@ -97,21 +62,16 @@ __all__ = [
     'parse_media_uri',
     'sharded_key_strategy',
 ]
-# Every public error is importable from here: errors.__all__ names them once (the star import above binds them).
-__all__ += errors.__all__
+# Every public error and the whole store API are importable from here: errors.__all__ and stores.__all__
+# name them once (the star imports above bind them).
+__all__ += [*errors.__all__, *stores.__all__]
 
 
 def __getattr__(name: str) -> object:
-    """Stores behind optional extras (S3, MongoDB) load on first access; without the extra, an install hint."""
-    from mediastash import stores
-
-    if name in stores._OPTIONAL:
-        return getattr(stores, name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    """Stores behind optional extras (S3, MongoDB, PostgreSQL) load on first access, as from ``mediastash.stores``."""
+    return stores._load_optional(name, __name__)
 
 
 def __dir__() -> list[str]:
     """The module's names plus the lazily loaded stores, which ``__all__`` leaves out."""
-    from mediastash import stores
-
     return sorted({*globals(), *stores._OPTIONAL})

@@ -89,12 +89,21 @@ __all__ = [
 ]
 
 
+def _load_optional(name: str, asked: str) -> object:
+    """``name`` from its backend package behind an extra, for the ``__getattr__`` of module ``asked``.
+
+    Without the extra, an ``ImportError`` saying which extra to install; a name that is not an optional store
+    is the ``AttributeError`` a module raises.
+    """
+    if name not in _OPTIONAL:
+        raise AttributeError(f'module {asked!r} has no attribute {name!r}')
+    module_name, extra = _OPTIONAL[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImportError(f'{name} needs the {extra!r} extra: pip install "mediastash[{extra}]"') from error
+    return getattr(module, name)
+
+
 def __getattr__(name: str) -> object:
-    if name in _OPTIONAL:
-        module_name, extra = _OPTIONAL[name]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise ImportError(f'{name} needs the {extra!r} extra: pip install "mediastash[{extra}]"') from error
-        return getattr(module, name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    return _load_optional(name, __name__)
