@@ -269,10 +269,12 @@ class S3MediaStore(BaseMediaStore):
 
     @property
     def bucket(self) -> str:
+        """The bucket holding the blobs."""
         return self._bucket
 
     @property
     def key_prefix(self) -> str:
+        """The start of every key this store reads or writes (``''`` for none; a namespace view's ends ``<name>/``)."""
         return self._key_prefix
 
     def _describe(self) -> str:
