@@ -458,6 +458,21 @@ class ProtocolOnlyStore:
             yield uri
 
 
+async def test_confirm_and_a_wrapper_pass_touch_after_to_a_store_that_keeps_ages() -> None:
+    from tests.memory_support import set_written_at
+
+    store = MemoryMediaStore()
+    uri = await store.put(b'aged blob')
+    set_written_at(store, uri, time.time() - 120)
+    assert await confirm_in(store, [uri]) == {uri}  # the default touch_after (1 h): two minutes is young
+    assert store._written_at[parse_media_uri(uri)] < time.time() - 100
+    assert await confirm_in(store, [uri], touch_after=60) == {uri}
+    assert store._written_at[parse_media_uri(uri)] > time.time() - 10
+    set_written_at(store, uri, time.time() - 120)
+    assert await WrapperMediaStore(store).touch_many([uri], touch_after=60) == {uri}
+    assert store._written_at[parse_media_uri(uri)] > time.time() - 10
+
+
 async def test_a_protocol_only_plugin_gets_its_capabilities_from_its_methods() -> None:
     store = ProtocolOnlyStore()
     declared = capabilities_of(store)

@@ -216,11 +216,15 @@ class S3AddressableMediaStore(Protocol):
     def s3_uri(self, uri: str, context: MediaContextLike = EMPTY_CONTEXT) -> str: ...
 
 
-async def confirm_in(store: MediaStore, uris: Iterable[str], *, max_concurrency: int = 16) -> frozenset[str]:
+async def confirm_in(
+    store: MediaStore, uris: Iterable[str], *, touch_after: float | None = None, max_concurrency: int = 16
+) -> frozenset[str]:
     """The subset of ``uris`` stored in ``store``, marking them as in use where the store keeps ages
-    (``touch_many``); a plain existence check otherwise. What a writer calls before re-trusting a
-    cached blob."""
+    (``touch_many``, with ``touch_after`` when given, else the store's default); a plain existence check
+    otherwise. What a writer calls before re-trusting a cached blob."""
     if capabilities_of(store).touch:
         touching = cast(CollectableMediaStore, store)
-        return frozenset(await touching.touch_many(uris, max_concurrency=max_concurrency))
+        if touch_after is None:
+            return frozenset(await touching.touch_many(uris, max_concurrency=max_concurrency))
+        return frozenset(await touching.touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency))
     return await exists_in(store, uris, max_concurrency=max_concurrency)

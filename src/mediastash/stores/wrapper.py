@@ -31,7 +31,7 @@ from mediastash.stores.capabilities import (
     public_url_lifetime_of,
     unknown_media_type_reason_of,
 )
-from mediastash.stores.protocols import BlobInfo, BlobStat, MediaStore, exists_in
+from mediastash.stores.protocols import BlobInfo, BlobStat, MediaStore, confirm_in, exists_in
 
 __all__ = ['WrapperMediaStore']
 
@@ -135,11 +135,9 @@ class WrapperMediaStore(StoreRules):
         touch_after: float = TOUCH_AFTER_SECONDS,
         max_concurrency: int = DEFAULT_EXISTS_CONCURRENCY,
     ) -> frozenset[str]:
+        """The wrapped store's ``touch_many``, or its existence check where it keeps no ages (``confirm_in``)."""
         wanted = list(self._open_digests(uris).values())
-        if not capabilities_of(self.inner).touch:
-            return await exists_in(self.inner, wanted, max_concurrency=max_concurrency)
-        inner: Any = self.inner
-        return frozenset(await inner.touch_many(wanted, touch_after=touch_after, max_concurrency=max_concurrency))
+        return await confirm_in(self.inner, wanted, touch_after=touch_after, max_concurrency=max_concurrency)
 
     def iter_blobs(self) -> AsyncIterator[BlobInfo]:
         self._check_open()
