@@ -90,6 +90,19 @@ def test_a_plugin_reader_from_its_entry_point_feeds_tune(tmp_path: Path) -> None
     assert 'talk.chatlog is not JSON' in without.stderr  # no reader claims it: read as a history file
 
 
+def test_tune_help_names_every_installed_reader(tmp_path: Path) -> None:
+    def histories_help(plugins: bool) -> str:
+        result = python(['-m', 'mediastash', 'tune', '--help'], cwd=tmp_path, plugins=plugins)
+        assert result.returncode == 0, result.stderr
+        return ' '.join(result.stdout.split())  # argparse wraps to the terminal's width
+
+    with_plugin = histories_help(plugins=True)
+    assert 'claims: harness-steps (pydantic-ai-harness FileStepStore folders, SqliteStepStore databases), chat-log' in (
+        with_plugin
+    )
+    assert 'chat-log' not in histories_help(plugins=False)
+
+
 def test_reading_a_history_file_imports_no_framework(tmp_path: Path) -> None:
     (tmp_path / 'history.json').write_text(
         json.dumps([{'kind': 'request', 'parts': [{'part_kind': 'user-prompt', 'content': 'hi'}]}])

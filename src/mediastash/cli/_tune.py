@@ -83,6 +83,18 @@ def parse_limit(text: str) -> Any:
     return Limit(f'a limit of {size:,} bytes', size)
 
 
+def _readers_help() -> str:
+    """The installed history readers by kind, the built-in one with what it reads (no reader is imported)."""
+    from mediastash.tuning._readers import HARNESS_STEPS, available_history_readers
+
+    return ', '.join(
+        f'{kind} (pydantic-ai-harness FileStepStore folders, SqliteStepStore databases)'
+        if kind == HARNESS_STEPS
+        else kind
+        for kind in available_history_readers()
+    )
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     """Add ``tune``."""
     tune = commands.add_parser(
@@ -100,8 +112,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         nargs='*',
         type=Path,
         metavar='HISTORY',
-        help='pydantic-ai message-history JSON files, pydantic-ai-harness FileStepStore folders or SqliteStepStore '
-        'databases',
+        help=f'pydantic-ai message-history JSON files, or inputs an installed history reader claims: {_readers_help()}',
     )
     tune.add_argument(
         '--store',
