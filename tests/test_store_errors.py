@@ -107,6 +107,37 @@ async def test_an_async_generator_method_is_mapped_too() -> None:
     assert caught.value.operation == 'iter_uris'
 
 
+async def test_a_backends_own_public_method_is_mapped_without_a_decorator() -> None:
+    class WithExtra(MemoryMediaStore):
+        async def compact(self) -> None:
+            raise ConnectionResetError(errno.ECONNRESET, 'reset')
+
+    with pytest.raises(StoreUnavailableError) as caught:
+        await WithExtra().compact()
+    assert caught.value.operation == 'compact'
+    assert isinstance(caught.value.__cause__, ConnectionResetError)
+
+
+@pytest.mark.parametrize(
+    ('module', 'name', 'method'),
+    [
+        ('mediastash.stores.sqlite', 'SqliteMediaStore', 'media_type_of'),
+        ('mediastash.stores.sqlite', 'SqliteMediaStore', 'require_storage'),
+        ('mediastash.stores.mongo', 'MongoMediaStore', 'media_type_of'),
+        ('mediastash.stores.mongo', 'MongoMediaStore', 'sweep_orphan_chunks'),
+        ('mediastash.stores.s3', 'S3MediaStore', 'presigned_url'),
+        ('mediastash.stores.disk', 'DiskMediaStore', 'sweep_temp_files'),
+    ],
+)
+def test_the_backends_extras_are_mapped_by_the_base(module: str, name: str, method: str) -> None:
+    import importlib
+
+    from mediastash.stores.base import _MAPPED_MARK
+
+    store_class = getattr(importlib.import_module(module), name)
+    assert getattr(getattr(store_class, method), _MAPPED_MARK, False), f'{name}.{method}'
+
+
 @pytest.mark.parametrize(
     'error',
     [Driver('not classified by the default hook'), KeyError('x'), FileNotFoundError('gone'), ValueError('bad')],

@@ -52,7 +52,6 @@ from mediastash.stores.base import (
     BaseMediaStore,
     DriverError,
     Ingest,
-    _maps_driver_errors,
 )
 from mediastash.stores.mongo._layout import (
     DEFAULT_CHUNK_SIZE_BYTES,
@@ -445,7 +444,6 @@ class MongoMediaStore(BaseMediaStore):
             raise self._not_found(digest)
         return parse_metadata(media_uri(digest), manifest.get('metadata'), self._describe())
 
-    @_maps_driver_errors('media_type_of')
     async def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
         digest = parse_media_uri(uri)
@@ -641,7 +639,6 @@ class MongoMediaStore(BaseMediaStore):
 
         return sum(await asyncio.gather(*map(one, digests)))
 
-    @_maps_driver_errors('sweep_orphan_chunks')
     async def sweep_orphan_chunks(self, *, older_than_seconds: float = _DEFAULT_SWEEP_GRACE_SECONDS) -> int:
         """Delete chunk sets no manifest names that are older than the grace period; returns how many.
 

@@ -47,7 +47,6 @@ from mediastash.stores.base import (
     BaseMediaStore,
     DriverError,
     Ingest,
-    _maps_driver_errors,
 )
 from mediastash.stores.protocols import BlobInfo, BlobStat
 from mediastash.stores.s3._errors import classify_sdk_error
@@ -702,7 +701,6 @@ class S3MediaStore(BaseMediaStore):
         assert self._presigned is not None
         return await self._presign(parse_media_uri(uri), context, self._presigned)
 
-    @_maps_driver_errors('presigned_url')
     async def presigned_url(
         self,
         uri: str,

@@ -38,7 +38,7 @@ from mediastash.stores._metadata import decode_metadata_json, encode_metadata_js
 from mediastash.stores._namespaces import namespace_segment
 from mediastash.stores._range import DigestRange
 from mediastash.stores._tokens import ObjectToken, token_for
-from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, DriverError, Ingest, _maps_driver_errors
+from mediastash.stores.base import TOUCH_AFTER_SECONDS, BaseMediaStore, DriverError, Ingest
 from mediastash.stores.protocols import BlobInfo, BlobStat
 from mediastash.stores.sqlite._options import SqliteOptions
 from mediastash.uri import DIGEST_PATTERN, media_uri, parse_media_uri
@@ -460,7 +460,6 @@ class SqliteMediaStore(BaseMediaStore):
         rows = connection.execute(f'SELECT sha256 FROM {self._quoted} WHERE sha256 IN ({marks})', digests)
         return [str(row[0]) for row in rows]
 
-    @_maps_driver_errors('media_type_of')
     async def media_type_of(self, uri: str) -> str | None:
         """The media type recorded at the first ``put`` (``None`` when unknown or not stored)."""
         digest = parse_media_uri(uri)
@@ -477,7 +476,6 @@ class SqliteMediaStore(BaseMediaStore):
             raise self._not_found(digest)
         return found
 
-    @_maps_driver_errors('require_storage')
     async def require_storage(self) -> None:
         """``StoreNotFoundError`` when the database file has no table yet (nothing is created); what read-only
         openers such as ``mediastash stats`` call. A caller's connection or a private database may lack it; a
