@@ -223,9 +223,13 @@ def _declare_capabilities(cls: type[BaseMediaStore]) -> None:
     A flag follows the primitives the class supplies unless the class body
     declares it: ``False`` turns the methods off although the primitives are
     there; ``True`` without them is an ``InvalidStoreConfiguration`` naming the
-    flag and the primitive to write.
+    flag and the primitive to write. A class body that sets one of a flag's
+    public methods to ``None`` (how plug-ins said "absent" before the flags)
+    declares the flag ``False``; one that writes a public method its flag
+    turns off, or sets it to ``None`` beside the flag declared ``True``, is
+    refused naming both.
     """
-    own = vars(cls)
+    own = dict(vars(cls))  # the class body, before the flags and methods below are set on the class
     for flag in _COMPUTED:
         if flag in own:
             raise InvalidStoreConfiguration(
@@ -237,12 +241,27 @@ def _declare_capabilities(cls: type[BaseMediaStore]) -> None:
     explicit: dict[str, bool] = {}
     for klass in reversed(cls.__mro__[1:]):
         explicit.update({flag: False for flag, value in vars(klass).get(_EXPLICIT, {}).items() if not value})
-    for flag in _DECLARABLE:
+    for flag, (_, methods) in _DECLARABLE.items():
+        absent = [method for method in methods if method in own and own[method] is None]
         if flag in own:
             value = own[flag]
             if not isinstance(value, bool):
                 raise InvalidStoreConfiguration(f'{cls.__name__}.{flag} must be True or False')
+            if value and absent:
+                raise InvalidStoreConfiguration(
+                    f'{cls.__name__} declares {flag} = True but sets {absent[0]} = None: '
+                    f'drop one (declare {flag} = False to turn the capability off)'
+                )
             explicit[flag] = value
+        elif absent:
+            explicit[flag] = False  # the old way of saying "absent", kept as the declaration it means
+        written = [method for method in methods if own.get(method) is not None]
+        if explicit.get(flag) is False and written:
+            where = 'declares' if flag in own or absent else 'inherits'
+            raise InvalidStoreConfiguration(
+                f'{cls.__name__} {where} {flag} = False but defines {written[0]}, which that flag turns off: '
+                f'declare {flag} = True to keep it, or drop {written[0]}'
+            )
     setattr(cls, _EXPLICIT, {flag: value for flag, value in explicit.items() if flag in own or not value})
     for flag, (primitives, methods) in _DECLARABLE.items():
         supplied = all(getattr(cls, name) is not getattr(BaseMediaStore, name) for name in primitives)

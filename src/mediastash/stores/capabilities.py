@@ -33,6 +33,7 @@ __all__ = [
     'require_storage',
     'storage_key_or_none',
     'sweep_temp_files',
+    'taken_keywords',
     'unknown_media_type_reason_of',
     'url_planner_of',
     'wrapped_store_of',
@@ -201,14 +202,53 @@ def deletion_generation_of(store: object) -> object:
 
 def public_url_lifetime_of(store: object) -> float | None:
     """Seconds a URL from ``store.public_url`` stays valid; ``None`` when it does not expire or is not said."""
-    lifetime = getattr(store, 'public_url_lifetime', None)
+    lifetime = _said(store, 'public_url_lifetime')
     return float(lifetime) if isinstance(lifetime, int | float) and not isinstance(lifetime, bool) else None
 
 
 def unknown_media_type_reason_of(store: object) -> str:
     """Why a blob of ``store`` may have no recorded media type (its ``unknown_media_type_reason``)."""
-    reason = getattr(store, 'unknown_media_type_reason', None)
+    reason = _said(store, 'unknown_media_type_reason')
     return reason if isinstance(reason, str) else f'{store!r} does not record media types'
+
+
+def _said(store: object, name: str) -> object:
+    """``store.<name>``: a property or attribute, or what a plain method of that name returns (how a plug-in not
+    derived from the base may have written it)."""
+    value: object = getattr(store, name, None)
+    if inspect.ismethod(value):
+        value = value()
+    return value
+
+
+_keywords: weakref.WeakKeyDictionary[type, dict[str, frozenset[str] | None]] = weakref.WeakKeyDictionary()
+"""Per store class and method: the keywords the method takes (``None``: any, it has ``**kwargs``)."""
+
+
+def taken_keywords(store: object, method: str, **keywords: Any) -> dict[str, Any]:
+    """``keywords`` without those ``store.<method>`` does not take.
+
+    A plug-in written before a keyword was passed (``touch_many(uris)``
+    before ``touch_after`` and ``max_concurrency``) is called as it was then,
+    without it, rather than failing with a ``TypeError``. Every mediastash
+    store takes them all.
+    """
+    per_class = _keywords.setdefault(type(store), {})
+    if method not in per_class:
+        per_class[method] = _keywords_of(getattr(store, method))
+    names = per_class[method]
+    return keywords if names is None else {name: value for name, value in keywords.items() if name in names}
+
+
+def _keywords_of(function: Callable[..., Any]) -> frozenset[str] | None:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: pass everything, as before
+        return None
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+        return None
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return frozenset(parameter.name for parameter in parameters if parameter.kind in named)
 
 
 def namespace_name_of(store: object) -> str | None:

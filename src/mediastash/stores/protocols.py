@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, cast, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from mediastash.context import EMPTY_CONTEXT, MediaContextLike
-from mediastash.stores.capabilities import capabilities_of
+from mediastash.stores.capabilities import capabilities_of, taken_keywords
 
 __all__ = [
     'BlobCheck',
@@ -179,7 +179,9 @@ async def exists_in(store: MediaStore, uris: Iterable[str], *, max_concurrency: 
     """The subset of ``uris`` stored in ``store``: its ``exists_many`` when it has one, else ``exists`` calls."""
     if capabilities_of(store).exists_many:
         batched = cast(CacheAwareMediaStore, store)
-        return frozenset(await batched.exists_many(uris, max_concurrency=max_concurrency))
+        return frozenset(
+            await batched.exists_many(uris, **taken_keywords(store, 'exists_many', max_concurrency=max_concurrency))
+        )
     wanted = list(dict.fromkeys(uris))
     gate = asyncio.Semaphore(max_concurrency)
 
@@ -224,7 +226,8 @@ async def confirm_in(
     otherwise. What a writer calls before re-trusting a cached blob."""
     if capabilities_of(store).touch:
         touching = cast(CollectableMediaStore, store)
-        if touch_after is None:
-            return frozenset(await touching.touch_many(uris, max_concurrency=max_concurrency))
-        return frozenset(await touching.touch_many(uris, touch_after=touch_after, max_concurrency=max_concurrency))
+        wanted: dict[str, Any] = {'max_concurrency': max_concurrency}
+        if touch_after is not None:
+            wanted['touch_after'] = touch_after
+        return frozenset(await touching.touch_many(uris, **taken_keywords(store, 'touch_many', **wanted)))
     return await exists_in(store, uris, max_concurrency=max_concurrency)

@@ -87,9 +87,16 @@ def register_store(scheme: str, target: type[BaseMediaStore] | str, *, extra: st
     if not (isinstance(target, str) and ':' in target) and not (
         isinstance(target, type) and issubclass(target, BaseMediaStore)
     ):
-        raise InvalidArgumentError('target', "a BaseMediaStore subclass or a 'module:Class' string", target)
+        raise InvalidArgumentError(
+            'target',
+            'a BaseMediaStore subclass that declares options_class (or defines the from_url classmethod), '
+            "or a 'module:Class' string naming one",
+            target,
+        )
     if extra is not None and not isinstance(extra, str):
         raise InvalidArgumentError('extra', 'a str or None', extra)
+    if isinstance(target, type) and not _opens_from_url(target):
+        raise _no_url_hook(f'the store class {target.__name__} registered for {scheme}://')
     _registered[scheme] = _Backend(target, extra)
 
 
@@ -188,12 +195,20 @@ def _load(scheme: str, backend: _Backend) -> type[BaseMediaStore]:
             'subclass that declares options_class (or defines the from_url classmethod); see "Writing a backend" '
             'in docs/stores.md'
         )
-    if found.options_class is None and found._url_planner is None and not _writes_url_opener(found):
-        raise InvalidStoreConfiguration(
-            f'the store backend for {scheme}:// ({source}) cannot be opened from a URL: it declares no '
-            'options_class and defines no from_url classmethod'
-        )
+    if not _opens_from_url(found):
+        raise _no_url_hook(f'the store backend for {scheme}:// ({source})')
     return found
+
+
+def _opens_from_url(cls: type[BaseMediaStore]) -> bool:
+    """Whether ``cls`` has a URL hook: ``options_class``, ``url_planner``, or a ``from_url``/``plan_from_url``."""
+    return cls.options_class is not None or cls._url_planner is not None or _writes_url_opener(cls)
+
+
+def _no_url_hook(what: str) -> InvalidStoreConfiguration:
+    return InvalidStoreConfiguration(
+        f'{what} cannot be opened from a URL: it declares no options_class and defines no from_url classmethod'
+    )
 
 
 def _writes_url_opener(cls: type[BaseMediaStore]) -> bool:
