@@ -24,9 +24,11 @@ class DictMediaStore(BaseMediaStore):
         self.metadata: dict[str, dict[str, str]] = {}
 
     async def _write(self, digest: str, data: bytes, context: MediaContextLike) -> None:
-        if digest not in self.blobs:  # the first put's metadata wins
-            self.blobs[digest] = data
-            self.metadata[digest] = dict(context_metadata(context))
+        stored = self.blobs.get(digest)
+        if stored is not None and self._stored_copy_is_sound(digest, len(data), len(stored), lambda: stored):
+            return  # already stored and sound; a copy that is not is replaced below (healing)
+        self.blobs[digest] = data
+        self.metadata.setdefault(digest, dict(context_metadata(context)))  # the first put's metadata wins
 
     async def _read(self, digest: str, context: MediaContextLike) -> bytes:
         if digest not in self.blobs:
