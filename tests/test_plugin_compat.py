@@ -322,3 +322,24 @@ def test_registering_a_class_that_cannot_be_opened_from_a_url_is_refused_at_regi
     message = str(raised.value)
     assert 'NoUrl' in message and 'options_class' in message and 'from_url' in message
     assert 'nourl' not in registry.available_schemes()
+
+
+@pytest.mark.parametrize(
+    ('absent', 'flag'),
+    [
+        ('stat', 'stat'),
+        ('touch_many', 'touch'),
+        ('exists_many', 'exists_many'),
+        ('check_blob', 'check'),
+        ('require_storage', 'require_storage'),
+    ],
+)
+async def test_a_method_every_base_store_has_set_to_none_is_declared_absent(absent: str, flag: str) -> None:
+    """The methods the base always supplies, set to ``None`` by an old plug-in: the declaration follows."""
+    cls = type('WithoutOne', (MemoryMediaStore,), {absent: None})
+    store = cls()
+    assert getattr(capabilities_of(store), flag) is False
+    assert getattr(class_capabilities(cls), flag) is False
+    uri = await store.put(b'confirmed without it')
+    assert await confirm_in(store, [uri]) == {uri}
+    assert await exists_in(store, [uri]) == {uri}

@@ -57,7 +57,7 @@ from mediastash.stores._options import StoreOptions
 from mediastash.stores._plan import StorePlan
 from mediastash.stores._range import DigestRange
 from mediastash.stores._rules import AsyncClosing, StoreRules
-from mediastash.stores.capabilities import StoreCapabilities
+from mediastash.stores.capabilities import StoreCapabilities, as_class_declares
 from mediastash.stores.protocols import BlobCheck, BlobInfo, BlobStat
 from mediastash.stores.verify import VerifyReport, verify_store
 from mediastash.uri import MEDIA_URI_SCHEME, media_uri
@@ -288,14 +288,17 @@ def _declare_capabilities(cls: type[BaseMediaStore]) -> None:
     cls.supports_streaming = cls.supports_stream_writes and cls.supports_stream_reads
     cls.supports_collection = cls.supports_blob_listing and cls.supports_guarded_deletes
     declared = {flag.removeprefix('supports_'): getattr(cls, flag) for flag in _DECLARABLE}  # same names
-    cls.capabilities = StoreCapabilities(
-        **_ALWAYS,
-        **declared,
-        ranged_listing=cls.supports_blob_listing,
-        erase=cls.supports_namespaces and cls.supports_blob_listing and cls.supports_deletes,
-        media_types=callable(getattr(cls, 'media_type_of', None)),
-        temp_sweep=callable(getattr(cls, 'sweep_temp_files', None)),
-        verifies_reads=cls.verifies_reads is True,
+    cls.capabilities = as_class_declares(  # without what a class sets to None, e.g. an old plug-in's ``stat = None``
+        StoreCapabilities(
+            **_ALWAYS,
+            **declared,
+            ranged_listing=cls.supports_blob_listing,
+            erase=cls.supports_namespaces and cls.supports_blob_listing and cls.supports_deletes,
+            media_types=callable(getattr(cls, 'media_type_of', None)),
+            temp_sweep=callable(getattr(cls, 'sweep_temp_files', None)),
+            verifies_reads=cls.verifies_reads is True,
+        ),
+        cls,
     )
 
 
