@@ -125,7 +125,13 @@ class ShelfMediaStore(BaseMediaStore):
             yield digest
 
 
-register_store('shelf', ShelfMediaStore)  # step 3, for a program that installs no package
+@pytest.fixture
+def shelf_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step 3, as a program that installs no package does it (undone after the test)."""
+    from mediastash.stores import registry
+
+    monkeypatch.setattr(registry, '_registered', dict(registry._registered))
+    register_store('shelf', ShelfMediaStore)
 
 
 class TestShelfMediaStore(StoreTests):
@@ -162,7 +168,7 @@ def test_the_declarations_follow_the_primitives() -> None:
     assert ShelfMediaStore.put_stream is None and ShelfMediaStore.iter_blobs is None
 
 
-async def test_open_store_builds_the_store_from_its_options_class() -> None:
+async def test_open_store_builds_the_store_from_its_options_class(shelf_scheme: None) -> None:
     async with open_store('shelf://from-url') as store:
         assert isinstance(store, ShelfMediaStore)
         assert store.options == ShelfOptions(name='from-url')
@@ -182,14 +188,14 @@ def test_overrides_win_over_the_url_and_are_checked() -> None:
         ShelfMediaStore.from_url('shelf://overridden', colour='red')
 
 
-def test_a_missing_shelf_opened_without_create_is_refused_and_not_made() -> None:
+def test_a_missing_shelf_opened_without_create_is_refused_and_not_made(shelf_scheme: None) -> None:
     with pytest.raises(StoreNotFoundError):
         open_store('shelf://never-made', create=False)
     assert 'never-made' not in SHELVES
 
 
 @pytest.mark.parametrize('url', ['shelf://UPPER', 'shelf://name/path', 'shelf://name?secret=hunter2'])
-def test_a_bad_url_is_refused_without_repeating_it(url: str) -> None:
+def test_a_bad_url_is_refused_without_repeating_it(shelf_scheme: None, url: str) -> None:
     with pytest.raises(InvalidStoreConfiguration) as raised:
         open_store(url)
     assert 'UPPER' not in str(raised.value) and 'hunter2' not in str(raised.value)
