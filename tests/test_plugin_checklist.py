@@ -199,3 +199,19 @@ def test_a_bad_url_is_refused_without_repeating_it(shelf_scheme: None, url: str)
     with pytest.raises(InvalidStoreConfiguration) as raised:
         open_store(url)
     assert 'UPPER' not in str(raised.value) and 'hunter2' not in str(raised.value)
+
+
+async def test_the_docs_example_heals_a_corrupt_blob_another_instance_finds() -> None:
+    """The "Writing a backend" example's ``_write`` keeps the healing rule it states, so a copy of it on storage
+    shared by two instances (as a real backend's is) replaces a corrupt blob on a ``put`` of its bytes."""
+    from tests.test_store_example import DictMediaStore
+
+    first = DictMediaStore()
+    data = b'the right bytes' * 10
+    uri = await first.put(data)
+    digest = parse_media_uri(uri)
+    first.blobs[digest] = b'the wrong bytes' * 10  # same size, behind the store's back
+    second = DictMediaStore()  # a fresh instance on the same storage: it never saw the blob fail
+    second.blobs, second.metadata = first.blobs, first.metadata
+    assert await second.put(data) == uri
+    assert first.blobs[digest] == data
