@@ -716,7 +716,7 @@ def test_a_pasted_secret_never_appears_in_the_error(home: Path, url: str) -> Non
     ('url', 'named', 'accepts'),
     [
         (f's3://b?max_attempts={PASTED}', 'max_attempts', 'integer'),
-        (f's3://b?max_attempts=-{DIGITS}', 'max_attempts', 'at least 1'),
+        (f's3://b?max_attempts=-{DIGITS}', 'max_attempts', 'an int from 1 to 100'),
         (f's3://b?put_check={PASTED}', 'put_check', "'if-none-match'"),
         (f'mongodb://127.0.0.1:1/db?chunk_size_bytes={PASTED}', 'chunk_size_bytes', 'integer'),
         (f'mongodb://127.0.0.1:1/db?chunk_size_bytes={DIGITS}', 'chunk_size_bytes', 'from 1 to'),

@@ -65,7 +65,7 @@ def test_options_are_frozen_and_checked_when_made(tmp_path: Path) -> None:
         options.fsync = False  # type: ignore[misc]
     with pytest.raises(InvalidStoreConfiguration, match='fsync must be True or False'):
         DiskOptions(directory=tmp_path, fsync='yes')  # type: ignore[arg-type]
-    with pytest.raises(InvalidStoreConfiguration, match='max_attempts must be an int of at least 1'):
+    with pytest.raises(InvalidStoreConfiguration, match='max_attempts must be an int from 1 to 100'):
         S3Options(bucket='b', max_attempts=0)
     with pytest.raises(InvalidStoreConfiguration, match='needs exactly one of pool='):
         PostgresOptions()
@@ -121,7 +121,7 @@ def test_replace_checks_again() -> None:
     options = S3Options(bucket='b')
     assert options.replace(part_size=16 << 20).part_size == 16 << 20
     assert options.part_size == 8 << 20
-    with pytest.raises(InvalidStoreConfiguration, match='part_size must be at least'):
+    with pytest.raises(InvalidStoreConfiguration, match='part_size must be an int of bytes from 5242880'):
         options.replace(part_size=1)
     with pytest.raises(InvalidStoreConfiguration, match="S3MediaStore does not accept the option 'colour'"):
         options.replace(colour='red')

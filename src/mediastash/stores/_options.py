@@ -13,13 +13,14 @@ parameter by name. No error here repeats a value (a URL may carry a secret).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
 from mediastash.errors import InvalidStoreConfiguration
 from mediastash.stores._url import shown, unknown_parameter
 
-__all__ = ['Converter', 'StoreOptions', 'query_options']
+__all__ = ['Converter', 'StoreOptions', 'check_callable', 'check_path', 'query_options']
 
 Converter = Callable[[str, str], Any]
 """``convert(parameter name, text value)``: a field's value, or ``InvalidStoreConfiguration`` naming the parameter."""
@@ -107,3 +108,21 @@ def query_options(
         field, convert = fields[name]
         found[field] = convert(name, value)
     return found
+
+
+def check_callable(name: str, value: object, accepts: str) -> None:
+    """``InvalidStoreConfiguration`` naming ``name`` (and the type given) unless ``value`` is callable."""
+    if not callable(value):
+        raise InvalidStoreConfiguration(f'{name} must be {accepts}, got {type(value).__name__}')
+
+
+def check_path(name: str, value: object) -> str:
+    """``value`` as a non-empty ``str`` path without NUL (a ``str`` or ``os.PathLike[str]``); the path is not shown."""
+    path = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if not isinstance(path, str):
+        raise InvalidStoreConfiguration(f'{name} must be a str path, got {type(value).__name__}')
+    if not path:
+        raise InvalidStoreConfiguration(f'{name} must be a non-empty path')
+    if '\x00' in path:
+        raise InvalidStoreConfiguration(f'{name} must not hold a NUL character (the path is not shown)')
+    return path

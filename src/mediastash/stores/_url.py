@@ -11,6 +11,7 @@ helpers; ``open_store`` uses ``SCHEME``.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ from mediastash.errors import InvalidStoreConfiguration
 __all__ = [
     'SCHEME',
     'boolean',
+    'check_unicode',
     'duration',
     'integer',
     'looks_secret',
@@ -38,8 +40,10 @@ __all__ = [
 
 SCHEME = re.compile(r'([A-Za-z][A-Za-z0-9+.-]*)://')
 """The ``scheme://`` a store URL begins with."""
-_SHOWN_NAME = re.compile(r'[a-z_][A-Za-z0-9_]{0,39}')
-"""Query parameter names quoted in errors; anything else (a pasted key, say) is not repeated."""
+_SHOWN_NAME = re.compile(r'[a-z_][A-Za-z_]{0,39}')
+"""Query parameter names quoted in errors: letters and underscores, as every parameter name is. Anything else is
+not repeated: a pasted key or token (``ghp_...``, ``sk_live_...``, an AWS secret key) holds digits."""
+_INTEGER = re.compile(r'[+-]?[0-9]+')
 _SECRET_WORDS = ('secret', 'password', 'passwd', 'token', 'credential', 'access_key', 'accesskey', 'signature', 'x-amz')
 N = TypeVar('N', int, float)
 _TRUE = frozenset({'1', 'true', 'yes', 'on'})
@@ -48,12 +52,25 @@ _FALSE = frozenset({'0', 'false', 'no', 'off'})
 
 def url_scheme(url: str, owner: str, schemes: tuple[str, ...]) -> str:
     """The (lowercased) scheme of ``url``, which must be one of ``schemes``; ``owner`` names the class in errors."""
-    match = SCHEME.match(url)
+    match = SCHEME.match(url) if isinstance(url, str) else None
     scheme = match.group(1).lower() if match else ''
     if scheme not in schemes:
         forms = ' or '.join(f'{name}://' for name in schemes)
         raise InvalidStoreConfiguration(f'{owner}.from_url takes a {forms} URL (the one given is not shown)')
+    check_unicode(f'the {scheme}:// URL', url)
     return scheme
+
+
+def check_unicode(what: str, value: str) -> None:
+    """Refuse ``value`` when it holds a lone surrogate (it cannot be encoded, so no server could be sent it).
+
+    Checked character by character: the ``UnicodeEncodeError`` that ``encode`` raises would carry the whole
+    value in its ``object``, and an error's context outlives ``from None``.
+    """
+    if any('\ud800' <= char <= '\udfff' for char in value):
+        raise InvalidStoreConfiguration(
+            f'{what} must be encodable as UTF-8, without lone surrogates (it is not repeated here)'
+        )
 
 
 def split_url(url: str, scheme: str, *, credentials_hint: str = '') -> SplitResult:
@@ -61,7 +78,9 @@ def split_url(url: str, scheme: str, *, credentials_hint: str = '') -> SplitResu
     try:
         parts = urlsplit(url)
     except ValueError:
-        raise InvalidStoreConfiguration(f'the {scheme}:// URL cannot be parsed') from None
+        parts = None  # refused below, outside the handler, so that no error keeps the parser's as its context
+    if parts is None:
+        raise InvalidStoreConfiguration(f'the {scheme}:// URL cannot be parsed')
     if '@' in parts.netloc:
         where = f'; {credentials_hint}' if credentials_hint else ''
         raise InvalidStoreConfiguration(f'the {scheme}:// URL must not carry credentials (user:password@){where}')
@@ -113,7 +132,11 @@ def boolean(name: str, value: str) -> bool:
 
 
 def integer(name: str, value: str) -> int:
-    """The integer value of parameter ``name`` (its range is the store constructor's to check)."""
+    """The integer value of parameter ``name``, ASCII digits only (its range is the store constructor's to check)."""
+    if _INTEGER.fullmatch(value.strip()) is None:
+        raise InvalidStoreConfiguration(
+            f'URL parameter {name}= must be an integer (digits only); the value given is not shown'
+        )
     return _converted(name, value, int, 'an integer (digits only)')
 
 
@@ -129,8 +152,11 @@ def size(name: str, value: str) -> int:
 
 
 def number(name: str, value: str) -> float:
-    """The number value of parameter ``name`` (its range is the store constructor's to check)."""
-    return _converted(name, value, float, 'a number (such as 30 or 0.5)')
+    """The finite number value of parameter ``name`` (its range is the store constructor's to check)."""
+    found = _converted(name, value, float, 'a number (such as 30 or 0.5)')
+    if not math.isfinite(found):
+        raise InvalidStoreConfiguration(f'URL parameter {name}= must be a finite number; the value given is not shown')
+    return found
 
 
 def text(name: str, value: str) -> str:
@@ -159,9 +185,8 @@ def _converted(name: str, value: str, convert: Callable[[str], N], accepts: str)
     try:
         return convert(value)
     except ValueError:
-        raise InvalidStoreConfiguration(
-            f'URL parameter {name}= must be {accepts}; the value given is not shown'
-        ) from None
+        pass  # raised below, outside the handler: the ValueError quotes the value and would be kept as __context__
+    raise InvalidStoreConfiguration(f'URL parameter {name}= must be {accepts}; the value given is not shown')
 
 
 def merged_options(store: type[Any], arguments: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from urllib.request import url2pathname
 
 from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
 from mediastash.keys import KeyStrategy, default_key_strategy
-from mediastash.stores._options import StoreOptions, query_options
+from mediastash.stores._options import StoreOptions, check_callable, check_path, query_options
 from mediastash.stores._url import SCHEME, boolean, query_parameters, split_url
 from mediastash.urls import PublicUrlResolver
 
@@ -39,8 +39,10 @@ class DiskOptions(StoreOptions):
     """Flush each file and its folder before a write returns (URL: ``fsync=true``)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.directory, str | os.PathLike) or not isinstance(os.fspath(self.directory), str):
-            raise InvalidStoreConfiguration(f'directory must be a str path, got {type(self.directory).__name__}')
+        check_path('directory', self.directory)
+        check_callable('key_strategy', self.key_strategy, 'a key strategy: a callable (uri, context) -> path')
+        if self.public_url is not None:
+            check_callable('public_url', self.public_url, 'None or a callable (uri, context) -> URL')
         if not isinstance(self.fsync, bool):
             raise InvalidStoreConfiguration(f'fsync must be True or False, got {type(self.fsync).__name__}')
 

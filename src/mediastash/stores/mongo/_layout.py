@@ -79,6 +79,7 @@ def check_database(name: object) -> str:
     if (
         not isinstance(name, str)
         or not name
+        or any('\ud800' <= char <= '\udfff' for char in name)  # before encode(), whose error holds the name
         or len(name.encode()) > _DATABASE_MAX_BYTES
         or any(char in _DATABASE_FORBIDDEN for char in name)
     ):

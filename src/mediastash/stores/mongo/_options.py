@@ -16,8 +16,8 @@ from urllib.parse import unquote_plus
 
 from mediastash._checks import exactly_one_of
 from mediastash.errors import InvalidStoreConfiguration
-from mediastash.stores._options import Converter, StoreOptions, query_options
-from mediastash.stores._url import shown, size, text, url_scheme
+from mediastash.stores._options import Converter, StoreOptions, check_callable, query_options
+from mediastash.stores._url import check_unicode, shown, size, text, url_scheme
 from mediastash.stores.mongo._layout import (
     DEFAULT_CHUNK_SIZE_BYTES,
     Document,
@@ -37,6 +37,7 @@ _QUERY: dict[str, tuple[str, Converter]] = {
     'chunk_size_bytes': ('chunk_size_bytes', size),
 }
 OWN_OPTIONS: Final = tuple(_QUERY)
+_URL_START = re.compile(r'mongodb(\+srv)?://.', re.IGNORECASE)
 """Query parameters of a MongoDB URL that mediastash reads and removes; the rest go to the driver."""
 
 
@@ -69,8 +70,17 @@ class MongoOptions(StoreOptions):
             check_database(self.database)
         check_collection(self.collection)
         check_chunk_size(self.chunk_size_bytes)
-        if self.client is None and (not isinstance(self.db_url, str) or not self.db_url):
-            raise InvalidStoreConfiguration('db_url= must be a non-empty MongoDB connection string')
+        if self.client is None and (
+            not isinstance(self.db_url, str) or _URL_START.match(self.db_url) is None or '\x00' in self.db_url
+        ):
+            raise InvalidStoreConfiguration(
+                'db_url= must be a mongodb:// or mongodb+srv:// connection string without NUL '
+                '(the value given is not shown)'
+            )
+        if self.db_url is not None:
+            check_unicode('db_url=', self.db_url)
+        if self.public_url is not None:
+            check_callable('public_url', self.public_url, 'None or a callable (uri, context) -> URL')
 
     @classmethod
     def from_store_url(cls, url: str, *, create: bool, overrides: dict[str, Any], owner: str) -> Self:
@@ -81,6 +91,8 @@ class MongoOptions(StoreOptions):
             raise InvalidStoreConfiguration(f"a {scheme}:// URL needs a '/' between the hosts and the options")
         if not hosts or hosts.endswith('@'):
             raise InvalidStoreConfiguration(f'the {scheme}:// URL names no host')
+        if '#' in tail:
+            raise InvalidStoreConfiguration(f'the {scheme}:// URL takes no #fragment')
         database_part, _, query = tail.partition('?')
         own: dict[str, str] = {}
         kept: list[str] = []
@@ -116,11 +128,18 @@ def _check_driver_option(name: str, piece: str) -> None:
     from pymongo.errors import ConfigurationError
     from pymongo.uri_parser import split_options
 
+    if '\x00' in unquote_plus(piece):
+        raise InvalidStoreConfiguration(f'MongoDB URL option {shown(name)} holds a NUL character')
+    # The driver's errors quote the value: each is read inside its handler and refused outside it, so that the
+    # error raised keeps none of them as its __context__.
     try:
         split_options(piece, validate=True, warn=False)
     except ConfigurationError as exc:
-        if 'unknown option' in str(exc).lower():
-            raise InvalidStoreConfiguration(f'unknown MongoDB URL option {shown(name)}') from None
-        raise InvalidStoreConfiguration(f'MongoDB URL option {shown(name)} has an invalid value') from None
+        problem = 'unknown' if 'unknown option' in str(exc).lower() else 'invalid'
     except (ValueError, TypeError, KeyError):
-        raise InvalidStoreConfiguration(f'MongoDB URL option {shown(name)} has an invalid value') from None
+        problem = 'invalid'
+    else:
+        return
+    if problem == 'unknown':
+        raise InvalidStoreConfiguration(f'unknown MongoDB URL option {shown(name)}')
+    raise InvalidStoreConfiguration(f'MongoDB URL option {shown(name)} has an invalid value')

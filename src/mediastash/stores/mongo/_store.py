@@ -150,12 +150,14 @@ class MongoMediaStore(BaseMediaStore):
         self._collection_name = options.collection
         self._chunk_size = options.chunk_size_bytes
         if client is None:
+            made: AsyncMongoClient[Document] | type[Exception]
             try:
-                client = AsyncMongoClient[Document](db_url)
+                made = AsyncMongoClient[Document](db_url)
             except (ConfigurationError, ValueError) as exc:  # the message may quote the URL and credentials
-                raise InvalidStoreConfiguration(
-                    f'db_url= is not a usable MongoDB connection string ({type(exc).__name__})'
-                ) from None
+                made = type(exc)  # refused outside the handler, so that the error keeps no __context__
+            if isinstance(made, type):
+                raise InvalidStoreConfiguration(f'db_url= is not a usable MongoDB connection string ({made.__name__})')
+            client = made
             self._owns_client = True
         else:
             self._owns_client = False

@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from typing import Any, ClassVar, Final, Protocol, Self
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from mediastash._checks import exactly_one_of, positive_int
 from mediastash.errors import InvalidStoreConfiguration
 from mediastash.stores import _url
-from mediastash.stores._options import Converter, StoreOptions, query_options
+from mediastash.stores._options import Converter, StoreOptions, check_callable, query_options
 from mediastash.stores.postgres._address import DSN_SCHEMES, parse_dsn_address
 from mediastash.stores.postgres._layout import IDENTIFIER
 from mediastash.urls import PublicUrlResolver
@@ -93,20 +93,30 @@ class PostgresOptions(StoreOptions):
         if self.chunk_size_bytes > MAX_CHUNK_SIZE_BYTES:
             raise InvalidStoreConfiguration(f'chunk_size_bytes must be at most {MAX_CHUNK_SIZE_BYTES} (256 MiB)')
         positive_int('max_connections', self.max_connections)
-        if self.dsn is not None and (not isinstance(self.dsn, str) or parse_dsn_address(self.dsn) is None):
+        if isinstance(self.dsn, str):
+            _url.check_unicode('dsn=', self.dsn)
+        if self.dsn is not None and (
+            not isinstance(self.dsn, str) or '\x00' in self.dsn or parse_dsn_address(self.dsn) is None
+        ):
             raise InvalidStoreConfiguration(
                 'PostgresMediaStore(dsn=...) needs a postgresql:// or postgres:// connection string '
                 '(the value is not repeated here)'
             )
+        if self.public_url is not None:
+            check_callable('public_url', self.public_url, 'None or a callable (uri, context) -> URL')
 
     @classmethod
     def from_store_url(cls, url: str, *, create: bool, overrides: dict[str, Any], owner: str) -> Self:
         """Check ``url``; nothing is contacted and nothing is created (tables appear at the first write)."""
         scheme = _url.url_scheme(url, owner, DSN_SCHEMES)
-        user, at, rest = url.partition('://')[2].rpartition('@')
+        body = url.partition('://')[2]
+        # user@ is looked for before the query: an '@' in a parameter's value (application_name=a@b) is no login
+        cut = min((index for index in (body.find('?'), body.find('#')) if index >= 0), default=len(body))
+        head, tail = body[:cut], body[cut:]
+        user, at, rest = head.rpartition('@')
         if at and ':' in user:
             raise InvalidStoreConfiguration(f'the {scheme}:// URL must not carry a password; {_CREDENTIALS_HINT}')
-        parts = _url.split_url(f'{scheme}://{rest}' if at else url, scheme)
+        parts = _url.split_url(f'{scheme}://{rest}{tail}' if at else url, scheme)
         if not parts.hostname:
             raise InvalidStoreConfiguration(f'the {scheme}:// URL names no host; use {scheme}://host[:port]/<database>')
         database = parts.path.lstrip('/')
@@ -114,10 +124,14 @@ class PostgresOptions(StoreOptions):
             raise InvalidStoreConfiguration(
                 f'the {scheme}:// URL names no database; use {scheme}://host[:port]/<database>'
             )
+        if '\x00' in unquote(database) or '\x00' in unquote(user):
+            raise InvalidStoreConfiguration(f'the {scheme}:// URL names a database or user holding a NUL character')
         try:
-            parts.port  # noqa: B018 - a port that is not a number raises here
-        except ValueError:
-            raise InvalidStoreConfiguration(f'the {scheme}:// URL has a port that is not a number') from None
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:  # refused below, outside the handler: the ValueError quotes the port
+            port_ok = False
+        if not port_ok:
+            raise InvalidStoreConfiguration(f'the {scheme}:// URL has a port that is not a number from 1 to 65535')
         own: dict[str, str] = {}
         kept: list[str] = []
         for name, value in _url.query_parameters(parts.query, f'{scheme}://').items():

@@ -11,13 +11,14 @@ import dataclasses
 import os
 import re
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from mediastash.errors import InvalidStoreConfiguration
 from mediastash.keys import KeyStrategy, default_key_strategy
-from mediastash.stores._options import Converter, StoreOptions, query_options
+from mediastash.stores._options import Converter, StoreOptions, check_callable, check_path, query_options
 from mediastash.stores._url import (
     boolean,
+    check_unicode,
     duration,
     integer,
     looks_secret,
@@ -36,16 +37,19 @@ if TYPE_CHECKING:
     from botocore.config import Config
     from types_aiobotocore_s3 import S3Client
 
-__all__ = ['MAX_KNOWN_TTL', 'PutCheck', 'S3Options']
+__all__ = ['MAX_KNOWN_TTL', 'MAX_PART_SIZE', 'PutCheck', 'S3Options', 'public_endpoint']
 
 PutCheck = Literal['auto', 'head', 'if-none-match']
 """How ``put`` learns that a blob is already stored (see ``S3MediaStore``)."""
 
 MAX_KNOWN_TTL = 86_400
 """The longest ``known_ttl`` (seconds)."""
+MAX_PART_SIZE = 5 << 30
+"""S3's largest part, and its largest single-request upload (5 GiB)."""
 
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
-_BUCKET = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
+_BUCKET = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,254}')
+_REGION = re.compile(r'[A-Za-z0-9._-]{1,64}')
 _AWS_CHAIN = (
     'the AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), '
     'AWS_PROFILE / the shared credentials file, or an instance role'
@@ -54,20 +58,59 @@ _AWS_CHAIN = (
 
 def _endpoint(name: str, value: str) -> str:
     """An ``http(s)://host[:port][/path]`` endpoint without credentials (the value is not quoted in errors)."""
+    _check_endpoint(f'URL parameter {name}=', text(name, value), user_info=False)
+    return value
+
+
+def _check_endpoint(what: str, value: object, *, user_info: bool) -> None:
+    """Refuse an endpoint that is not an ``http(s)://host[:port][/path]`` str; ``user_info`` allows ``user:pass@``."""
+    if not isinstance(value, str) or not value or _CONTROL.search(value):
+        raise InvalidStoreConfiguration(f'{what} must be an http:// or https:// URL without control characters')
+    check_unicode(what, value)
     try:
-        parts = urlsplit(text(name, value))
+        parts = urlsplit(value)
         _ = parts.port
-    except ValueError:
-        raise InvalidStoreConfiguration('URL parameter endpoint_url= is not a valid http(s) URL') from None
+    except ValueError:  # refused below, outside the handler: the ValueError can quote part of the URL
+        parts = None
+    if parts is None:
+        raise InvalidStoreConfiguration(f'{what} is not a valid http(s) URL (not repeated here)')
     if parts.scheme not in ('http', 'https') or not parts.hostname:
-        raise InvalidStoreConfiguration('URL parameter endpoint_url= must be an http:// or https:// URL with a host')
-    if '@' in parts.netloc:
+        raise InvalidStoreConfiguration(f'{what} must be an http:// or https:// URL with a host')
+    if not user_info and '@' in parts.netloc:
         raise InvalidStoreConfiguration(
-            f'URL parameter endpoint_url= must not carry credentials (user:password@); they come from {_AWS_CHAIN}'
+            f'{what} must not carry credentials (user:password@); they come from {_AWS_CHAIN}'
         )
     if parts.query or parts.fragment:
-        raise InvalidStoreConfiguration('URL parameter endpoint_url= takes no query or fragment')
-    return value
+        raise InvalidStoreConfiguration(f'{what} takes no query or fragment')
+
+
+def public_endpoint(url: str | None) -> str | None:
+    """``url`` without any ``user:password@`` part (what a ``repr`` shows and what the SDK is given)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ''
+    netloc = f'{host}:{parts.port}' if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _check_bucket(bucket: object) -> None:
+    if not isinstance(bucket, str) or _BUCKET.fullmatch(bucket) is None:
+        raise InvalidStoreConfiguration(
+            'bucket must be a str of 1-255 letters, digits, dots, underscores and hyphens, starting with a letter '
+            'or digit (the value given is not shown)'
+        )
+
+
+def _check_credential(name: str, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value or _CONTROL.search(value) or not value.isascii():
+        raise InvalidStoreConfiguration(
+            f'{name} must be None or a non-empty str of printable ASCII (the value given is not shown)'
+        )
 
 
 _QUERY: dict[str, tuple[str, Converter]] = {
@@ -102,9 +145,10 @@ class S3Options(StoreOptions):
     client: S3Client | None = dataclasses.field(default=None, compare=False)
     """An aiobotocore S3 client you own and close; else the store makes one from the connection settings."""
     endpoint_url: str | None = None
-    """An S3-compatible service's ``http(s)://host[:port]`` (URL: ``endpoint_url=``)."""
+    """An S3-compatible service's ``http(s)://host[:port][/path]`` (URL: ``endpoint_url=``); a ``user:password@``
+    in it is never shown and never sent (the store drops it with a warning)."""
     region_name: str | None = None
-    """The AWS region (URL: ``region=``)."""
+    """The AWS region: 1-64 letters, digits, ``.``, ``_`` or ``-`` (URL: ``region=``)."""
     aws_access_key_id: str | None = dataclasses.field(default=None, repr=False)
     aws_secret_access_key: str | None = dataclasses.field(default=None, repr=False)
     aws_session_token: str | None = dataclasses.field(default=None, repr=False)
@@ -121,17 +165,17 @@ class S3Options(StoreOptions):
     conditional_writes: bool = True
     """Send ``If-None-Match: *`` on uploads (URL: ``conditional_writes=``)."""
     multipart_threshold: int = 16 << 20
-    """Blobs of this many bytes or more are uploaded in parts (URL: ``multipart_threshold=16MiB``)."""
+    """Blobs of this many bytes or more are uploaded in parts, 5 MiB-5 GiB (URL: ``multipart_threshold=16MiB``)."""
     part_size: int = 8 << 20
-    """Bytes per part (URL: ``part_size=8MiB``)."""
+    """Bytes per part, 5 MiB-5 GiB (URL: ``part_size=8MiB``)."""
     max_concurrency: int = 8
-    """Parts and batch requests in flight at once (URL: ``max_concurrency=``)."""
+    """Parts and batch requests in flight at once, 1-1024 (URL: ``max_concurrency=``)."""
     max_attempts: int = 5
-    """The SDK's attempts per request (URL: ``max_attempts=``)."""
+    """The SDK's attempts per request, 1-100 (URL: ``max_attempts=``)."""
     retry_max_backoff: float | None = None
     """Most seconds the SDK waits between attempts, 0-60 (URL: ``retry_max_backoff=20s``)."""
     read_attempts: int = 5
-    """Ranged GETs that resume a body cut short (URL: ``read_attempts=``)."""
+    """Ranged GETs that resume a body cut short, 1-100 (URL: ``read_attempts=``)."""
     spool_directory: str | os.PathLike[str] | None = None
     """Where ``put_stream`` spools a large stream (the system's temporary folder by default)."""
     known_ttl: float | None = None
@@ -139,8 +183,7 @@ class S3Options(StoreOptions):
 
     def __post_init__(self) -> None:
         """Refuse contradictory or out-of-range settings (``InvalidStoreConfiguration`` naming the setting)."""
-        if not isinstance(self.bucket, str) or not self.bucket:
-            raise InvalidStoreConfiguration(f'bucket must be a non-empty str, got {type(self.bucket).__name__}')
+        _check_bucket(self.bucket)
         connection = (
             self.endpoint_url,
             self.region_name,
@@ -154,17 +197,41 @@ class S3Options(StoreOptions):
             )
         if self.client is not None and self.retry_max_backoff is not None:
             raise InvalidStoreConfiguration('retry_max_backoff applies to a client the store creates, not to client=')
+        if self.endpoint_url is not None:
+            _check_endpoint('endpoint_url', self.endpoint_url, user_info=True)
+        if self.config is not None:
+            from botocore.config import Config
+
+            if not isinstance(self.config, Config):
+                raise InvalidStoreConfiguration(f'config must be a botocore Config, got {type(self.config).__name__}')
+        if self.region_name is not None and (
+            not isinstance(self.region_name, str) or _REGION.fullmatch(self.region_name) is None
+        ):
+            raise InvalidStoreConfiguration(
+                'region_name must be None or 1-64 letters, digits, dots, underscores or hyphens such as us-east-1 '
+                '(the value given is not shown)'
+            )
+        for name in ('aws_access_key_id', 'aws_secret_access_key', 'aws_session_token'):
+            _check_credential(name, getattr(self, name))
         _check_key_prefix(self.key_prefix)
+        check_callable('key_strategy', self.key_strategy, 'a key strategy: a callable (uri, context) -> key')
+        if self.public_url is not None and not isinstance(self.public_url, PresignedUrls):
+            check_callable('public_url', self.public_url, 'None, PresignedUrls(...) or a callable (uri, context)')
         if self.put_check not in ('auto', 'head', 'if-none-match'):
             raise InvalidStoreConfiguration("put_check must be 'auto', 'head' or 'if-none-match'")
-        if self.part_size < MIN_PART_SIZE:
-            raise InvalidStoreConfiguration(f'part_size must be at least {MIN_PART_SIZE} bytes (S3 minimum)')
-        if self.multipart_threshold < MIN_PART_SIZE:
-            raise InvalidStoreConfiguration(f'multipart_threshold must be at least {MIN_PART_SIZE} bytes')
-        for name in ('max_concurrency', 'max_attempts', 'read_attempts'):
+        if not isinstance(self.conditional_writes, bool):
+            raise InvalidStoreConfiguration('conditional_writes must be True or False')
+        for name in ('part_size', 'multipart_threshold'):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidStoreConfiguration(f'{name} must be an int of at least 1')
+            if isinstance(value, bool) or not isinstance(value, int) or not MIN_PART_SIZE <= value <= MAX_PART_SIZE:
+                raise InvalidStoreConfiguration(
+                    f'{name} must be an int of bytes from {MIN_PART_SIZE} to {MAX_PART_SIZE} '
+                    '(S3 minimum part size and maximum part or single upload size)'
+                )
+        for name, most in (('max_concurrency', 1024), ('max_attempts', 100), ('read_attempts', 100)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise InvalidStoreConfiguration(f'{name} must be an int from 1 to {most}')
         known_ttl = self.known_ttl
         if known_ttl is not None and (
             isinstance(known_ttl, bool) or not isinstance(known_ttl, int | float) or not 0 < known_ttl <= MAX_KNOWN_TTL
@@ -172,8 +239,24 @@ class S3Options(StoreOptions):
             raise InvalidStoreConfiguration(
                 f'known_ttl must be None or a number of seconds above 0 and at most {MAX_KNOWN_TTL}'
             )
-        if self.retry_max_backoff is not None and not 0 <= self.retry_max_backoff <= 60:
-            raise InvalidStoreConfiguration('retry_max_backoff must be a number of seconds from 0 to 60')
+        backoff = self.retry_max_backoff
+        if backoff is not None and (
+            isinstance(backoff, bool) or not isinstance(backoff, int | float) or not 0 <= backoff <= 60
+        ):
+            raise InvalidStoreConfiguration('retry_max_backoff must be None or a number of seconds from 0 to 60')
+        if self.spool_directory is not None:
+            check_path('spool_directory', self.spool_directory)
+
+    def __repr__(self) -> str:
+        """The fields shown in a ``repr``, with ``endpoint_url`` stripped of any ``user:password@``."""
+        shown: list[str] = []
+        for field in dataclasses.fields(self):
+            if field.repr:
+                value = getattr(self, field.name)
+                if field.name == 'endpoint_url':
+                    value = public_endpoint(value)
+                shown.append(f'{field.name}={value!r}')
+        return f'{type(self).__name__}({", ".join(shown)})'
 
     @classmethod
     def from_store_url(cls, url: str, *, create: bool, overrides: dict[str, Any], owner: str) -> Self:
@@ -218,9 +301,4 @@ def _check_key_prefix(key_prefix: object) -> None:
         raise InvalidStoreConfiguration(
             'key_prefix must be a str without control characters or a leading / (the value given is not shown)'
         )
-    try:
-        key_prefix.encode('utf-8')
-    except UnicodeEncodeError:
-        raise InvalidStoreConfiguration(
-            'key_prefix must be encodable as UTF-8, without lone surrogates (the value given is not shown)'
-        ) from None
+    check_unicode('key_prefix', key_prefix)

@@ -54,7 +54,7 @@ from mediastash.stores.s3._hashing import PipelinedSha256
 from mediastash.stores.s3._known import KnownKeys
 from mediastash.stores.s3._metadata import decode_metadata, encode_metadata
 from mediastash.stores.s3._multipart import ReadRange, error_code, error_status, upload_multipart
-from mediastash.stores.s3._options import PutCheck, S3Options
+from mediastash.stores.s3._options import PutCheck, S3Options, public_endpoint
 from mediastash.stores.s3._presign import PresignedUrls, presign_get
 from mediastash.stores.s3._redact import redact_in_sdk_logs
 from mediastash.stores.s3._touch import refresh_object
@@ -277,7 +277,7 @@ class S3MediaStore(BaseMediaStore):
         return self._key_prefix
 
     def _describe(self) -> str:
-        where = f', endpoint_url={_public_endpoint(self._endpoint_url)!r}' if self._endpoint_url else ''
+        where = f', endpoint_url={public_endpoint(self._endpoint_url)!r}' if self._endpoint_url else ''
         prefix = f', key_prefix={self._key_prefix!r}' if self._key_prefix else ''
         return f'S3MediaStore(bucket={self._bucket!r}{prefix}{where})'
 
@@ -653,7 +653,7 @@ class S3MediaStore(BaseMediaStore):
             raise
 
     def _missing_bucket(self) -> StoreNotFoundError:
-        where = f' at {_public_endpoint(self._endpoint_url)}' if self._endpoint_url else ''
+        where = f' at {public_endpoint(self._endpoint_url)}' if self._endpoint_url else ''
         return StoreNotFoundError(
             'S3 bucket', self._bucket, hint=f'create it first{where} (mediastash never creates buckets)'
         )
@@ -1089,7 +1089,7 @@ def _without_user_info(url: str | None) -> str | None:
     is never used (aiohttp even refuses it next to SigV4's ``Authorization``);
     stripping it here means the SDK, and so its DEBUG logs, never see it.
     """
-    public = _public_endpoint(url)
+    public = public_endpoint(url)
     if public != url:
         warnings.warn(
             f'S3MediaStore ignores the user-info in endpoint_url (requests are signed with the access keys); '
@@ -1098,15 +1098,3 @@ def _without_user_info(url: str | None) -> str | None:
             stacklevel=4,
         )
     return public
-
-
-def _public_endpoint(url: str | None) -> str | None:
-    """The endpoint without any ``user:password@`` part."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ''
-    netloc = f'{host}:{parts.port}' if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -15,8 +15,8 @@ from urllib.parse import unquote
 
 from mediastash._checks import exactly_one_of
 from mediastash.errors import InvalidStoreConfiguration, StoreNotFoundError
-from mediastash.stores._options import StoreOptions, query_options
-from mediastash.stores._url import query_parameters, split_url, text, url_scheme
+from mediastash.stores._options import StoreOptions, check_callable, check_path, query_options
+from mediastash.stores._url import check_unicode, query_parameters, split_url, text, url_scheme
 from mediastash.urls import PublicUrlResolver
 
 __all__ = ['SqliteOptions']
@@ -42,6 +42,14 @@ class SqliteOptions(StoreOptions):
 
     def __post_init__(self) -> None:
         exactly_one_of('SqliteMediaStore', ('database', self.database, ''), ('connection', self.connection, ''))
+        if self.database is not None:
+            check_unicode('database', check_path('database', self.database))
+        if self.connection is not None and not isinstance(self.connection, sqlite3.Connection):
+            raise InvalidStoreConfiguration(
+                f'connection must be a sqlite3.Connection, got {type(self.connection).__name__}'
+            )
+        if self.public_url is not None:
+            check_callable('public_url', self.public_url, 'None or a callable (uri, context) -> URL')
         if not isinstance(self.table, str) or _TABLE_NAME.fullmatch(self.table) is None:
             raise InvalidStoreConfiguration(
                 'invalid SQLite table name (not repeated here): '
