@@ -12,7 +12,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -42,6 +41,7 @@ from mediastash.stores.mongo import MongoMediaStore
 from mediastash.stores.s3 import PresignedUrls, S3MediaStore
 from tests.mongo_support import TEST_DATABASE, Document, mongo_uri, raw_client, unique_name
 from tests.s3_servers import FaultProxy, S3Endpoint, fault_proxy, moto_server, unique_bucket
+from tests.strict_warnings import every_warning_an_error
 
 __all__ = ['fault_proxy', 'moto_server', 'mongo_uri']  # session fixtures, imported so pytest finds them here
 
@@ -495,8 +495,7 @@ async def collection(mongo: AsyncMongoClient[Document]) -> AsyncIterator[str]:
 
 async def test_mongo_url(mongo_uri: str, mongo: AsyncMongoClient[Document], collection: str) -> None:
     url = mongo_url(mongo_uri, TEST_DATABASE, f'collection={collection}&chunk_size_bytes=1000&appName=open-store-test')
-    with warnings.catch_warnings():
-        warnings.simplefilter('error')  # the driver warns about options it does not know: ours must be gone
+    with every_warning_an_error():  # the driver warns about options it does not know: ours must be gone
         store = open_store(url, create=False)
     assert isinstance(store, MongoMediaStore)
     assert (store.database, store.collection, store.chunk_size_bytes) == (TEST_DATABASE, collection, 1000)

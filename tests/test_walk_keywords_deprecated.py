@@ -7,7 +7,6 @@ One case per integration, each built on the framework's real in-memory store.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from mediastash import InvalidArgumentError, KnownBlobCache, MemoryMediaStore, WalkOptions
 from mediastash.walker._options import DEPRECATED_KEYWORDS
+from tests.strict_warnings import every_warning_an_error
 
 Make = Callable[..., Any]
 Read = Callable[[Any], WalkOptions]
@@ -131,8 +131,7 @@ def test_the_old_keywords_still_work_and_warn_naming_the_new_form(integration: t
 
 def test_options_alone_do_not_warn(integration: tuple[str, Make, Read]) -> None:
     _, make, read = integration
-    with warnings.catch_warnings():
-        warnings.simplefilter('error')
+    with every_warning_an_error():
         built = make(options=WalkOptions(threshold_bytes=999, known_blobs=False))
         default = make()
     assert (read(built).threshold_bytes, read(built).known_blobs) == (999, False)
@@ -146,8 +145,7 @@ def test_options_and_a_keyword_together_are_a_typed_error(
     integration: tuple[str, Make, Read], keyword: str, value: Any
 ) -> None:
     _, make, _ = integration
-    with warnings.catch_warnings():
-        warnings.simplefilter('error')  # refused before any warning: the call has two answers for one setting
+    with every_warning_an_error():  # refused before any warning: the call has two answers for one setting
         refused = f'^{keyword} must be left out when options= is given'
         with pytest.raises(InvalidArgumentError, match=refused) as info:
             make(options=WalkOptions(), **{keyword: value})
